@@ -1,0 +1,74 @@
+"""Conditions and phase (SPEC section 4): one entry per type, times that move only on flips.
+
+``Ready`` follows the machine state; ``Synced`` says whether the last
+reconcile succeeded; the activity conditions (Creating, Updating, Deleting,
+Failed) are True while their state is current and False afterwards, so the
+list doubles as a short history. Types are never removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from lifecycle.values import Condition, ConditionStatus
+
+READY = "Ready"
+SYNCED = "Synced"
+
+
+def merge(
+    existing: Sequence[Mapping[str, Any]], updates: Iterable[Condition], when: str
+) -> list[dict[str, Any]]:
+    """Apply ``updates`` to a stored condition list, keeping one entry per type.
+
+    ``lastTransitionTime`` is set to ``when`` only when a condition is new or
+    its status flips; otherwise the stored time is kept. Entries that are not
+    mappings, or lack a type, are dropped (a corrupt list is repaired).
+    """
+    by_type: dict[str, dict[str, Any]] = {}
+    for entry in existing:
+        if isinstance(entry, Mapping) and isinstance(entry.get("type"), str) and entry["type"]:
+            by_type[entry["type"]] = Condition.from_dict(entry).to_dict()
+    for cond in updates:
+        old = by_type.get(cond.type)
+        if old is not None and old["status"] == cond.status.value and old["lastTransitionTime"]:
+            stamp = old["lastTransitionTime"]
+        else:
+            stamp = when
+        by_type[cond.type] = cond.to_dict() | {"lastTransitionTime": stamp}
+    return list(by_type.values())
+
+
+def get(conditions: Sequence[Mapping[str, Any]], type_: str) -> Condition | None:
+    """The condition of ``type_`` in a stored list, if present."""
+    for entry in conditions:
+        if isinstance(entry, Mapping) and entry.get("type") == type_:
+            return Condition.from_dict(entry)
+    return None
+
+
+def phase(conditions: Sequence[Mapping[str, Any]], deleting: bool) -> str:
+    """``Terminating`` if deleting, ``Ready`` if every condition is True, else ``Progressing``.
+
+    Activity conditions that are False record history, not a problem, so
+    only ``Ready``, ``Synced`` and other non-activity types count.
+    """
+    if deleting:
+        return "Terminating"
+    relevant = [c for c in conditions if c.get("type") not in ACTIVITY_TYPES]
+    if relevant and all(c.get("status") == ConditionStatus.TRUE.value for c in relevant):
+        return "Ready"
+    return "Progressing"
+
+
+#: Condition types that record activity history rather than health.
+ACTIVITY_TYPES = frozenset({"Creating", "Updating", "Deleting", "Failed", "Stuck"})
+
+
+def initial(generation: int) -> list[Condition]:
+    """``Ready`` and ``Synced`` as Unknown, for an object seen for the first time."""
+    return [
+        Condition(READY, ConditionStatus.UNKNOWN, "Reconciling", "", generation),
+        Condition(SYNCED, ConditionStatus.UNKNOWN, "Reconciling", "", generation),
+    ]

@@ -1,0 +1,762 @@
+"""The generic managed reconciler: one pass of SPEC section 2, top to bottom.
+
+Get, operation annotation, ownership and policy, orphaning deletion, claim,
+connect, observe, choose one event, fire it through the machine table (its
+actions call the external client behind the intent journal), publish the
+connection Secret, write status if it changed, return the requeue result.
+
+Handled errors end in the Failed state with a condition; API errors other
+than NotFound propagate as :class:`UnhandledError` for the work queue's
+backoff. Object writes (finalizer, annotations, late-init spec) and status
+writes are separate and each retries a 409 from a fresh read.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import secrets
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from lifecycle import conditions as cond
+from lifecycle.apiserver import ApiError, Conflict, NotFound
+from lifecycle.client import (
+    Connector,
+    ExternalClient,
+    ManagedResource,
+    ProviderConfig,
+    close_client,
+)
+from lifecycle.cluster import Cluster
+from lifecycle.decide import (
+    Choice,
+    DeletionPolicy,
+    Facts,
+    ReconcilePolicy,
+    choose_event,
+    requeue,
+)
+from lifecycle.errors import (
+    CredentialsError,
+    ExternalError,
+    HandledError,
+    Severity,
+    TerminalError,
+    UnhandledError,
+)
+from lifecycle.kind import (
+    EXTERNAL_NAME,
+    FINALIZER,
+    INTENT,
+    OPERATION,
+    OWNER,
+    PAUSED,
+    PROVIDER_CONFIG_API,
+    PROVIDER_CONFIG_KIND,
+    RECONCILE_POLICY,
+    Kind,
+)
+from lifecycle.machine import TransitionSpec
+from lifecycle.values import (
+    Condition,
+    ConditionStatus,
+    HistoryEntry,
+    Intent,
+    Observation,
+    Result,
+    now,
+    rfc3339,
+)
+
+log = logging.getLogger("lifecycle.reconciler")
+
+CONFLICT_RETRIES = 5
+T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
+
+
+def generate_password() -> str:
+    """A random password for a new external resource (32 URL-safe characters)."""
+    return secrets.token_urlsafe(24)
+
+
+@attrs.define
+class Pass:
+    """What one reconcile has learned and decided so far (internal working state)."""
+
+    obj: dict[str, Any]
+    state: str
+    generation: int
+    forced: bool = False
+    notes: list[Condition] = attrs.Factory(list)
+    dirty: bool = False
+
+
+class Effects:
+    """The side effects a transition's actions may perform, behind the intent journal.
+
+    Before each mutating call the journal entry (operation, idempotency key,
+    generation, start time) is committed to the object; afterwards its outcome
+    is. A crash between the two leaves a pending entry whose key the retry
+    reuses, and clients treat create-of-existing as success, so nothing is
+    created twice.
+    """
+
+    def __init__(self, reconciler: Reconciler, run: Pass, client: ExternalClient,
+                 resource: ManagedResource) -> None:
+        self.reconciler = reconciler
+        self.run = run
+        self.client = client
+        self.resource = resource
+        self.operation: str | None = None
+        self.connection: dict[str, str] = {}
+
+    def create(self) -> None:
+        """Persist the password (if the kind generates one), journal, then create."""
+        self.operation = "create"
+        if self.reconciler.kind.password:
+            password = self.reconciler.ensure_password(self.run)
+            self.resource = attrs.evolve(self.resource, password=password)
+        self._journalled("create", lambda r: self.connection.update(self.client.create(r).connection))
+
+    def update(self) -> None:
+        """Journal, then update the external resource."""
+        self.operation = "update"
+        self._journalled("update", self.client.update)
+
+    def delete(self) -> None:
+        """Journal, then delete the external resource (absent counts as deleted)."""
+        self.operation = "delete"
+        self._journalled("delete", self.client.delete)
+
+    def _journalled(self, operation: str, call: Callable[[ManagedResource], Any]) -> None:
+        r = self.reconciler
+        meta = self.run.obj["metadata"]
+        key = f"{meta['uid']}/{operation}"
+        if operation == "update":
+            key = f"{key}/{self.run.generation}"
+        intent = Intent(operation, key, self.run.generation, rfc3339(r.clock()))
+        r.set_annotation(self.run, INTENT, json.dumps(intent.to_dict(), sort_keys=True))
+        resource = attrs.evolve(self.resource, idempotency_key=key)
+        try:
+            r.guarded_call(lambda: call(resource))
+        except HandledError:
+            done = attrs.evolve(intent, outcome="failed")
+            r.set_annotation(self.run, INTENT, json.dumps(done.to_dict(), sort_keys=True))
+            raise
+        done = attrs.evolve(intent, outcome="succeeded")
+        r.set_annotation(self.run, INTENT, json.dumps(done.to_dict(), sort_keys=True))
+
+
+class Reconciler:
+    """Reconciles objects of one :class:`Kind` with one provider connector.
+
+    ``operator_id`` names this operator instance for namespace ownership;
+    ``default_policy`` is the operator-wide reconcile policy; ``clock`` and
+    ``password_factory`` are injectable for tests.
+    """
+
+    def __init__(
+        self,
+        api: Cluster,
+        kind: Kind,
+        connector: Connector,
+        *,
+        operator_id: str | None = None,
+        default_policy: ReconcilePolicy = ReconcilePolicy.MANAGE,
+        clock: Callable[[], datetime] = now,
+        password_factory: Callable[[], str] = generate_password,
+    ) -> None:
+        self.api = api
+        self.kind = kind
+        self.connector = connector
+        self.operator_id = operator_id
+        self.default_policy = default_policy
+        self.clock = clock
+        self.password_factory = password_factory
+        self.table = kind.machine.table()
+        self.host = kind.machine.guard_host()
+        self.timing = kind.machine.timing
+
+    # ------------------------------------------------------------------ entry
+    def reconcile(self, namespace: str | None, name: str) -> Result:
+        """Run one reconcile of ``namespace/name`` and return the requeue result."""
+        try:
+            return self._reconcile(namespace, name)
+        except NotFound:
+            return Result.done("NotFound")
+        except ApiError as exc:
+            raise UnhandledError(f"API error during reconcile: {exc}") from exc
+
+    def _reconcile(self, namespace: str | None, name: str) -> Result:
+        kind = self.kind
+        # 1. Get the object.
+        obj = self.api.get(kind.api_version, kind.kind, namespace, name)
+        meta = obj["metadata"]
+        annotations = meta.get("annotations") or {}
+        # 2. Operation annotation.
+        operation = annotations.get(OPERATION)
+        if operation == "ignore":
+            return Result.done("Ignored")
+        run = Pass(obj=obj, state=self._stored_state(obj), generation=_generation(obj))
+        if operation == "reconcile":
+            run.forced = True
+            self._mutate(run, lambda m: m.get("annotations", {}).pop(OPERATION, None))
+        elif operation is not None:
+            run.notes.append(_config_note(
+                "UnknownOperation",
+                f"annotation {OPERATION} has unknown value {str(operation)[:64]!r}; "
+                "expected 'reconcile' or 'ignore'; ignored",
+                run.generation,
+            ))
+        # 3. Ownership and reconcile policy.
+        ns_annotations = self._namespace_annotations(namespace)
+        owner = ns_annotations.get(OWNER)
+        if owner is not None and owner != self.operator_id:
+            self._event(obj, "Warning", "NotOwned",
+                        f"namespace {namespace} is owned by operator {owner!r}; skipped")
+            return Result.done("NotOwned")
+        policy = self._policy(annotations, ns_annotations, run)
+        deletion_policy = self._deletion_policy(run)
+        deleting = bool(meta.get("deletionTimestamp"))
+        claimed = FINALIZER in (meta.get("finalizers") or [])
+        if deleting and not claimed:
+            return Result.done("NotClaimed")
+        if str(annotations.get(PAUSED, "")).lower() == "true":
+            return self._paused(run)
+        # 4. Deletion that must not touch the external resource.
+        if deleting and (not policy.allows_delete or deletion_policy is DeletionPolicy.ORPHAN):
+            facts = Facts(run.state, deleting=True, policy=ReconcilePolicy.DETACH_ON_DELETE)
+            return self._finish(run, facts, choose_event(facts), observation=None)
+        # 5. Claim, committed before any external call.
+        if not claimed or not annotations.get(EXTERNAL_NAME):
+            external = kind.external_name(run.obj)
+
+            def claim(m: dict[str, Any]) -> None:
+                if FINALIZER not in m.setdefault("finalizers", []):
+                    m["finalizers"].append(FINALIZER)
+                m.setdefault("annotations", {}).setdefault(EXTERNAL_NAME, external)
+
+            self._mutate(run, claim)
+        # A terminal failure waits for a new generation (or a forced pass).
+        failure = (run.obj.get("status") or {}).get("failure") or {}
+        if (
+            run.state == "failed"
+            and failure.get("severity") == Severity.TERMINAL.value
+            and failure.get("generation") == run.generation
+            and not run.forced
+            and not deleting
+        ):
+            return Result.done("TerminalError")
+        # 6-7. Connect and observe.
+        facts, effects = self._observe(run, policy, deleting)
+        return self._fire(run, facts, effects)
+
+    # --------------------------------------------------------------- observing
+    def _observe(
+        self, run: Pass, policy: ReconcilePolicy, deleting: bool
+    ) -> tuple[Facts, Effects | None]:
+        status = run.obj.get("status") or {}
+        failure = status.get("failure") or {}
+        base = Facts(
+            state=run.state,
+            deleting=deleting,
+            policy=policy,
+            failed_operation=failure.get("operation") if isinstance(failure, Mapping) else None,
+            generation=run.generation,
+            observed_generation=_int(status.get("observedGeneration")),
+            forced=run.forced,
+        )
+        client: ExternalClient | None = None
+        try:
+            resource = self._resource(run, deleting)
+            config = self._provider_config(run.obj)
+            client = self.guarded_call(lambda: self.connector.connect(resource, config))
+            observation = self.guarded_call(lambda: client.observe(resource))
+        except HandledError as exc:
+            if client is not None:
+                close_client(client)
+            return attrs.evolve(base, error=exc), None
+        effects = Effects(self, run, client, resource)
+        return attrs.evolve(base, observation=observation), effects
+
+    def _resource(self, run: Pass, deleting: bool) -> ManagedResource:
+        meta = run.obj["metadata"]
+        try:
+            parameters = self.kind.parse_parameters(run.obj.get("spec"))
+        except TerminalError:
+            if not deleting:
+                raise
+            parameters = None  # a broken spec must not block deletion
+        return ManagedResource(
+            kind=self.kind.kind,
+            namespace=meta.get("namespace", ""),
+            name=meta["name"],
+            uid=meta["uid"],
+            generation=run.generation,
+            external_name=(meta.get("annotations") or {}).get(EXTERNAL_NAME, ""),
+            parameters=parameters,
+            password=self._stored_password(run) if self.kind.password else None,
+        )
+
+    def guarded_call(self, call: Callable[[], Any]) -> Any:
+        """Run a provider call; anything but a HandledError or ApiError becomes ExternalError.
+
+        The message names only the exception class: a library's message may
+        carry credentials.
+        """
+        try:
+            return call()
+        except (HandledError, ApiError):
+            raise
+        except Exception as exc:
+            raise ExternalError(
+                f"provider client raised {type(exc).__name__}", reason="ProviderClientError"
+            ) from None
+
+    # ----------------------------------------------------------------- firing
+    def _fire(self, run: Pass, facts: Facts, effects: Effects | None) -> Result:
+        choice = choose_event(facts)
+        try:
+            return self._finish(run, facts, choice, facts.observation, effects)
+        finally:
+            if effects is not None:
+                close_client(effects.client)
+
+    def _finish(
+        self,
+        run: Pass,
+        facts: Facts,
+        choice: Choice,
+        observation: Observation | None,
+        effects: Effects | None = None,
+    ) -> Result:
+        table = self.table
+        error = facts.error
+        transition: TransitionSpec | None = None
+        failed_operation = facts.failed_operation if run.state == "failed" else None
+        if facts.error is not None:
+            failed_operation = "connect" if observation is None else failed_operation
+        if choice.event is not None:
+            transition = table.fire(run.state, choice.event, self._guard(facts))
+            if transition is None:
+                error = HandledError(
+                    f"event {choice.event!r} is not allowed in state {run.state!r} "
+                    f"of {table.name}",
+                    reason="EventNotAllowed",
+                )
+            else:
+                try:
+                    for action in transition.actions:
+                        getattr(self.host, action)(effects)
+                except HandledError as exc:
+                    error = exc
+                    failed_operation = effects.operation if effects else None
+                    transition = table.fire(run.state, "fail", self._guard(facts))
+                if choice.event == "fail" and facts.error is None:
+                    error = HandledError(choice.message, reason=choice.reason)
+                    failed_operation = failed_operation or _operation_of(run.state)
+        if error is not None and facts.error is not None and observation is None:
+            failed_operation = _failed_op_before_observe(run, facts)
+        target = transition.target if transition is not None else run.state
+        if observation is not None and observation.late_init and not facts.deleting:
+            self._late_init(run, observation.late_init)
+        connection: dict[str, str] = {}
+        if observation is not None:
+            connection.update(observation.connection)
+        if effects is not None:
+            connection.update(effects.connection)
+        if connection and not facts.deleting and target not in table.finals:
+            self._publish(run, connection)
+        self._write_status(run, facts, choice, transition, target, error, failed_operation,
+                           observation)
+        if table.states[target].final:
+            self._mutate(run, _remove_finalizer)
+        return requeue(
+            state=target,
+            final=table.states[target].final,
+            timing=self.timing,
+            key=run.obj["metadata"]["uid"],
+            error=error,
+            dirty=run.dirty,
+        )
+
+    def _guard(self, facts: Facts) -> Callable[[str], bool]:
+        host = self.host
+        return lambda name: bool(getattr(host, name)(facts))
+
+    # ----------------------------------------------------------------- status
+    def _write_status(
+        self,
+        run: Pass,
+        facts: Facts,
+        choice: Choice,
+        transition: TransitionSpec | None,
+        target: str,
+        error: HandledError | None,
+        failed_operation: str | None,
+        observation: Observation | None,
+    ) -> None:
+        when = rfc3339(self.clock())
+        old = run.obj.get("status") or {}
+        if not isinstance(old, Mapping):
+            old = {}
+        spec = self.table.states[target]
+        gen = run.generation
+        updates: list[Condition] = []
+        ready_status, ready_reason = spec.ready
+        ready_message = choice.message if transition is not None else ""
+        if observation is None and gen != _int(old.get("observedGeneration")) and error:
+            updates.append(Condition(cond.READY, U, "GenerationNotObserved", error.message, gen))
+        else:
+            updates.append(Condition(cond.READY, ConditionStatus(ready_status), ready_reason,
+                                     error.message if error else ready_message, gen))
+        if error is not None:
+            updates.append(Condition(cond.SYNCED, F, "ReconcileError", error.message, gen))
+        elif choice.reason == "ReconcileSkipped" or facts.policy is ReconcilePolicy.SKIP:
+            updates.append(Condition(cond.SYNCED, T, "ReconcileSkipped", choice.message, gen))
+        else:
+            updates.append(Condition(cond.SYNCED, T, "ReconcileSuccess", "", gen))
+        for state_id, activity in self.kind.machine.activity_conditions.items():
+            if state_id == target:
+                reason = error.reason if (error and state_id == "failed") else choice.reason
+                message = error.message if (error and state_id == "failed") else choice.message
+                updates.append(Condition(activity, T, reason, message, gen))
+            elif cond.get(old.get("conditions") or [], activity) is not None:
+                updates.append(Condition(activity, F, spec.ready[1], "", gen))
+        updates.extend(run.notes)
+        if not run.notes and cond.get(old.get("conditions") or [], "ConfigValid") is not None:
+            updates.append(Condition("ConfigValid", T, "Valid", "", gen))
+        state_since = old.get("stateSince") if target == run.state else when
+        if not isinstance(state_since, str):
+            state_since = when
+        updates.extend(self._stuck(target, state_since, old, gen))
+        history = [h for h in (old.get("history") or []) if isinstance(h, Mapping)]
+        if transition is not None and transition.source != transition.target:
+            reason = error.reason if error else choice.reason
+            history.append(HistoryEntry(transition.source, transition.target, transition.event,
+                                        reason, when).to_dict())
+            self._event(run.obj, "Warning" if error else "Normal", _camel(transition.event),
+                        f"{transition.source} -> {transition.target}: "
+                        f"{error.message if error else choice.message or choice.reason}")
+        elif error is not None:
+            self._event(run.obj, "Warning", error.reason, error.message)
+        conditions_list = cond.merge(old.get("conditions") or [], updates, when)
+        status: dict[str, Any] = {
+            **{k: v for k, v in old.items() if k not in _ENGINE_STATUS_KEYS},
+            "state": target,
+            "observedGeneration": gen,
+            "conditions": conditions_list,
+            "phase": cond.phase(conditions_list, facts.deleting),
+            "stateSince": state_since,
+            "history": history[-self.kind.machine.history_limit:],
+        }
+        if error is not None:
+            status["failure"] = {
+                "operation": failed_operation or "reconcile",
+                "reason": error.reason,
+                "severity": error.severity.value,
+                "generation": gen,
+            }
+        if observation is not None and observation.observed:
+            status["atProvider"] = dict(observation.observed)
+        elif "atProvider" in old:
+            status["atProvider"] = old["atProvider"]
+        if status == old and not run.forced:
+            return
+        self._status_write(run, status)
+
+    def _stuck(self, state: str, since: str, old: Mapping[str, Any], gen: int) -> list[Condition]:
+        limit = self.timing.max_in_state.get(state)
+        had = cond.get(old.get("conditions") or [], "Stuck") is not None
+        if limit is None:
+            return [Condition("Stuck", F, "NotStuck", "", gen)] if had else []
+        try:
+            entered = datetime.fromisoformat(since.replace("Z", "+00:00"))
+        except ValueError:
+            return []
+        held = (self.clock() - entered).total_seconds()
+        if held <= limit:
+            return [Condition("Stuck", F, "NotStuck", "", gen)] if had else []
+        return [Condition("Stuck", T, f"StuckIn{_camel(state)}",
+                          f"in {state} for {int(held)}s, longer than {int(limit)}s", gen)]
+
+    def _paused(self, run: Pass) -> Result:
+        old = run.obj.get("status") or {}
+        when = rfc3339(self.clock())
+        conditions_list = cond.merge(old.get("conditions") or [], [
+            Condition(cond.SYNCED, F, "ReconcilePaused",
+                      f"annotation {PAUSED} is 'true'", run.generation)], when)
+        status = {**old, "conditions": conditions_list, "observedGeneration": run.generation,
+                  "phase": cond.phase(conditions_list, False), "state": run.state}
+        if status != old or run.forced:
+            self._status_write(run, status)
+        return Result.done("Paused")
+
+    def _status_write(self, run: Pass, status: dict[str, Any]) -> None:
+        for _ in range(CONFLICT_RETRIES):
+            body = dict(run.obj)
+            body["status"] = status
+            try:
+                run.obj = self.api.replace_status(body)
+                return
+            except Conflict:
+                run.obj = self._refetch(run)
+        raise UnhandledError("status write kept conflicting")
+
+    # ---------------------------------------------------------- object writes
+    def _mutate(self, run: Pass, change: Callable[[dict[str, Any]], Any]) -> None:
+        """Apply ``change`` to metadata and commit it, retrying 409s from a fresh read."""
+        for _ in range(CONFLICT_RETRIES):
+            body = dict(run.obj)
+            body["metadata"] = _copy_meta(run.obj["metadata"])
+            change(body["metadata"])
+            if body["metadata"] == run.obj["metadata"]:
+                return
+            try:
+                run.obj = self.api.replace(body)
+                return
+            except Conflict:
+                run.obj = self._refetch(run)
+        raise UnhandledError("object write kept conflicting")
+
+    def set_annotation(self, run: Pass, key: str, value: str) -> None:
+        """Commit one annotation on the object (used by the intent journal)."""
+        self._mutate(run, lambda m: m.setdefault("annotations", {}).__setitem__(key, value))
+
+    def _late_init(self, run: Pass, fields: Mapping[str, Any]) -> None:
+        spec = run.obj.get("spec")
+        if not isinstance(spec, Mapping):
+            return
+        params = spec.get("forProvider") or {}
+        missing = {k: v for k, v in fields.items() if params.get(k) is None and v is not None}
+        if not missing:
+            return
+        for _ in range(CONFLICT_RETRIES):
+            body = dict(run.obj)
+            body["spec"] = {**run.obj["spec"],
+                            "forProvider": {**(run.obj["spec"].get("forProvider") or {}),
+                                            **missing}}
+            try:
+                run.obj = self.api.replace(body)
+                run.dirty = True
+                return
+            except Conflict:
+                run.obj = self._refetch(run)
+        raise UnhandledError("late-init write kept conflicting")
+
+    def _refetch(self, run: Pass) -> dict[str, Any]:
+        meta = run.obj["metadata"]
+        return self.api.get(self.kind.api_version, self.kind.kind, meta.get("namespace"),
+                            meta["name"])
+
+    # -------------------------------------------------------- secrets, config
+    def _secret_ref(self, run: Pass) -> tuple[str, str]:
+        meta = run.obj["metadata"]
+        spec = run.obj.get("spec") if isinstance(run.obj.get("spec"), Mapping) else {}
+        ref = spec.get("writeConnectionSecretToRef") or {}
+        if not isinstance(ref, Mapping):
+            ref = {}
+        namespace = ref.get("namespace") or meta.get("namespace") or "default"
+        return str(namespace), str(ref.get("name") or f"{meta['name']}-connection")
+
+    def _read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.api.get("v1", "Secret", namespace, name)
+        except NotFound:
+            return None
+
+    def _stored_password(self, run: Pass) -> str | None:
+        secret = self._read_secret(*self._secret_ref(run))
+        return _decode(secret).get("password") if secret else None
+
+    def ensure_password(self, run: Pass) -> str:
+        """Reuse the password in the connection Secret, or generate and persist one first."""
+        stored = self._stored_password(run)
+        if stored:
+            return stored
+        password = self.password_factory()
+        self._publish(run, {"password": password})
+        return password
+
+    def _publish(self, run: Pass, details: Mapping[str, str]) -> None:
+        """Merge ``details`` into the connection Secret; write only when it changed."""
+        namespace, name = self._secret_ref(run)
+        meta = run.obj["metadata"]
+        for _ in range(CONFLICT_RETRIES):
+            secret = self._read_secret(namespace, name)
+            current = _decode(secret) if secret else {}
+            wanted = {**current, **{k: str(v) for k, v in details.items()}}
+            if secret is not None and wanted == current and not run.forced:
+                return
+            data = {k: base64.b64encode(v.encode()).decode() for k, v in wanted.items()}
+            owner = {"apiVersion": self.kind.api_version, "kind": self.kind.kind,
+                     "name": meta["name"], "uid": meta["uid"], "controller": True,
+                     "blockOwnerDeletion": True}
+            try:
+                if secret is None:
+                    self.api.create({
+                        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                        "metadata": {"name": name, "namespace": namespace,
+                                     "ownerReferences": [owner]},
+                        "data": data,
+                    })
+                else:
+                    secret["data"] = data
+                    self.api.replace(secret)
+                return
+            except (Conflict, _already_exists()):
+                continue
+        raise UnhandledError("connection Secret write kept conflicting")
+
+    def _provider_config(self, obj: Mapping[str, Any]) -> ProviderConfig:
+        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        ref = spec.get("providerConfigRef") or {}
+        name = ref.get("name", "default") if isinstance(ref, Mapping) else "default"
+        try:
+            config = self.api.get(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None, str(name))
+        except NotFound:
+            raise CredentialsError(f"provider config {name!r} not found",
+                                   reason="ProviderConfigMissing") from None
+        cspec = config.get("spec") or {}
+        sref = (cspec.get("credentials") or {}).get("secretRef") or {}
+        if not sref.get("name"):
+            raise CredentialsError(f"provider config {name!r} has no credentials.secretRef",
+                                   reason="CredentialsMissing")
+        sns = sref.get("namespace") or "default"
+        secret = self._read_secret(sns, sref["name"])
+        if secret is None:
+            raise CredentialsError(
+                f"credentials Secret {sns}/{sref['name']} of provider config {name!r} not found",
+                reason="CredentialsMissing")
+        return ProviderConfig(name=str(name), spec=cspec, credentials=_decode(secret))
+
+    # ------------------------------------------------------ policy, namespace
+    def _namespace_annotations(self, namespace: str | None) -> Mapping[str, str]:
+        if not namespace:
+            return {}
+        try:
+            ns = self.api.get("v1", "Namespace", None, namespace)
+        except NotFound:
+            return {}
+        return ns["metadata"].get("annotations") or {}
+
+    def _policy(self, annotations: Mapping[str, str], ns_annotations: Mapping[str, str],
+                run: Pass) -> ReconcilePolicy:
+        for where, source in (("object", annotations), ("namespace", ns_annotations)):
+            value = source.get(RECONCILE_POLICY)
+            if value is None:
+                continue
+            try:
+                return ReconcilePolicy(value)
+            except ValueError:
+                run.notes.append(_config_note(
+                    "UnknownReconcilePolicy",
+                    f"{where} annotation {RECONCILE_POLICY} has unknown value "
+                    f"{str(value)[:64]!r}; using the operator default "
+                    f"{self.default_policy.value!r}",
+                    run.generation,
+                ))
+                return self.default_policy
+        return self.default_policy
+
+    def _deletion_policy(self, run: Pass) -> DeletionPolicy:
+        spec = run.obj.get("spec") if isinstance(run.obj.get("spec"), Mapping) else {}
+        value = spec.get("deletionPolicy", "Delete")
+        try:
+            return DeletionPolicy(value)
+        except ValueError:
+            run.notes.append(_config_note(
+                "UnknownDeletionPolicy",
+                f"spec.deletionPolicy {str(value)[:64]!r} is not Delete or Orphan; using Delete",
+                run.generation,
+            ))
+            return DeletionPolicy.DELETE
+
+    def _stored_state(self, obj: Mapping[str, Any]) -> str:
+        status = obj.get("status")
+        state = status.get("state") if isinstance(status, Mapping) else None
+        if state is None:
+            return self.table.initial
+        if not isinstance(state, str) or state not in self.table.states or (
+            self.table.states[state].final
+        ):
+            # A corrupt stored state is repaired: transitions are chosen from fresh
+            # observations, so restarting from the initial state is always safe.
+            self._event(obj, "Warning", "StateRepaired",
+                        f"stored state {str(state)[:64]!r} is not a state of "
+                        f"{self.table.name}; restarting from {self.table.initial}")
+            return self.table.initial
+        return state
+
+    def _event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        try:
+            self.api.record_event(obj, type_, reason, message)
+        except ApiError as exc:  # events are best effort, as in client-go's recorder
+            log.debug("event %s not recorded: %s", reason, exc)
+
+
+_ENGINE_STATUS_KEYS = frozenset({
+    "state", "observedGeneration", "conditions", "phase", "stateSince", "history",
+    "failure", "atProvider",
+})
+
+
+def _config_note(reason: str, message: str, generation: int) -> Condition:
+    return Condition("ConfigValid", F, reason, message, generation)
+
+
+def _remove_finalizer(meta: dict[str, Any]) -> None:
+    finalizers = meta.get("finalizers") or []
+    if FINALIZER in finalizers:
+        meta["finalizers"] = [f for f in finalizers if f != FINALIZER]
+
+
+def _copy_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    copied = dict(meta)
+    for key in ("annotations", "labels"):
+        if isinstance(meta.get(key), Mapping):
+            copied[key] = dict(meta[key])
+    if isinstance(meta.get("finalizers"), list):
+        copied["finalizers"] = list(meta["finalizers"])
+    return copied
+
+
+def _decode(secret: Mapping[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in (secret.get("data") or {}).items():
+        try:
+            out[key] = base64.b64decode(value).decode()
+        except (ValueError, TypeError):
+            continue
+    return out
+
+
+def _generation(obj: Mapping[str, Any]) -> int:
+    return _int(obj["metadata"].get("generation", 1)) or 1
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _camel(text: str) -> str:
+    return "".join(p.capitalize() for p in text.split("_"))
+
+
+def _operation_of(state: str) -> str | None:
+    return {"creating": "create", "updating": "update", "deleting": "delete"}.get(state)
+
+
+def _failed_op_before_observe(run: Pass, facts: Facts) -> str:
+    return "connect" if isinstance(facts.error, CredentialsError) else "observe"
+
+
+def _already_exists() -> type[ApiError]:
+    from lifecycle.apiserver import AlreadyExists
+
+    return AlreadyExists

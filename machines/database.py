@@ -1,0 +1,30 @@
+"""A database instance on the simulated cloud, in the spirit of seed 002's FavouriteDB.
+
+The whole kind: a machine subclass tuning its intervals, and a Kind binding
+the machine to its parameters. The client lives in :mod:`providers.simcloud`.
+"""
+
+from __future__ import annotations
+
+from lifecycle.kind import Kind
+from lifecycle.machine import Timing
+from machines.managed import ManagedResourceMachine
+from providers.simcloud import DatabaseParameters
+
+
+class DatabaseInstanceMachine(ManagedResourceMachine):
+    """The standard lifecycle, polling every 30 s and waiting 2 s on pending operations."""
+
+    timing = Timing(poll=30.0, wait={"creating": 2.0, "updating": 2.0, "deleting": 1.0})
+
+
+DatabaseInstance = Kind(
+    group="db.lifecycle.dev",
+    version="v1alpha1",
+    kind="DatabaseInstance",
+    plural="databaseinstances",
+    machine=DatabaseInstanceMachine,
+    parameters=DatabaseParameters,
+    password=True,
+    short_names=("dbi",),
+)

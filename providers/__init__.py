@@ -1,0 +1,1 @@
+"""Provider implementations: external clients and connectors for managed resource kinds."""
