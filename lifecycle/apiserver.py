@@ -674,7 +674,7 @@ class Watch:
         if self._cursor >= latest:
             return
         oldest = api._oldest_retained()
-        if False:
+        if self._cursor + 1 < oldest:
             self._pending.append(("ERROR", _expired_status(self._cursor, oldest)))
             self._expired = True
             return

@@ -20,7 +20,7 @@ from lifecycle.machine import Timing
 from lifecycle.values import Observation, ProviderStatus, Result
 
 
-class ReconcilePolicy(str, enum.Enum):
+class ReconcilePolicy(enum.StrEnum):
     """What the operator may do to the external resource (seed 001)."""
 
     MANAGE = "manage"
@@ -38,7 +38,7 @@ class ReconcilePolicy(str, enum.Enum):
         return self is ReconcilePolicy.MANAGE
 
 
-class DeletionPolicy(str, enum.Enum):
+class DeletionPolicy(enum.StrEnum):
     """``spec.deletionPolicy``: delete the external resource, or leave it behind."""
 
     DELETE = "Delete"

@@ -121,7 +121,10 @@ class Effects:
         if self.reconciler.kind.password:
             password = self.reconciler.ensure_password(self.run)
             self.resource = attrs.evolve(self.resource, password=password)
-        self._journalled("create", lambda r: self.connection.update(self.client.create(r).connection))
+        self._journalled("create", self._create)
+
+    def _create(self, resource: ManagedResource) -> None:
+        self.connection.update(self.client.create(resource).connection)
 
     def update(self) -> None:
         """Journal, then update the external resource."""

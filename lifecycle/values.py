@@ -20,7 +20,7 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class ConditionStatus(str, enum.Enum):
+class ConditionStatus(enum.StrEnum):
     """The three values of ``metav1.Condition.status``."""
 
     TRUE = "True"
@@ -114,7 +114,7 @@ class Result:
         return cls(ResultKind.BACKOFF, float(at_least), reason)
 
 
-class ProviderStatus(str, enum.Enum):
+class ProviderStatus(enum.StrEnum):
     """The external system's own view of the resource."""
 
     AVAILABLE = "available"
