@@ -23,7 +23,6 @@ from typing import Any
 
 import attrs
 
-from lifecycle import conditions as cond
 from lifecycle.apiserver import ApiError, Conflict, NotFound
 from lifecycle.client import (
     Connector,
@@ -62,10 +61,10 @@ from lifecycle.kind import (
     Kind,
 )
 from lifecycle.machine import TransitionSpec
+from lifecycle.status import paused, settle
 from lifecycle.values import (
     Condition,
     ConditionStatus,
-    HistoryEntry,
     Intent,
     Observation,
     Result,
@@ -341,9 +340,9 @@ class Reconciler:
         table = self.table
         error = facts.error
         transition: TransitionSpec | None = None
-        failed_operation = facts.failed_operation if run.state == "failed" else None
-        if facts.error is not None:
-            failed_operation = "connect" if observation is None else failed_operation
+        failed_operation: str | None = None
+        if error is not None:
+            failed_operation = "connect" if isinstance(error, CredentialsError) else "observe"
         if choice.event is not None:
             transition = table.fire(run.state, choice.event, self._guard(facts))
             if transition is None:
@@ -352,6 +351,10 @@ class Reconciler:
                     f"of {table.name}",
                     reason="EventNotAllowed",
                 )
+            elif choice.event == "fail" and error is None:
+                # The provider reports the resource failed: remember what was under way.
+                error = HandledError(choice.message, reason=choice.reason)
+                failed_operation = _operation_of(run.state) or facts.failed_operation
             else:
                 try:
                     for action in transition.actions:
@@ -360,11 +363,6 @@ class Reconciler:
                     error = exc
                     failed_operation = effects.operation if effects else None
                     transition = table.fire(run.state, "fail", self._guard(facts))
-                if choice.event == "fail" and facts.error is None:
-                    error = HandledError(choice.message, reason=choice.reason)
-                    failed_operation = failed_operation or _operation_of(run.state)
-        if error is not None and facts.error is not None and observation is None:
-            failed_operation = _failed_op_before_observe(run, facts)
         target = transition.target if transition is not None else run.state
         if observation is not None and observation.late_init and not facts.deleting:
             self._late_init(run, observation.late_init)
@@ -404,98 +402,25 @@ class Reconciler:
         failed_operation: str | None,
         observation: Observation | None,
     ) -> None:
-        when = rfc3339(self.clock())
-        old = run.obj.get("status") or {}
-        if not isinstance(old, Mapping):
-            old = {}
-        spec = self.table.states[target]
-        gen = run.generation
-        updates: list[Condition] = []
-        ready_status, ready_reason = spec.ready
-        ready_message = choice.message if transition is not None else ""
-        if observation is None and gen != _int(old.get("observedGeneration")) and error:
-            updates.append(Condition(cond.READY, U, "GenerationNotObserved", error.message, gen))
-        else:
-            updates.append(Condition(cond.READY, ConditionStatus(ready_status), ready_reason,
-                                     error.message if error else ready_message, gen))
-        if error is not None:
-            updates.append(Condition(cond.SYNCED, F, "ReconcileError", error.message, gen))
-        elif choice.reason == "ReconcileSkipped" or facts.policy is ReconcilePolicy.SKIP:
-            updates.append(Condition(cond.SYNCED, T, "ReconcileSkipped", choice.message, gen))
-        else:
-            updates.append(Condition(cond.SYNCED, T, "ReconcileSuccess", "", gen))
-        for state_id, activity in self.kind.machine.activity_conditions.items():
-            if state_id == target:
-                reason = error.reason if (error and state_id == "failed") else choice.reason
-                message = error.message if (error and state_id == "failed") else choice.message
-                updates.append(Condition(activity, T, reason, message, gen))
-            elif cond.get(old.get("conditions") or [], activity) is not None:
-                updates.append(Condition(activity, F, spec.ready[1], "", gen))
-        updates.extend(run.notes)
-        if not run.notes and cond.get(old.get("conditions") or [], "ConfigValid") is not None:
-            updates.append(Condition("ConfigValid", T, "Valid", "", gen))
-        state_since = old.get("stateSince") if target == run.state else when
-        if not isinstance(state_since, str):
-            state_since = when
-        updates.extend(self._stuck(target, state_since, old, gen))
-        history = [h for h in (old.get("history") or []) if isinstance(h, Mapping)]
-        if transition is not None and transition.source != transition.target:
-            reason = error.reason if error else choice.reason
-            history.append(HistoryEntry(transition.source, transition.target, transition.event,
-                                        reason, when).to_dict())
-            self._event(run.obj, "Warning" if error else "Normal", _camel(transition.event),
-                        f"{transition.source} -> {transition.target}: "
-                        f"{error.message if error else choice.message or choice.reason}")
-        elif error is not None:
-            self._event(run.obj, "Warning", error.reason, error.message)
-        conditions_list = cond.merge(old.get("conditions") or [], updates, when)
-        status: dict[str, Any] = {
-            **{k: v for k, v in old.items() if k not in _ENGINE_STATUS_KEYS},
-            "state": target,
-            "observedGeneration": gen,
-            "conditions": conditions_list,
-            "phase": cond.phase(conditions_list, facts.deleting),
-            "stateSince": state_since,
-            "history": history[-self.kind.machine.history_limit:],
-        }
-        if error is not None:
-            status["failure"] = {
-                "operation": failed_operation or "reconcile",
-                "reason": error.reason,
-                "severity": error.severity.value,
-                "generation": gen,
-            }
-        if observation is not None and observation.observed:
-            status["atProvider"] = dict(observation.observed)
-        elif "atProvider" in old:
-            status["atProvider"] = old["atProvider"]
-        if status == old and not run.forced:
-            return
-        self._status_write(run, status)
-
-    def _stuck(self, state: str, since: str, old: Mapping[str, Any], gen: int) -> list[Condition]:
-        limit = self.timing.max_in_state.get(state)
-        had = cond.get(old.get("conditions") or [], "Stuck") is not None
-        if limit is None:
-            return [Condition("Stuck", F, "NotStuck", "", gen)] if had else []
-        try:
-            entered = datetime.fromisoformat(since.replace("Z", "+00:00"))
-        except ValueError:
-            return []
-        held = (self.clock() - entered).total_seconds()
-        if held <= limit:
-            return [Condition("Stuck", F, "NotStuck", "", gen)] if had else []
-        return [Condition("Stuck", T, f"StuckIn{_camel(state)}",
-                          f"in {state} for {int(held)}s, longer than {int(limit)}s", gen)]
+        old = run.obj.get("status")
+        old = old if isinstance(old, Mapping) else {}
+        settled = settle(
+            machine=self.kind.machine, old=old, source=run.state, target=target,
+            generation=run.generation, deleting=facts.deleting, policy=facts.policy,
+            choice=choice, transition=transition, error=error,
+            failed_operation=failed_operation, observation=observation, notes=run.notes,
+            now=self.clock(),
+        )
+        for type_, reason, message in settled.events:
+            self._event(run.obj, type_, reason, message)
+        if settled.status != old or run.forced:
+            self._status_write(run, settled.status)
 
     def _paused(self, run: Pass) -> Result:
-        old = run.obj.get("status") or {}
-        when = rfc3339(self.clock())
-        conditions_list = cond.merge(old.get("conditions") or [], [
-            Condition(cond.SYNCED, F, "ReconcilePaused",
-                      f"annotation {PAUSED} is 'true'", run.generation)], when)
-        status = {**old, "conditions": conditions_list, "observedGeneration": run.generation,
-                  "phase": cond.phase(conditions_list, False), "state": run.state}
+        old = run.obj.get("status")
+        old = old if isinstance(old, Mapping) else {}
+        status = paused(old, run.state, run.generation, f"annotation {PAUSED} is 'true'",
+                        self.clock())
         if status != old or run.forced:
             self._status_write(run, status)
         return Result.done("Paused")
@@ -703,10 +628,6 @@ class Reconciler:
             log.debug("event %s not recorded: %s", reason, exc)
 
 
-_ENGINE_STATUS_KEYS = frozenset({
-    "state", "observedGeneration", "conditions", "phase", "stateSince", "history",
-    "failure", "atProvider",
-})
 
 
 def _config_note(reason: str, message: str, generation: int) -> Condition:
@@ -747,16 +668,8 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _camel(text: str) -> str:
-    return "".join(p.capitalize() for p in text.split("_"))
-
-
 def _operation_of(state: str) -> str | None:
     return {"creating": "create", "updating": "update", "deleting": "delete"}.get(state)
-
-
-def _failed_op_before_observe(run: Pass, facts: Facts) -> str:
-    return "connect" if isinstance(facts.error, CredentialsError) else "observe"
 
 
 def _already_exists() -> type[ApiError]:
