@@ -1,0 +1,860 @@
+"""The crash-point explorer: proves the crash-safety invariant of SPEC section 5.
+
+A scenario (create to Ready, a spec update to Ready, delete to Deleted) runs
+once without faults to count its *side-effect points*: every API write the
+engine makes (create, replace, replace_status, patch, delete, record_event,
+connection Secrets included) and every mutating external call (create,
+update, delete; observing changes nothing and is not a point). Then, for every
+point and both sides of it, the scenario is replayed with the process dying
+there: *before* (the call never happens) or *after* (the call takes effect,
+then the process dies without seeing its result). A fresh engine (new
+reconcilers, an empty work queue, the same API store and external system)
+lists every object and takes over. A third variant also deletes the objects
+while no engine runs, the window in which a resource created before its
+finalizer was committed would leak.
+
+After every phase the explorer checks:
+
+* no external resource was created twice;
+* none leaked: every external resource is tracked by the external-name
+  annotation of a stored object, and none remains once all objects are gone;
+* every object converged: Ready (and its generation observed) after a create
+  or an update, gone after a delete.
+
+The death is a :class:`Crash`, a ``BaseException``, so no ``except Exception``
+in the engine can swallow it. A failed check is a :class:`Counterexample`
+carrying a replayable trace: every reconcile, external call and API write up
+to the crash and after, plus the command line that replays that one point.
+
+Which kinds are checked: a :class:`Target` says how to exercise one kind (its
+external system, a manifest, a spec update). :func:`targets` discovers every
+:class:`~lifecycle.kind.Kind` in the ``machines`` package and pairs it with a
+target: kinds whose module defines ``verify_target(kind) -> Target | None``
+use it; kinds with the simulated cloud's parameters get the built-in
+simulated-cloud target; the PostgreSQL kinds need a server and are included
+only when ``LIFECYCLE_POSTGRES_DSN`` is set (see :func:`targets`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import pkgutil
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TextIO
+
+import attrs
+
+from lifecycle.apiserver import EmbeddedAPI
+from lifecycle.client import Connector, ExternalClient, ManagedResource, ProviderConfig
+from lifecycle.conditions import get as get_condition
+from lifecycle.kind import EXTERNAL_NAME, FINALIZER, INTENT, Kind
+from lifecycle.reconciler import Reconciler
+from lifecycle.testing import Environment, VirtualClock
+
+#: Environment variable naming a PostgreSQL server for the PostgreSQL kinds.
+POSTGRES_DSN_ENV = "LIFECYCLE_POSTGRES_DSN"
+
+#: Sides of a side-effect point at which the process can die.
+SIDES = ("before", "after")
+#: Crash variants: the engine restarts at once, or the objects are deleted while it is down.
+VARIANTS = ("restart", "delete-while-down")
+
+
+class Crash(BaseException):
+    """The simulated death of the operator process at a side-effect point.
+
+    A ``BaseException`` so that the engine's ``except Exception`` blocks,
+    which are right to catch real errors, cannot swallow a process death.
+    """
+
+
+# --------------------------------------------------------------------------
+# What to explore
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class ExternalSystem:
+    """A fresh external system for one run, with the inventory the checks need.
+
+    ``names()`` lists the external resources that exist now;
+    ``creations(name)``, when the system can tell, says how often a resource
+    of that name was materialised. Without it the explorer counts a creation
+    whenever a name goes from absent to present across an external create.
+    """
+
+    connector: Connector
+    names: Callable[[], set[str]]
+    creations: Callable[[str], int] | None = None
+    #: Credentials for the ProviderConfig the scenario creates.
+    credentials: Mapping[str, str] = attrs.field(
+        factory=lambda: {"accessKeyId": "AKIDVERIFY", "secretAccessKey": "verify-secret-key"},
+        repr=False,
+    )
+
+
+@attrs.frozen
+class Target:
+    """How to exercise one kind: its external system, a manifest and a spec update.
+
+    ``system()`` builds a fresh :class:`ExternalSystem` for each run;
+    ``manifest(name)`` returns the object to create; ``update(manifest)``
+    returns it with a changed spec (which must need an external update);
+    ``objects`` names the objects the scenario manages side by side.
+    """
+
+    kind: Kind
+    system: Callable[[], ExternalSystem]
+    manifest: Callable[[str], dict[str, Any]]
+    update: Callable[[dict[str, Any]], dict[str, Any]]
+    label: str = ""
+    objects: tuple[str, ...] = ("alpha",)
+    setup: Callable[[Environment, ExternalSystem], None] | None = None
+
+    @property
+    def name(self) -> str:
+        """How reports name this target (``MODULE:NAME`` when discovered)."""
+        return self.label or self.kind.kind
+
+
+@attrs.frozen
+class Phase:
+    """One user action of the scenario and what every object must reach after it."""
+
+    name: str
+    expect: str  # "ready" or "gone"
+
+
+#: The scenario: create to Ready, spec update to Ready, delete to Deleted.
+PHASES = (Phase("create", "ready"), Phase("update", "ready"), Phase("delete", "gone"))
+
+
+@attrs.frozen
+class CrashPoint:
+    """Die just ``side`` the ``index``-th side-effect point (1-based)."""
+
+    index: int
+    side: str
+    variant: str = "restart"
+
+
+@attrs.frozen
+class Counterexample:
+    """A crash point after which an invariant failed, with its replayable trace."""
+
+    target: str
+    point: CrashPoint | None
+    operation: str
+    problems: tuple[str, ...]
+    trace: tuple[str, ...]
+
+    def replay_command(self) -> str:
+        """The command line that replays exactly this run, printing its trace."""
+        if self.point is None:
+            return f"lifecycle verify {self.target} --point 0 --trace"
+        return (f"lifecycle verify {self.target} --point {self.point.index} "
+                f"--side {self.point.side} --variant {self.point.variant} --trace")
+
+    def render(self) -> str:
+        """The counterexample as text: where, what failed, the trace, how to replay."""
+        where = ("without a crash" if self.point is None else
+                 f"crash {self.point.side} point #{self.point.index} ({self.operation}), "
+                 f"variant {self.point.variant}")
+        lines = [f"COUNTEREXAMPLE {self.target}: {where}"]
+        lines += [f"  problem: {p}" for p in self.problems]
+        lines.append("  trace:")
+        lines += [f"    {t}" for t in self.trace]
+        lines.append(f"  replay: {self.replay_command()}")
+        return "\n".join(lines)
+
+
+@attrs.frozen
+class Checked:
+    """One crash point that was explored and its verdict."""
+
+    point: CrashPoint
+    operation: str
+    phase: str
+    ok: bool
+
+
+@attrs.define
+class Report:
+    """What one exploration of a target found."""
+
+    target: str
+    points: int = 0
+    operations: list[str] = attrs.Factory(list)
+    checked: list[Checked] = attrs.Factory(list)
+    counterexamples: list[Counterexample] = attrs.Factory(list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether no counterexample was found."""
+        return not self.counterexamples
+
+
+# --------------------------------------------------------------------------
+# Counting side effects and dying at one of them
+# --------------------------------------------------------------------------
+
+
+class Recorder:
+    """Counts side-effect points, keeps the trace, and raises :class:`Crash` on cue."""
+
+    def __init__(self, crash: CrashPoint | None) -> None:
+        self.crash = crash
+        self.count = 0
+        self.operations: list[str] = []
+        self.phases: list[str] = []
+        self.trace: list[str] = []
+        self.engine = 1
+        self.phase = ""
+        self.crashed_at: str | None = None
+
+    def note(self, text: str) -> None:
+        """Append a non-effect line (a reconcile, an observation) to the trace."""
+        self.trace.append(f"engine {self.engine}: {text}")
+
+    def effect(self, label: str, call: Callable[[], Any]) -> Any:
+        """Perform one side effect, dying before or after it if this is the crash point."""
+        self.count += 1
+        index = self.count
+        self.operations.append(label)
+        self.phases.append(self.phase)
+        armed = self.crash is not None and self.crash.index == index and self.crashed_at is None
+        if armed and self.crash.side == "before":
+            self.trace.append(f"engine {self.engine}: #{index} {label}  <- CRASH before")
+            self.crashed_at = label
+            raise Crash(label)
+        try:
+            result = call()
+        except Exception as exc:
+            self.trace.append(f"engine {self.engine}: #{index} {label} -> {type(exc).__name__}")
+            if armed:
+                self.crashed_at = label
+                raise Crash(label) from None
+            raise
+        if armed:
+            self.trace.append(f"engine {self.engine}: #{index} {label}  <- CRASH after")
+            self.crashed_at = label
+            raise Crash(label)
+        self.trace.append(f"engine {self.engine}: #{index} {label}")
+        return result
+
+
+def _obj_label(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{obj.get('kind')} {ns + '/' if ns else ''}{meta.get('name')}"
+
+
+class CrashingAPI:
+    """The API as the engine sees it: reads pass through, every write is a side-effect point.
+
+    Labels name the object and, for metadata writes, what changed (finalizers,
+    annotation keys, the intent journal's operation and outcome); Secret data
+    is never shown.
+    """
+
+    def __init__(self, api: Any, recorder: Recorder) -> None:
+        self._api = api
+        self._recorder = recorder
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._api, name)
+
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
+        """Read one object (not a side effect)."""
+        return self._api.get(api_version, kind, namespace, name)
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create an object: a side-effect point."""
+        return self._recorder.effect(f"api.create {_obj_label(obj)}",
+                                     lambda: self._api.create(obj))
+
+    def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Write metadata and spec: a side-effect point."""
+        label = f"api.replace {_obj_label(obj)}{self._diff(obj)}"
+        return self._recorder.effect(label, lambda: self._api.replace(obj))
+
+    def replace_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Write status: a side-effect point."""
+        state = (obj.get("status") or {}).get("state") if isinstance(obj.get("status"),
+                                                                     Mapping) else None
+        label = f"api.replace_status {_obj_label(obj)} (state={state})"
+        return self._recorder.effect(label, lambda: self._api.replace_status(obj))
+
+    def patch(self, api_version: str, kind: str, namespace: str | None, name: str,
+              patch: dict[str, Any], **options: Any) -> dict[str, Any]:
+        """Merge-patch an object: a side-effect point."""
+        label = f"api.patch {kind} {namespace + '/' if namespace else ''}{name}"
+        return self._recorder.effect(
+            label, lambda: self._api.patch(api_version, kind, namespace, name, patch, **options))
+
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str,
+               **options: Any) -> Any:
+        """Delete an object: a side-effect point."""
+        label = f"api.delete {kind} {namespace + '/' if namespace else ''}{name}"
+        return self._recorder.effect(
+            label, lambda: self._api.delete(api_version, kind, namespace, name, **options))
+
+    def record_event(self, involved: dict[str, Any], type: str, reason: str,
+                     message: str, **options: Any) -> Any:
+        """Record an Event: a side-effect point."""
+        label = f"api.record_event {_obj_label(involved)} {type}/{reason}"
+        return self._recorder.effect(
+            label, lambda: self._api.record_event(involved, type, reason, message, **options))
+
+    def _diff(self, obj: Mapping[str, Any]) -> str:
+        if obj.get("kind") == "Secret":
+            return ""
+        meta = obj.get("metadata") or {}
+        try:
+            stored = self._api.get(obj.get("apiVersion"), obj.get("kind"),
+                                   meta.get("namespace"), meta.get("name"))
+        except Exception:  # the write itself will report the problem
+            return ""
+        old_meta = stored.get("metadata") or {}
+        parts = []
+        old_f, new_f = set(old_meta.get("finalizers") or []), set(meta.get("finalizers") or [])
+        parts += [f"+finalizer {f}" for f in sorted(new_f - old_f)]
+        parts += [f"-finalizer {f}" for f in sorted(old_f - new_f)]
+        old_a, new_a = old_meta.get("annotations") or {}, meta.get("annotations") or {}
+        for key in sorted(set(old_a) | set(new_a)):
+            if old_a.get(key) == new_a.get(key):
+                continue
+            if key == INTENT and key in new_a:
+                parts.append(f"intent {_intent_summary(new_a[key])}")
+            elif key in new_a:
+                parts.append(f"+{key.rpartition('/')[2]}")
+            else:
+                parts.append(f"-{key.rpartition('/')[2]}")
+        if stored.get("spec") != obj.get("spec"):
+            parts.append("spec")
+        return f" ({', '.join(parts)})" if parts else ""
+
+
+def _intent_summary(raw: str) -> str:
+    try:
+        data = json.loads(raw)
+        return f"{data.get('operation')}:{data.get('outcome') or 'pending'}"
+    except (ValueError, AttributeError):
+        return "?"
+
+
+class CrashingClient:
+    """An external client whose create, update and delete are side-effect points."""
+
+    def __init__(self, client: ExternalClient, connector: CrashingConnector) -> None:
+        self._client = client
+        self._connector = connector
+
+    def observe(self, resource: ManagedResource) -> Any:
+        """Observe (not a side effect; traced)."""
+        recorder = self._connector.recorder
+        try:
+            observation = self._client.observe(resource)
+        except Exception as exc:
+            recorder.note(f"external.observe {resource.external_name} -> {type(exc).__name__}")
+            raise
+        status = getattr(observation, "status", None)
+        recorder.note(
+            f"external.observe {resource.external_name} -> "
+            f"{'exists' if observation.exists else 'absent'}"
+            f"{'' if status is None else ' ' + getattr(status, 'value', str(status))}"
+            f"{'' if observation.up_to_date else ' (differs)'}")
+        return observation
+
+    def create(self, resource: ManagedResource) -> Any:
+        """Create: a side-effect point; also counts materialisations when needed."""
+        name = resource.external_name
+        self._connector.seen.add(name)
+        before = name in self._connector.system.names()
+
+        def call() -> Any:
+            try:
+                return self._client.create(resource)
+            finally:
+                if not before and name in self._connector.system.names():
+                    self._connector.materialised[name] = (
+                        self._connector.materialised.get(name, 0) + 1)
+
+        return self._connector.recorder.effect(f"external.create {name}", call)
+
+    def update(self, resource: ManagedResource) -> Any:
+        """Update: a side-effect point."""
+        return self._connector.recorder.effect(
+            f"external.update {resource.external_name}", lambda: self._client.update(resource))
+
+    def delete(self, resource: ManagedResource) -> Any:
+        """Delete: a side-effect point."""
+        return self._connector.recorder.effect(
+            f"external.delete {resource.external_name}", lambda: self._client.delete(resource))
+
+    def close(self) -> None:
+        """Close the wrapped client, if it can be closed."""
+        close = getattr(self._client, "close", None)
+        if callable(close):
+            close()
+
+
+class CrashingConnector:
+    """Wraps a connector so every client it builds reports its side effects."""
+
+    def __init__(self, system: ExternalSystem, recorder: Recorder) -> None:
+        self.system = system
+        self.recorder = recorder
+        self.seen: set[str] = set()
+        self.materialised: dict[str, int] = {}
+
+    def connect(self, resource: ManagedResource, config: ProviderConfig) -> CrashingClient:
+        """Connect through the real connector (not a side effect)."""
+        return CrashingClient(self.system.connector.connect(resource, config), self)
+
+    def creations(self, name: str) -> int:
+        """How often ``name`` was materialised."""
+        if self.system.creations is not None:
+            return self.system.creations(name)
+        return self.materialised.get(name, 0)
+
+
+class TracedReconciler:
+    """Delegates to a reconciler and writes each reconcile and its outcome to the trace."""
+
+    def __init__(self, reconciler: Reconciler, recorder: Recorder) -> None:
+        self.reconciler = reconciler
+        self.recorder = recorder
+
+    def reconcile(self, namespace: str | None, name: str) -> Any:
+        """Run one reconcile, tracing its key and result."""
+        key = f"{namespace}/{name}" if namespace else name
+        self.recorder.note(f"reconcile {key}")
+        try:
+            result = self.reconciler.reconcile(namespace, name)
+        except Exception as exc:
+            self.recorder.note(f"reconcile {key} raised {type(exc).__name__}: {exc}")
+            raise
+        kind = getattr(result, "kind", None)
+        self.recorder.note(f"reconcile {key} -> {getattr(kind, 'name', kind)} "
+                           f"{getattr(result, 'reason', '')}".rstrip())
+        return result
+
+
+#: Builds the engine's reconciler; tests substitute deliberately broken ones.
+ReconcilerFactory = Callable[..., Reconciler]
+
+
+# --------------------------------------------------------------------------
+# Running the scenario
+# --------------------------------------------------------------------------
+
+
+@attrs.define
+class Run:
+    """The outcome of one scenario run."""
+
+    recorder: Recorder
+    problems: list[str]
+    phase_of_crash: str | None
+
+
+def _engine(target: Target, api: Any, clock: VirtualClock, connector: CrashingConnector,
+            recorder: Recorder, reconciler_factory: ReconcilerFactory) -> Environment:
+    """A fresh engine: new reconcilers and an empty work queue over the same store."""
+    env = Environment([(target.kind, connector)], api=api, clock=clock)
+    reconciler = reconciler_factory(CrashingAPI(api, recorder), target.kind, connector,
+                                    clock=clock.now)
+    env.reconcilers[target.kind.kind] = TracedReconciler(reconciler, recorder)  # type: ignore[assignment]
+    return env
+
+
+def _enqueue_all(env: Environment, kind: Kind) -> None:
+    """What a restarted operator does first: list every object and queue it."""
+    items, _ = env.api.list(kind.api_version, kind.kind)
+    for obj in items:
+        meta = obj["metadata"]
+        env.enqueue(kind.kind, meta["name"], meta.get("namespace"))
+
+
+def _settle(env: Environment, recorder: Recorder) -> str | None:
+    """Run the queue until idle; a non-settling queue is returned as a problem."""
+    try:
+        env.run_until_idle(max_steps=2_000)
+    except AssertionError as exc:
+        return f"did not converge: {str(exc)[:300]}"
+    return None
+
+
+def run_scenario(
+    target: Target,
+    crash: CrashPoint | None = None,
+    *,
+    reconciler_factory: ReconcilerFactory = Reconciler,
+) -> Run:
+    """Run the scenario once, dying at ``crash`` (if any), and check every invariant."""
+    clock = VirtualClock()
+    recorder = Recorder(crash)
+    system = target.system()
+    connector = CrashingConnector(system, recorder)
+    api = EmbeddedAPI(clock=clock.now)
+    env = _engine(target, api, clock, connector, recorder, reconciler_factory)
+    env.provider_config(credentials=system.credentials)
+    if target.setup is not None:
+        target.setup(env, system)
+    kind = target.kind
+    manifests = {name: target.manifest(name) for name in target.objects}
+    problems: list[str] = []
+    crashed_in: str | None = None
+    deleted_while_down = False
+    for phase in PHASES:
+        recorder.phase = phase.name
+        if not deleted_while_down:
+            recorder.trace.append(f"user: {phase.name} {', '.join(target.objects)}")
+            for name in target.objects:
+                if phase.name == "create":
+                    env.apply(manifests[name])
+                elif phase.name == "update":
+                    manifests[name] = target.update(manifests[name])
+                    env.apply(manifests[name])
+                else:
+                    env.delete(kind.kind, name, _namespace(manifests[name], kind))
+        try:
+            failure = _settle(env, recorder)
+        except Crash:
+            crashed_in = phase.name
+            if crash is not None and crash.variant == "delete-while-down":
+                deleted_while_down = True
+                recorder.trace.append("user (no engine running): delete "
+                                      + ", ".join(target.objects))
+                for name in target.objects:
+                    try:
+                        env.api.delete(kind.api_version, kind.kind, _namespace(manifests[name],
+                                                                               kind), name)
+                    except Exception:  # already gone: nothing to delete
+                        pass
+            recorder.engine += 1
+            recorder.trace.append(f"engine {recorder.engine} starts: lists and queues every "
+                                  f"{kind.kind}")
+            env = _engine(target, api, clock, connector, recorder, reconciler_factory)
+            _enqueue_all(env, kind)
+            try:
+                failure = _settle(env, recorder)
+            except Crash:  # only one crash is ever armed
+                failure = "crashed twice"
+        expect = "gone" if deleted_while_down else phase.expect
+        found = ([failure] if failure else []) + _check(env, target, manifests, connector, expect)
+        problems += [f"after {phase.name}: {p}" for p in found]
+        if found:
+            break
+    return Run(recorder, problems, crashed_in)
+
+
+def _namespace(manifest: Mapping[str, Any], kind: Kind) -> str | None:
+    return (manifest["metadata"].get("namespace") or "default") if kind.namespaced else None
+
+
+def _check(env: Environment, target: Target, manifests: Mapping[str, dict[str, Any]],
+           connector: CrashingConnector, expect: str) -> list[str]:
+    """The invariants of SPEC section 5 after one phase."""
+    kind = target.kind
+    problems: list[str] = []
+    tracked: dict[str, str] = {}
+    items, _ = env.api.list(kind.api_version, kind.kind)
+    for obj in items:
+        external = (obj["metadata"].get("annotations") or {}).get(EXTERNAL_NAME)
+        if external:
+            tracked[external] = obj["metadata"]["name"]
+    for name, manifest in manifests.items():
+        ns = _namespace(manifest, kind)
+        try:
+            obj = env.api.get(kind.api_version, kind.kind, ns, name)
+        except Exception:
+            obj = None
+        if expect == "gone":
+            if obj is not None:
+                status = obj.get("status") or {}
+                problems.append(f"{name} was not deleted (state={status.get('state')}, "
+                                f"finalizers={obj['metadata'].get('finalizers')})")
+            continue
+        if obj is None:
+            problems.append(f"{name} vanished")
+            continue
+        status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+        ready = get_condition(status.get("conditions") or [], "Ready")
+        generation = obj["metadata"].get("generation")
+        if status.get("state") != "ready" or ready is None or ready.status.value != "True":
+            problems.append(f"{name} did not converge to Ready (state={status.get('state')}, "
+                            f"Ready={ready.status.value if ready else None} "
+                            f"{ready.reason if ready else ''})")
+        elif status.get("observedGeneration") != generation:
+            problems.append(f"{name} is Ready but observedGeneration "
+                            f"{status.get('observedGeneration')} != generation {generation}")
+        if FINALIZER not in (obj["metadata"].get("finalizers") or []):
+            problems.append(f"{name} is not claimed (no finalizer {FINALIZER})")
+    existing = connector.system.names()
+    for external in sorted(existing | connector.seen):
+        created = connector.creations(external)
+        if created > 1:
+            problems.append(f"external resource {external} was created {created} times")
+    for external in sorted(existing):
+        if external not in tracked:
+            problems.append(f"external resource {external} leaked: no object tracks it")
+    return problems
+
+
+def explore(
+    target: Target,
+    *,
+    sides: Sequence[str] = SIDES,
+    variants: Sequence[str] = VARIANTS,
+    points: Iterable[int] | None = None,
+    reconciler_factory: ReconcilerFactory = Reconciler,
+    on_point: Callable[[Checked, Counterexample | None], None] | None = None,
+) -> Report:
+    """Explore every side-effect point of ``target``'s scenario; return a :class:`Report`.
+
+    A first run without a crash counts the points (and must itself pass);
+    then each point (or only ``points``) is replayed for every side and
+    variant. ``reconciler_factory`` builds the engine (tests pass a broken
+    one to prove the explorer catches it); ``on_point`` is called per point.
+    """
+    report = Report(target.name)
+    baseline = run_scenario(target, reconciler_factory=reconciler_factory)
+    report.points = baseline.recorder.count
+    report.operations = list(baseline.recorder.operations)
+    if baseline.problems:
+        report.counterexamples.append(Counterexample(
+            target.name, None, "no crash", tuple(baseline.problems),
+            tuple(baseline.recorder.trace)))
+    chosen = range(1, report.points + 1) if points is None else points
+    for index in chosen:
+        for variant in variants:
+            for side in sides:
+                point = CrashPoint(index, side, variant)
+                run = run_scenario(target, point, reconciler_factory=reconciler_factory)
+                label = run.recorder.crashed_at or "(point not reached)"
+                phase = (run.recorder.phases[index - 1]
+                         if index <= len(run.recorder.phases) else "-")
+                problems = list(run.problems)
+                if run.recorder.crashed_at is None:
+                    problems.append(f"crash point #{index} was not reached: the scenario is "
+                                    "not deterministic")
+                checked = Checked(point, label, phase, not problems)
+                example = None
+                if problems:
+                    example = Counterexample(target.name, point, label, tuple(problems),
+                                             tuple(run.recorder.trace))
+                    report.counterexamples.append(example)
+                report.checked.append(checked)
+                if on_point is not None:
+                    on_point(checked, example)
+    return report
+
+
+# --------------------------------------------------------------------------
+# Targets: which kinds, on which external systems
+# --------------------------------------------------------------------------
+
+
+def simcloud_target(kind: Kind, label: str = "") -> Target:
+    """Exercise a kind backed by the simulated cloud, with asynchronous operations.
+
+    Creating takes two polls, modifying and deleting one each, so every
+    phase passes through a pending provider operation.
+    """
+    from lifecycle.testing import database_manifest
+    from providers.simcloud import DatabaseConnector, SimCloud
+
+    def system() -> ExternalSystem:
+        cloud = SimCloud(seed=0, create_polls=2, modify_polls=1, delete_polls=1)
+        return ExternalSystem(DatabaseConnector(cloud), lambda: set(cloud.instances()),
+                              cloud.creations)
+
+    def manifest(name: str) -> dict[str, Any]:
+        data = database_manifest(name)
+        data["apiVersion"], data["kind"] = kind.api_version, kind.kind
+        return data
+
+    def update(data: dict[str, Any]) -> dict[str, Any]:
+        changed = json.loads(json.dumps(data))
+        params = changed["spec"]["forProvider"]
+        params["storage_gb"] = int(params.get("storage_gb", 20)) + 20
+        return changed
+
+    return Target(kind, system, manifest, update, label=label)
+
+
+def _kind_modules() -> Iterator[str]:
+    import machines
+
+    for info in pkgutil.iter_modules(machines.__path__):
+        yield f"machines.{info.name}"
+
+
+def discover() -> list[tuple[str, Kind]]:
+    """Every :class:`Kind` defined in a module of the ``machines`` package, as (spec, kind)."""
+    found: dict[tuple[str, str], Kind] = {}
+    seen: dict[tuple[str, str], str] = {}
+    for module_name in _kind_modules():
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue  # a kind whose provider library is not installed
+        for attr, value in sorted(vars(module).items()):
+            if not isinstance(value, Kind):
+                continue
+            key = (value.api_version, value.kind)
+            home = value.machine.__module__ == module_name
+            if key in seen and not home:
+                continue  # imported from its home module
+            seen[key] = f"{module_name}:{attr}"
+            found[key] = value
+    return [(seen[key], kind) for key, kind in found.items()]
+
+
+def target_for(spec: str, kind: Kind) -> Target | str:
+    """The target exercising ``kind``, or a one-line reason why it cannot be explored.
+
+    Order: the kind module's own ``verify_target(kind)``; the simulated-cloud
+    target for kinds with :class:`providers.simcloud.DatabaseParameters`;
+    the PostgreSQL kinds, which need ``LIFECYCLE_POSTGRES_DSN``.
+    """
+    module = importlib.import_module(spec.partition(":")[0])
+    hook = getattr(module, "verify_target", None)
+    if callable(hook):
+        built = hook(kind)
+        if isinstance(built, Target):
+            return attrs.evolve(built, label=built.label or spec)
+    try:
+        from providers.simcloud import DatabaseParameters
+    except ImportError:  # pragma: no cover - the simulated cloud ships with the engine
+        DatabaseParameters = None  # type: ignore[assignment,misc]  # noqa: N806
+    if DatabaseParameters is not None and kind.parameters is DatabaseParameters:
+        return simcloud_target(kind, spec)
+    if "postgres" in spec:
+        if not os.environ.get(POSTGRES_DSN_ENV):
+            return f"needs a PostgreSQL server: set {POSTGRES_DSN_ENV}"
+        return (f"{POSTGRES_DSN_ENV} is set but the module defines no verify_target(kind); "
+                "nothing to run")
+    return "no verification target: define verify_target(kind) in its module"
+
+
+def targets(specs: Sequence[str] = ()) -> tuple[list[Target], list[tuple[str, str]]]:
+    """Targets for ``specs`` (``MODULE:KIND``), or for every bundled kind when empty.
+
+    Returns the targets and the (spec, reason) pairs skipped. A spec that
+    does not name a Kind, or a named kind that cannot be explored, is a
+    :class:`lifecycle.cli.UsageError`.
+    """
+    from lifecycle.cli import UsageError, load
+
+    chosen: list[Target] = []
+    skipped: list[tuple[str, str]] = []
+    if specs:
+        for spec in specs:
+            kind = load(spec)
+            if not isinstance(kind, Kind):
+                raise UsageError(f"{spec} is not a Kind (got {type(kind).__name__})")
+            built = target_for(spec, kind)
+            if isinstance(built, str):
+                raise UsageError(f"{spec}: {built}")
+            chosen.append(built)
+        return chosen, skipped
+    for spec, kind in discover():
+        built = target_for(spec, kind)
+        if isinstance(built, str):
+            skipped.append((spec, built))
+        else:
+            chosen.append(built)
+    return chosen, skipped
+
+
+# --------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------
+
+
+def _print_point(out: TextIO, checked: Checked, example: Counterexample | None) -> None:
+    p = checked.point
+    verdict = "ok  " if checked.ok else "FAIL"
+    out.write(f"  {verdict} #{p.index:<3} {p.side:<6} {p.variant:<17} [{checked.phase}] "
+              f"{checked.operation}\n")
+    if example is not None:
+        out.write(example.render() + "\n")
+
+
+def run_cli(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    """``lifecycle verify``: explore each target; exit 1 on any counterexample."""
+    from lifecycle.cli import UsageError
+
+    chosen, skipped = targets(args.kinds)
+    for spec, reason in skipped:
+        out.write(f"SKIP {spec}: {reason}\n")
+    if not chosen:
+        raise UsageError("no kind to verify")
+    sides = SIDES if args.side is None else (args.side,)
+    variants = VARIANTS if args.variant is None else (args.variant,)
+    failed = 0
+    for target in chosen:
+        if args.point is not None:
+            failed += _replay(out, target, args.point, sides, variants)
+            continue
+        out.write(f"{target.name}: exploring every side-effect point of "
+                  f"create -> update -> delete\n")
+        report = explore(target, sides=sides, variants=variants,
+                         on_point=lambda c, e: _print_point(out, c, e))
+        out.write(f"{target.name}: {report.points} side-effect points, "
+                  f"{len(report.checked)} crash runs "
+                  f"({' and '.join(sides)} x {', '.join(variants)}), "
+                  f"{len(report.counterexamples)} counterexample(s)\n")
+        failed += len(report.counterexamples)
+    out.write("verify: " + ("FAILED" if failed else "OK") + "\n")
+    return 1 if failed else 0
+
+
+def _replay(out: TextIO, target: Target, index: int, sides: Sequence[str],
+            variants: Sequence[str]) -> int:
+    """Replay one point (0: no crash) and print its full trace."""
+    runs = ([(None, run_scenario(target))] if index == 0 else
+            [(CrashPoint(index, s, v), run_scenario(target, CrashPoint(index, s, v)))
+             for v in variants for s in sides])
+    failed = 0
+    for point, run in runs:
+        where = "no crash" if point is None else f"#{index} {point.side} {point.variant}"
+        out.write(f"{target.name}: replay {where}\n")
+        for line in run.recorder.trace:
+            out.write(f"    {line}\n")
+        for problem in run.problems:
+            out.write(f"  problem: {problem}\n")
+        out.write(f"  {'FAIL' if run.problems else 'ok'}\n")
+        failed += bool(run.problems)
+    return failed
+
+
+def register(subparsers: Any) -> None:
+    """Add ``lifecycle verify [MODULE:KIND ...]``."""
+    parser = subparsers.add_parser(
+        "verify",
+        help="explore a crash at every side-effect point of each kind's lifecycle",
+        description=(
+            "Run create -> update -> delete for each kind and, for every API write and "
+            "external create/update/delete, simulate the operator dying just before and just "
+            "after it (also with the objects deleted while it is down); a fresh engine takes "
+            "over. Checks that nothing is created twice, nothing leaks and every object "
+            "converges. With no argument: every bundled kind (the PostgreSQL kinds only when "
+            f"{POSTGRES_DSN_ENV} is set). Exits 1 on a counterexample."),
+    )
+    parser.add_argument("kinds", nargs="*", metavar="MODULE:KIND",
+                        help="kinds to verify, e.g. machines.database:DatabaseInstance")
+    parser.add_argument("--point", type=int, default=None,
+                        help="replay one point (0: the run without a crash) with its trace")
+    parser.add_argument("--side", choices=SIDES, default=None, help="only this side")
+    parser.add_argument("--variant", choices=VARIANTS, default=None, help="only this variant")
+    parser.add_argument("--trace", action="store_true",
+                        help="with --point: print the trace (always printed on replay)")
+    parser.set_defaults(func=run_cli)
