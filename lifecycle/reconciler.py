@@ -61,6 +61,7 @@ from lifecycle.kind import (
     Kind,
 )
 from lifecycle.machine import TransitionSpec
+from lifecycle.plan import restore
 from lifecycle.status import paused, settle
 from lifecycle.values import (
     Condition,
@@ -204,7 +205,9 @@ class Reconciler:
         operation = annotations.get(OPERATION)
         if operation == "ignore":
             return Result.done("Ignored")
-        run = Pass(obj=obj, state=self._stored_state(obj), generation=_generation(obj))
+        notes: list[Condition] = []
+        run = Pass(obj=obj, state=self._stored_state(obj, notes), generation=_generation(obj),
+                   notes=notes)
         if operation == "reconcile":
             run.forced = True
             self._mutate(run, lambda m: m.get("annotations", {}).pop(OPERATION, None))
@@ -605,21 +608,19 @@ class Reconciler:
             ))
             return DeletionPolicy.DELETE
 
-    def _stored_state(self, obj: Mapping[str, Any]) -> str:
+    def _stored_state(self, obj: Mapping[str, Any], notes: list[Condition]) -> str:
         status = obj.get("status")
         state = status.get("state") if isinstance(status, Mapping) else None
-        if state is None:
-            return self.table.initial
-        if not isinstance(state, str) or state not in self.table.states or (
-            self.table.states[state].final
-        ):
-            # A corrupt stored state is repaired: transitions are chosen from fresh
-            # observations, so restarting from the initial state is always safe.
-            self._event(obj, "Warning", "StateRepaired",
-                        f"stored state {str(state)[:64]!r} is not a state of "
-                        f"{self.table.name}; restarting from {self.table.initial}")
-            return self.table.initial
-        return state
+        restored = restore(self.kind.machine, status)
+        if state is not None and restored != state:
+            # Transitions are chosen from fresh observations, so restarting from
+            # the initial state is always safe; say so instead of crashing.
+            message = (f"stored state {str(state)[:64]!r} is not a state of "
+                       f"{self.table.name}; restarted from {restored}")
+            self._event(obj, "Warning", "StateRepaired", message)
+            notes.append(Condition("StatusValid", F, "StateRepaired", message,
+                                   _generation(obj)))
+        return restored
 
     def _event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         try:

@@ -28,6 +28,11 @@ ENGINE_KEYS = frozenset({
 })
 
 
+#: Condition types that report problems with the object itself (annotations,
+#: policies, a repaired stored state); True once the problem is gone.
+NOTE_TYPES = frozenset({"ConfigValid", "StatusValid"})
+
+
 @attrs.frozen
 class Settled:
     """The status to write and the Events (type, reason, message) to record."""
@@ -82,8 +87,10 @@ def settle(
         elif cond.get(stored, activity) is not None:
             updates.append(Condition(activity, F, spec.ready[1], "", gen))
     updates.extend(notes)
-    if not notes and cond.get(stored, "ConfigValid") is not None:
-        updates.append(Condition("ConfigValid", T, "Valid", "", gen))
+    noted = {n.type for n in notes}
+    for note_type in NOTE_TYPES - noted:
+        if cond.get(stored, note_type) is not None:
+            updates.append(Condition(note_type, T, "Valid", "", gen))
     since = old.get("stateSince") if target == source else when
     if not isinstance(since, str):
         since = when

@@ -576,6 +576,10 @@ def test_corrupt_stored_state_is_repaired(stored: Any) -> None:
     assert env.state(KIND, "db") == "ready"
     assert "StateRepaired" in [e["reason"] for e in env.events("db")]
     assert cond(env, "Ready") == ("True", "Available")
+    assert cond(env, "StatusValid") == ("False", "StateRepaired")
+    assert "restarted from unclaimed" in env.condition(KIND, "db", "StatusValid").message
+    env.reconcile(KIND, "db")
+    assert cond(env, "StatusValid") == ("True", "Valid")
 
 
 def test_stuck_in_creating_is_reported() -> None:
