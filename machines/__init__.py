@@ -1,0 +1,1 @@
+"""Lifecycle machines of resource kinds: the standard managed machine and bundled kinds."""
