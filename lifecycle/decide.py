@@ -127,13 +127,14 @@ def requeue(
     key: str,
     error: HandledError | None = None,
     dirty: bool = False,
+    waiting: bool = False,
 ) -> Result:
     """The requeue matrix (SPEC section 3) for the outcome of one reconcile.
 
     Final state: done. Dirty object: now. Handled error: backoff (at least a
     provider's retry-after), or done when terminal. Waiting on a provider
-    operation (a state with a wait interval): that interval. Otherwise the
-    poll interval with jitter.
+    operation (``waiting``, or a state with a wait interval): that state's
+    wait interval. Otherwise the poll interval with jitter.
     """
     if final:
         return Result.done("Deleted")
@@ -145,6 +146,6 @@ def requeue(
         if error.severity is Severity.RETRYABLE:
             retry_after = error.retry_after if isinstance(error, Throttled) else 0.0
             return Result.backoff(error.reason, at_least=retry_after)
-    if state in timing.wait:
+    if waiting or state in timing.wait:
         return Result.later(timing.wait_for(state), "Waiting")
     return Result.later(poll_interval(timing, key), "Poll")

@@ -168,6 +168,8 @@ def compile_table(cls: type[LifecycleMachine]) -> MachineTable:
     subclasses, so a sibling subclass's additions must not leak in.
     """
     state_ids = {s.id for s in cls.states}
+    # Events are shared through python-statemachine's state objects too: keep
+    # only those of this class that still have a transition after filtering.
     event_ids = [e.id for e in cls.events]
     states: dict[str, StateSpec] = {}
     transitions: list[TransitionSpec] = []
@@ -191,6 +193,8 @@ def compile_table(cls: type[LifecycleMachine]) -> MachineTable:
                     transitions.append(
                         TransitionSpec(state.id, event, t.target.id, guards, unless, actions)
                     )
+    used = {t.event for t in transitions}
+    event_ids = [e for e in event_ids if e in used]
     index: dict[tuple[str, str], list[TransitionSpec]] = {}
     for t in transitions:
         index.setdefault((t.source, t.event), []).append(t)

@@ -87,5 +87,6 @@ def plan(
         error=error, failed_operation=None, observation=observation, notes=(), now=now,
     )
     result = requeue(state=target, final=table.states[target].final, timing=machine.timing,
-                     key=str(meta.get("uid", "")), error=error)
+                     key=str(meta.get("uid", "")), error=error,
+                     waiting=choice.event == "wait")
     return Plan(source, choice, transition, settled, result)

@@ -387,6 +387,7 @@ class Reconciler:
             key=run.obj["metadata"]["uid"],
             error=error,
             dirty=run.dirty,
+            waiting=choice.event == "wait",
         )
 
     def _guard(self, facts: Facts) -> Callable[[str], bool]:

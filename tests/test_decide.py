@@ -104,3 +104,10 @@ def test_policies() -> None:
     assert ReconcilePolicy.MANAGE.allows_modify and ReconcilePolicy.MANAGE.allows_delete
     assert not SKIP.allows_modify and not SKIP.allows_delete
     assert DETACH.allows_modify and not DETACH.allows_delete
+
+
+def test_wait_event_in_a_state_without_interval_uses_default_wait() -> None:
+    result = requeue(state="provisioning", final=False, timing=TIMING, key="k", waiting=True)
+    assert (result.kind, result.after) == (ResultKind.REQUEUE_AFTER, TIMING.default_wait)
+    polled = requeue(state="provisioning", final=False, timing=TIMING, key="k")
+    assert polled.after != TIMING.default_wait

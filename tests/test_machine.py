@@ -211,3 +211,18 @@ def test_validate_catches_broken_tables(transitions, finals, message) -> None:
 
 def test_validate_accepts_the_standard_table() -> None:
     validate(STANDARD)
+
+
+def test_sibling_subclass_events_do_not_leak() -> None:
+    class WithSuspend(ManagedResourceMachine):
+        paused = State("Paused")
+        hold = ManagedResourceMachine.ready.to(paused)
+        release = paused.to(ManagedResourceMachine.ready)
+        drop = paused.to(ManagedResourceMachine.deleting, on="delete_external")
+
+    class Sibling(ManagedResourceMachine):
+        pass
+
+    assert "hold" in WithSuspend.table().events
+    assert "hold" not in Sibling.table().events
+    assert "hold" not in ManagedResourceMachine.table().events
