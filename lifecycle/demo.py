@@ -182,10 +182,17 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--fast", action="store_true", help="no pacing between ticks")
     parser.add_argument("--plain", action="store_true",
                         help="one line per transition instead of a live table")
+    parser.add_argument("--scenario", choices=("managed", "claims"), default="managed",
+                        help="managed resources (default), or claims bound to dynamically "
+                             "provisioned resources")
     parser.set_defaults(func=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.scenario == "claims":
+        from lifecycle.claims_demo import run_claim_demo
+
+        return 0 if run_claim_demo(sys.stdout) else 1
     ok = run_demo(sys.stdout, pace=0.0 if args.fast else 0.4,
                   live=False if args.plain else None)
     return 0 if ok else 1

@@ -100,7 +100,9 @@ def settle(
         previous = cond.get(stored, "Stuck")
         if stuck.status is T and (previous is None or previous.status is not T):
             events.append(("Warning", "Stuck", stuck.message))
-    history = [h for h in (old.get("history") or []) if isinstance(h, Mapping)]
+    stored_history = old.get("history")
+    history = [h for h in stored_history if isinstance(h, Mapping)] if isinstance(
+        stored_history, list) else []
     if transition is not None and transition.source != transition.target:
         reason = error.reason if error else choice.reason
         history.append(HistoryEntry(transition.source, transition.target, transition.event,

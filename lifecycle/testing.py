@@ -76,7 +76,8 @@ class Backoff:
 
     def delay(self, failures: int, at_least: float = 0.0) -> float:
         """The delay after ``failures`` consecutive failures, never below ``at_least``."""
-        return max(at_least, min(self.cap, self.base * 2 ** max(0, failures - 1)))
+        exponent = min(max(0, failures - 1), 64)  # 2**64 s is past any cap
+        return max(at_least, min(self.cap, self.base * 2.0**exponent))
 
 
 class Environment:
@@ -202,7 +203,8 @@ class Environment:
             obj = self.get(kind, name, namespace)
         except NotFound:
             return "deleted"
-        return (obj.get("status") or {}).get("state")
+        status = obj.get("status")
+        return status.get("state") if isinstance(status, Mapping) else None
 
     def condition(
         self, kind: str, name: str, type_: str, namespace: str | None = "default"
@@ -328,7 +330,8 @@ class Environment:
             obj = self.api.get(self.kinds[kind].api_version, kind, ns, name)
         except NotFound:
             return None
-        return (obj.get("status") or {}).get("state")
+        status = obj.get("status")
+        return status.get("state") if isinstance(status, Mapping) else None
 
 
 def database_manifest(

@@ -36,3 +36,7 @@ def test_demo_reports_failure_when_a_resource_does_not_end_as_expected(monkeypat
     out = io.StringIO()
     assert run_demo(out, pace=0.0, live=False) is False
     assert "demo FAILED" in out.getvalue()
+
+
+def test_claims_scenario_command(capsys) -> None:
+    assert main(["demo", "--scenario", "claims"]) == 0

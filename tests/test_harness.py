@@ -91,6 +91,7 @@ def test_backoff_grows_and_is_capped() -> None:
     b = Backoff(base=1.0, cap=8.0)
     assert [b.delay(n) for n in range(1, 7)] == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
     assert b.delay(1, at_least=30.0) == 30.0
+    assert b.delay(5000) == 8.0  # no overflow after many failures
 
 
 def test_run_until_idle_reports_a_queue_that_never_settles() -> None:
