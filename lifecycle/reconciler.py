@@ -94,6 +94,8 @@ class Pass:
     forced: bool = False
     notes: list[Condition] = attrs.Factory(list)
     dirty: bool = False
+    #: Connection Secrets as last read or written in this pass, by (namespace, name).
+    secrets: dict[tuple[str, str], dict[str, Any] | None] = attrs.Factory(dict)
 
 
 class Effects:
@@ -248,7 +250,7 @@ class Reconciler:
 
             self._mutate(run, claim)
         # A terminal failure waits for a new generation (or a forced pass).
-        failure = (run.obj.get("status") or {}).get("failure") or {}
+        failure = _mapping(_mapping(run.obj.get("status")).get("failure"))
         if (
             run.state == "failed"
             and failure.get("severity") == Severity.TERMINAL.value
@@ -265,8 +267,8 @@ class Reconciler:
     def _observe(
         self, run: Pass, policy: ReconcilePolicy, deleting: bool
     ) -> tuple[Facts, Effects | None]:
-        status = run.obj.get("status") or {}
-        failure = status.get("failure") or {}
+        status = _mapping(run.obj.get("status"))
+        failure = _mapping(status.get("failure"))
         base = Facts(
             state=run.state,
             deleting=deleting,
@@ -502,8 +504,17 @@ class Reconciler:
         except NotFound:
             return None
 
+    def _connection_secret(self, run: Pass, namespace: str, name: str,
+                           fresh: bool = False) -> dict[str, Any] | None:
+        """The connection Secret, read once per pass (again when ``fresh``); a private copy."""
+        key = (namespace, name)
+        if fresh or key not in run.secrets:
+            run.secrets[key] = self._read_secret(namespace, name)
+        secret = run.secrets[key]
+        return dict(secret) if secret is not None else None
+
     def _stored_password(self, run: Pass) -> str | None:
-        secret = self._read_secret(*self._secret_ref(run))
+        secret = self._connection_secret(run, *self._secret_ref(run))
         return _decode(secret).get("password") if secret else None
 
     def ensure_password(self, run: Pass) -> str:
@@ -519,8 +530,8 @@ class Reconciler:
         """Merge ``details`` into the connection Secret; write only when it changed."""
         namespace, name = self._secret_ref(run)
         meta = run.obj["metadata"]
-        for _ in range(CONFLICT_RETRIES):
-            secret = self._read_secret(namespace, name)
+        for attempt in range(CONFLICT_RETRIES):
+            secret = self._connection_secret(run, namespace, name, fresh=attempt > 0)
             current = _decode(secret) if secret else {}
             wanted = {**current, **{k: str(v) for k, v in details.items()}}
             if secret is not None and wanted == current and not run.forced:
@@ -531,7 +542,7 @@ class Reconciler:
                      "blockOwnerDeletion": True}
             try:
                 if secret is None:
-                    self.api.create({
+                    run.secrets[(namespace, name)] = self.api.create({
                         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                         "metadata": {"name": name, "namespace": namespace,
                                      "ownerReferences": [owner]},
@@ -539,7 +550,7 @@ class Reconciler:
                     })
                 else:
                     secret["data"] = data
-                    self.api.replace(secret)
+                    run.secrets[(namespace, name)] = self.api.replace(secret)
                 return
             except (Conflict, _already_exists()):
                 continue
@@ -660,6 +671,11 @@ def _decode(secret: Mapping[str, Any]) -> dict[str, str]:
         except (ValueError, TypeError):
             continue
     return out
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is a mapping, else an empty one: stored status may be corrupt."""
+    return value if isinstance(value, Mapping) else {}
 
 
 def _generation(obj: Mapping[str, Any]) -> int:

@@ -140,8 +140,10 @@ def paused(old: Mapping[str, Any], state: str, generation: int, message: str,
            now: datetime) -> dict[str, Any]:
     """The status of a paused object: Synced False ReconcilePaused, nothing else moves."""
     stored = old.get("conditions") if isinstance(old.get("conditions"), list) else []
-    merged = cond.merge(stored, [
-        Condition(cond.SYNCED, F, "ReconcilePaused", message, generation)], rfc3339(now))
+    updates = [Condition(cond.SYNCED, F, "ReconcilePaused", message, generation)]
+    if cond.get(stored, cond.READY) is None:
+        updates.append(Condition(cond.READY, U, "ReconcilePaused", message, generation))
+    merged = cond.merge(stored, updates, rfc3339(now))
     return {**old, "conditions": merged, "observedGeneration": generation,
             "phase": cond.phase(merged, False), "state": state}
 

@@ -38,6 +38,7 @@ only when ``LIFECYCLE_POSTGRES_DSN`` is set (see :func:`targets`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -48,7 +49,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from lifecycle.apiserver import EmbeddedAPI
+from lifecycle.apiserver import EmbeddedAPI, NotFound
 from lifecycle.client import Connector, ExternalClient, ManagedResource, ProviderConfig
 from lifecycle.conditions import get as get_condition
 from lifecycle.kind import EXTERNAL_NAME, FINALIZER, INTENT, Kind
@@ -114,6 +115,8 @@ class Target:
     label: str = ""
     objects: tuple[str, ...] = ("alpha",)
     setup: Callable[[Environment, ExternalSystem], None] | None = None
+    #: Builds the engine; a target may substitute a subclass (tests use broken ones).
+    reconciler: Callable[..., Reconciler] = Reconciler
 
     @property
     def name(self) -> str:
@@ -362,12 +365,14 @@ class CrashingClient:
         except Exception as exc:
             recorder.note(f"external.observe {resource.external_name} -> {type(exc).__name__}")
             raise
+        if not observation.exists:
+            recorder.note(f"external.observe {resource.external_name} -> absent")
+            return observation
         status = getattr(observation, "status", None)
         recorder.note(
-            f"external.observe {resource.external_name} -> "
-            f"{'exists' if observation.exists else 'absent'}"
+            f"external.observe {resource.external_name} -> exists"
             f"{'' if status is None else ' ' + getattr(status, 'value', str(status))}"
-            f"{'' if observation.up_to_date else ' (differs)'}")
+            f"{'' if observation.up_to_date else ' (differs from spec)'}")
         return observation
 
     def create(self, resource: ManagedResource) -> Any:
@@ -445,10 +450,6 @@ class TracedReconciler:
         return result
 
 
-#: Builds the engine's reconciler; tests substitute deliberately broken ones.
-ReconcilerFactory = Callable[..., Reconciler]
-
-
 # --------------------------------------------------------------------------
 # Running the scenario
 # --------------------------------------------------------------------------
@@ -464,10 +465,10 @@ class Run:
 
 
 def _engine(target: Target, api: Any, clock: VirtualClock, connector: CrashingConnector,
-            recorder: Recorder, reconciler_factory: ReconcilerFactory) -> Environment:
+            recorder: Recorder) -> Environment:
     """A fresh engine: new reconcilers and an empty work queue over the same store."""
     env = Environment([(target.kind, connector)], api=api, clock=clock)
-    reconciler = reconciler_factory(CrashingAPI(api, recorder), target.kind, connector,
+    reconciler = target.reconciler(CrashingAPI(api, recorder), target.kind, connector,
                                     clock=clock.now)
     env.reconcilers[target.kind.kind] = TracedReconciler(reconciler, recorder)  # type: ignore[assignment]
     return env
@@ -481,7 +482,7 @@ def _enqueue_all(env: Environment, kind: Kind) -> None:
         env.enqueue(kind.kind, meta["name"], meta.get("namespace"))
 
 
-def _settle(env: Environment, recorder: Recorder) -> str | None:
+def _settle(env: Environment) -> str | None:
     """Run the queue until idle; a non-settling queue is returned as a problem."""
     try:
         env.run_until_idle(max_steps=2_000)
@@ -493,8 +494,6 @@ def _settle(env: Environment, recorder: Recorder) -> str | None:
 def run_scenario(
     target: Target,
     crash: CrashPoint | None = None,
-    *,
-    reconciler_factory: ReconcilerFactory = Reconciler,
 ) -> Run:
     """Run the scenario once, dying at ``crash`` (if any), and check every invariant."""
     clock = VirtualClock()
@@ -502,7 +501,7 @@ def run_scenario(
     system = target.system()
     connector = CrashingConnector(system, recorder)
     api = EmbeddedAPI(clock=clock.now)
-    env = _engine(target, api, clock, connector, recorder, reconciler_factory)
+    env = _engine(target, api, clock, connector, recorder)
     env.provider_config(credentials=system.credentials)
     if target.setup is not None:
         target.setup(env, system)
@@ -524,7 +523,7 @@ def run_scenario(
                 else:
                     env.delete(kind.kind, name, _namespace(manifests[name], kind))
         try:
-            failure = _settle(env, recorder)
+            failure = _settle(env)
         except Crash:
             crashed_in = phase.name
             if crash is not None and crash.variant == "delete-while-down":
@@ -532,18 +531,16 @@ def run_scenario(
                 recorder.trace.append("user (no engine running): delete "
                                       + ", ".join(target.objects))
                 for name in target.objects:
-                    try:
-                        env.api.delete(kind.api_version, kind.kind, _namespace(manifests[name],
-                                                                               kind), name)
-                    except Exception:  # already gone: nothing to delete
-                        pass
+                    with contextlib.suppress(NotFound):  # already gone
+                        env.api.delete(kind.api_version, kind.kind,
+                                       _namespace(manifests[name], kind), name)
             recorder.engine += 1
             recorder.trace.append(f"engine {recorder.engine} starts: lists and queues every "
                                   f"{kind.kind}")
-            env = _engine(target, api, clock, connector, recorder, reconciler_factory)
+            env = _engine(target, api, clock, connector, recorder)
             _enqueue_all(env, kind)
             try:
-                failure = _settle(env, recorder)
+                failure = _settle(env)
             except Crash:  # only one crash is ever armed
                 failure = "crashed twice"
         expect = "gone" if deleted_while_down else phase.expect
@@ -613,18 +610,16 @@ def explore(
     sides: Sequence[str] = SIDES,
     variants: Sequence[str] = VARIANTS,
     points: Iterable[int] | None = None,
-    reconciler_factory: ReconcilerFactory = Reconciler,
     on_point: Callable[[Checked, Counterexample | None], None] | None = None,
 ) -> Report:
     """Explore every side-effect point of ``target``'s scenario; return a :class:`Report`.
 
     A first run without a crash counts the points (and must itself pass);
     then each point (or only ``points``) is replayed for every side and
-    variant. ``reconciler_factory`` builds the engine (tests pass a broken
-    one to prove the explorer catches it); ``on_point`` is called per point.
+    variant; ``on_point`` is called with each point's verdict as it is checked.
     """
     report = Report(target.name)
-    baseline = run_scenario(target, reconciler_factory=reconciler_factory)
+    baseline = run_scenario(target)
     report.points = baseline.recorder.count
     report.operations = list(baseline.recorder.operations)
     if baseline.problems:
@@ -636,7 +631,7 @@ def explore(
         for variant in variants:
             for side in sides:
                 point = CrashPoint(index, side, variant)
-                run = run_scenario(target, point, reconciler_factory=reconciler_factory)
+                run = run_scenario(target, point)
                 label = run.recorder.crashed_at or "(point not reached)"
                 phase = (run.recorder.phases[index - 1]
                          if index <= len(run.recorder.phases) else "-")
@@ -730,11 +725,9 @@ def target_for(spec: str, kind: Kind) -> Target | str:
         built = hook(kind)
         if isinstance(built, Target):
             return attrs.evolve(built, label=built.label or spec)
-    try:
-        from providers.simcloud import DatabaseParameters
-    except ImportError:  # pragma: no cover - the simulated cloud ships with the engine
-        DatabaseParameters = None  # type: ignore[assignment,misc]  # noqa: N806
-    if DatabaseParameters is not None and kind.parameters is DatabaseParameters:
+    from providers.simcloud import DatabaseParameters
+
+    if kind.parameters is DatabaseParameters:
         return simcloud_target(kind, spec)
     if "postgres" in spec:
         if not os.environ.get(POSTGRES_DSN_ENV):
@@ -788,9 +781,11 @@ def _print_point(out: TextIO, checked: Checked, example: Counterexample | None) 
         out.write(example.render() + "\n")
 
 
-def run_cli(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def run_cli(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """``lifecycle verify``: explore each target; exit 1 on any counterexample."""
     from lifecycle.cli import UsageError
+
+    out = out if out is not None else sys.stdout
 
     chosen, skipped = targets(args.kinds)
     for spec, reason in skipped:

@@ -216,6 +216,7 @@ def test_pause_stops_external_calls() -> None:
     assert step.result.kind is ResultKind.DONE
     assert cloud.calls == []
     assert cond(env, "Synced") == ("False", "ReconcilePaused")
+    assert cond(env, "Ready") == ("Unknown", "ReconcilePaused")  # unset conditions start Unknown
 
 
 # ------------------------------------------- step 4: deletion without delete

@@ -1,0 +1,174 @@
+"""Fault soak: 1,000 database instances through transient errors, throttling and 409s.
+
+The simulated cloud fails 20% of calls with a transient 5xx and throttles 5%
+of them with a retry-after; the API answers 10% of object and status writes
+with 409 Conflict. Every object must reach Ready, then, deleted, disappear
+along with its external instance. The figures (attempts per resource,
+external calls against the fault-free minimum, wall time) are printed and
+kept in docs/reliability.md; ``python -m tests.test_soak`` prints them too.
+"""
+
+from __future__ import annotations
+
+import collections
+import statistics
+import time
+from typing import Any
+
+import attrs
+
+from lifecycle.apiserver import Conflict
+from lifecycle.testing import Environment, database_manifest, simulated_environment
+from providers.simcloud import SimCloud
+
+KIND = "DatabaseInstance"
+#: Cloud error codes the soak injects (a describe of a missing instance is not one).
+_INJECTED = frozenset({"ServiceUnavailable", "Throttling"})
+
+
+@attrs.frozen
+class Figures:
+    """What one soak measured."""
+
+    count: int
+    create_attempts_max: int
+    create_attempts_median: float
+    delete_attempts_max: int
+    delete_attempts_median: float
+    calls: int
+    poll_calls: int
+    failed_calls: int
+    calls_by_operation: dict[str, int]
+    creations_max: int
+    api_conflicts: int
+    throttled: int
+    virtual_seconds: float
+    wall_seconds: float
+
+    @property
+    def lifecycle_calls(self) -> int:
+        """External calls made to create and delete, leaving out Ready resources' polls."""
+        return self.calls - self.poll_calls
+
+    def lines(self) -> list[str]:
+        """The figures as printable lines."""
+        return [
+            f"resources: {self.count}",
+            f"reconciles until Ready per resource: max {self.create_attempts_max}, "
+            f"median {self.create_attempts_median}",
+            f"reconciles until gone per resource: max {self.delete_attempts_max}, "
+            f"median {self.delete_attempts_median}",
+            f"external calls: {self.calls} ({self.failed_calls} injected failures, "
+            f"{self.throttled} throttled); by operation {self.calls_by_operation}",
+            f"external calls of the lifecycle (without {self.poll_calls} routine polls of "
+            f"resources already Ready): {self.lifecycle_calls}, "
+            f"{self.lifecycle_calls / self.count:.2f} per resource",
+            f"creations per external name: max {self.creations_max}",
+            f"injected API 409s: {self.api_conflicts}",
+            f"virtual time: {self.virtual_seconds:.0f}s; wall time: {self.wall_seconds:.1f}s",
+        ]
+
+
+def _names(count: int) -> list[str]:
+    return [f"db-{i:04d}" for i in range(count)]
+
+
+def _run_until(env: Environment, done: Any, horizon: float, chunk: float = 5.0) -> None:
+    """Advance virtual time in chunks (running every due reconcile) until ``done()``."""
+    elapsed = 0.0
+    while not done():
+        if elapsed > horizon:
+            raise AssertionError(f"not converged within {horizon}s of virtual time")
+        env.advance(chunk)
+        elapsed += chunk
+
+
+def soak(count: int = 1000, *, error_rate: float = 0.2, throttle_rate: float = 0.05,
+         retry_after: float = 5.0, conflict_rate: float = 0.1, seed: int = 1) -> Figures:
+    """Create ``count`` instances under faults until each is Ready, then delete them all."""
+    cloud = SimCloud(seed=seed, error_rate=error_rate, throttle_rate=throttle_rate,
+                     retry_after=retry_after)
+    env, _ = simulated_environment(cloud=cloud)
+    faults = [env.api.faults.add(verb, error=Conflict, probability=conflict_rate)
+              for verb in ("replace", "replace_status")] if conflict_rate else []
+    names = _names(count)
+    started, origin = time.perf_counter(), env.clock.now()
+    for name in names:
+        env.apply(database_manifest(name))
+    create_attempts: collections.Counter[str] = collections.Counter()
+    ready: set[str] = set()
+    seen = 0
+    polls = 0
+
+    def all_ready() -> bool:
+        nonlocal seen, polls
+        for step in env.steps[seen:]:
+            if step.name in ready:
+                polls += 1  # one describe per reconcile
+            else:
+                create_attempts[step.name] += 1
+                if step.after == "ready":
+                    ready.add(step.name)
+        seen = len(env.steps)
+        return len(ready) == count
+
+    _run_until(env, all_ready, horizon=6 * 3600.0)
+    for name in names:
+        env.delete(KIND, name)
+    mark = len(env.steps)
+    env.run_until_idle(max_steps=200_000)
+    delete_attempts = collections.Counter(s.name for s in env.steps[mark:])
+    wall = time.perf_counter() - started
+    virtual = (env.clock.now() - origin).total_seconds()
+    assert not env.pending()
+    remaining = [n for n in names if env.exists(KIND, n)]
+    assert remaining == [], f"{len(remaining)} objects not deleted, e.g. {remaining[:3]}"
+    assert cloud.instances() == {}, f"{len(cloud.instances())} external instances leaked"
+    by_operation = collections.Counter(c.operation for c in cloud.calls)
+    external = {c.name for c in cloud.calls}
+    return Figures(
+        count=count,
+        create_attempts_max=max(create_attempts.values()),
+        create_attempts_median=statistics.median(create_attempts.values()),
+        delete_attempts_max=max(delete_attempts.values()),
+        delete_attempts_median=statistics.median(delete_attempts.values()),
+        calls=len(cloud.calls),
+        poll_calls=polls,
+        failed_calls=sum(c.error_code in _INJECTED for c in cloud.calls),
+        calls_by_operation=dict(sorted(by_operation.items())),
+        creations_max=max(cloud.creations(n) for n in external),
+        api_conflicts=sum(f.fired for f in faults),
+        throttled=sum(c.error_code == "Throttling" for c in cloud.calls),
+        virtual_seconds=virtual,
+        wall_seconds=wall,
+    )
+
+
+def test_fault_soak_thousand_resources() -> None:
+    baseline = soak(50, error_rate=0.0, throttle_rate=0.0, conflict_rate=0.0)
+    figures = soak(1000)
+    for line in figures.lines():
+        print(line)
+    # Nothing created twice; every object reached Ready and was deleted (asserted in soak).
+    assert figures.creations_max == 1
+    assert figures.calls_by_operation["create"] >= figures.count
+    # Faults really happened.
+    assert figures.failed_calls > 0.15 * figures.calls
+    assert figures.throttled > 0 and figures.api_conflicts > 0
+    # Bounded: no resource needs more than a few times the fault-free attempts (no hot loop).
+    assert baseline.create_attempts_max <= 5 and baseline.delete_attempts_max <= 3
+    assert figures.create_attempts_max <= 6 * baseline.create_attempts_max
+    assert figures.delete_attempts_max <= 6 * baseline.delete_attempts_max
+    # External calls of the lifecycle stay within a small multiple of the fault-free minimum.
+    minimum = baseline.lifecycle_calls / baseline.count
+    assert minimum == 7  # describe x3, create, describe x2 ... delete: see docs/reliability.md
+    assert figures.lifecycle_calls <= 3 * minimum * figures.count
+
+
+if __name__ == "__main__":
+    for label, result in (("fault-free, 1000", soak(1000, error_rate=0.0, throttle_rate=0.0,
+                                                     conflict_rate=0.0)),
+                          ("faults, 1000", soak(1000))):
+        print(f"== {label}")
+        for line in result.lines():
+            print("  " + line)

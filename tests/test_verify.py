@@ -1,0 +1,223 @@
+"""The crash-point explorer: it passes the bundled kinds and catches broken engines."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import textwrap
+from typing import Any
+
+import attrs
+import pytest
+
+from lifecycle import verify
+from lifecycle.cli import UsageError, main
+from lifecycle.kind import FINALIZER, INTENT
+from lifecycle.reconciler import Reconciler
+from lifecycle.verify import Crash, CrashPoint, explore, run_scenario, simcloud_target
+from machines.database import DatabaseInstance
+
+
+def _create_committed(meta: dict[str, Any]) -> bool:
+    raw = (meta.get("annotations") or {}).get(INTENT)
+    if not raw:
+        return False
+    intent = json.loads(raw)
+    return not (intent["operation"] == "create" and intent.get("outcome") != "succeeded")
+
+
+class LateFinalizerReconciler(Reconciler):
+    """Deliberately broken: the finalizer is committed only after the external create."""
+
+    def _mutate(self, run: Any, change: Any) -> None:
+        def late(meta: dict[str, Any]) -> None:
+            change(meta)
+            if not _create_committed(meta) and FINALIZER in (meta.get("finalizers") or []):
+                meta["finalizers"] = [f for f in meta["finalizers"] if f != FINALIZER]
+
+        super()._mutate(run, late)
+
+
+def test_crash_is_not_an_exception() -> None:
+    assert issubclass(Crash, BaseException)
+    assert not issubclass(Crash, Exception)
+
+
+def test_bundled_database_kind_has_no_counterexample() -> None:
+    seen: list[verify.Checked] = []
+    report = explore(simcloud_target(DatabaseInstance),
+                     on_point=lambda checked, example: seen.append(checked))
+    assert report.ok, "\n".join(c.render() for c in report.counterexamples)
+    assert report.points >= 20
+    # Every point, both sides, both variants.
+    assert len(report.checked) == report.points * 4 == len(seen)
+    operations = " ".join(report.operations)
+    for expected in ("external.create", "external.update", "external.delete",
+                     "api.create Secret", "api.replace_status", "api.record_event",
+                     "-finalizer"):
+        assert expected in operations
+    assert {c.phase for c in report.checked} == {"create", "update", "delete"}
+
+
+def test_points_are_counted_in_the_documented_order() -> None:
+    run = run_scenario(simcloud_target(DatabaseInstance))
+    ops = run.recorder.operations
+    claim = next(i for i, op in enumerate(ops) if "+finalizer" in op)
+    journal = next(i for i, op in enumerate(ops) if "intent create:pending" in op)
+    create = next(i for i, op in enumerate(ops) if op.startswith("external.create"))
+    assert claim < journal < create
+    assert run.problems == []
+
+
+def test_broken_late_finalizer_is_caught_with_a_trace() -> None:
+    target = attrs.evolve(simcloud_target(DatabaseInstance), reconciler=LateFinalizerReconciler)
+    # Without a crash the broken engine looks fine: only crash exploration finds it.
+    assert run_scenario(target).problems == []
+    report = explore(target)
+    assert not report.ok
+    leak = [c for c in report.counterexamples
+            if any("leaked" in p for p in c.problems)]
+    assert leak, [c.problems for c in report.counterexamples]
+    example = leak[0]
+    assert example.point is not None and example.point.variant == "delete-while-down"
+    text = example.render()
+    assert "external.create" in text
+    assert "CRASH" in text
+    assert "user (no engine running): delete alpha" in text
+    assert example.replay_command().startswith("lifecycle verify ")
+    # The trace replays: the same point fails the same way.
+    again = run_scenario(target, example.point)
+    assert again.problems == list(example.problems)
+    assert again.recorder.trace == list(example.trace)
+
+
+class ForgetfulClient:
+    """Deliberately broken client: create ignores the idempotency key and takes a fresh name."""
+
+    def __init__(self, inner: Any, cloud: Any) -> None:
+        self.inner, self.cloud = inner, cloud
+
+    def observe(self, resource: Any) -> Any:
+        return self.inner.observe(resource)
+
+    def create(self, resource: Any) -> Any:
+        existing = len(self.cloud.instances())
+        renamed = attrs.evolve(resource, idempotency_key="",
+                               external_name=f"{resource.external_name}-{existing}")
+        self.inner.create(renamed)
+        return self.inner.create(resource)
+
+    def update(self, resource: Any) -> None:
+        self.inner.update(resource)
+
+    def delete(self, resource: Any) -> None:
+        self.inner.delete(resource)
+
+
+def test_broken_client_that_leaks_is_caught() -> None:
+    from providers.simcloud import DatabaseConnector, SimCloud
+
+    class Connector:
+        def __init__(self, cloud: SimCloud) -> None:
+            self.cloud, self.real = cloud, DatabaseConnector(cloud)
+
+        def connect(self, resource: Any, config: Any) -> ForgetfulClient:
+            return ForgetfulClient(self.real.connect(resource, config), self.cloud)
+
+    def system() -> verify.ExternalSystem:
+        cloud = SimCloud(seed=0)
+        return verify.ExternalSystem(Connector(cloud), lambda: set(cloud.instances()),
+                                     cloud.creations)
+
+    target = attrs.evolve(simcloud_target(DatabaseInstance), system=system)
+    report = explore(target, points=[1], sides=["before"], variants=["restart"])
+    assert report.counterexamples
+    assert report.counterexamples[0].point is None  # fails even without a crash
+    assert any("leaked" in p for p in report.counterexamples[0].problems)
+
+
+def test_crash_after_point_performs_the_write() -> None:
+    target = simcloud_target(DatabaseInstance)
+    run = run_scenario(target, CrashPoint(1, "after"))
+    assert "CRASH after" in run.recorder.trace[2]
+    assert run.recorder.engine == 2
+    assert run.problems == []
+
+
+def test_generic_creation_count_without_a_system_counter() -> None:
+    base = simcloud_target(DatabaseInstance)
+
+    def system() -> verify.ExternalSystem:
+        built = base.system()
+        return attrs.evolve(built, creations=None)
+
+    report = explore(attrs.evolve(base, system=system), points=[4, 5])
+    assert report.ok
+
+
+def test_discover_finds_the_bundled_kind() -> None:
+    found = dict(verify.discover())
+    assert found["machines.database:DatabaseInstance"] is DatabaseInstance
+    chosen, skipped = verify.targets()
+    assert "machines.database:DatabaseInstance" in [t.name for t in chosen]
+    for spec, reason in skipped:
+        assert reason, spec
+
+
+def test_targets_reject_non_kinds() -> None:
+    with pytest.raises(UsageError):
+        verify.targets(["machines.managed:ManagedResourceMachine"])
+
+
+def test_cli_ok_prints_every_point(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "machines.database:DatabaseInstance", "--side", "after",
+                 "--variant", "restart"]) == 0
+    out = capsys.readouterr().out
+    assert "ok   #1   after  restart" in out
+    assert "external.create" in out
+    assert out.strip().endswith("verify: OK")
+
+
+def test_cli_bad_argument_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "no.such.module:Kind"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.fixture
+def broken_module(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A kind module whose verify_target runs the late-finalizer engine."""
+    (tmp_path / "broken_kind.py").write_text(textwrap.dedent("""
+        import attrs
+        from lifecycle import verify
+        from machines.database import DatabaseInstance as Broken
+        from tests.test_verify import LateFinalizerReconciler
+
+        def verify_target(kind):
+            return attrs.evolve(verify.simcloud_target(kind), reconciler=LateFinalizerReconciler)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "broken_kind:Broken"
+    sys.modules.pop("broken_kind", None)
+
+
+def test_cli_counterexample_exits_non_zero(broken_module: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", broken_module]) == 1
+    out = capsys.readouterr().out
+    assert "COUNTEREXAMPLE broken_kind:Broken" in out
+    assert "FAIL" in out and "replay: lifecycle verify broken_kind:Broken --point" in out
+    assert out.strip().endswith("verify: FAILED")
+
+
+def test_cli_replay_prints_the_trace(broken_module: str) -> None:
+    target = verify.targets([broken_module])[0][0]
+    example = next(c for c in explore(target).counterexamples if c.point is not None)
+    args = verify.argparse.Namespace(
+        kinds=[broken_module], point=example.point.index, side=example.point.side,
+        variant=example.point.variant, trace=True)
+    out = io.StringIO()
+    assert verify.run_cli(args, out) == 1
+    text = out.getvalue()
+    assert "engine 2 starts" in text and "problem:" in text
