@@ -28,7 +28,9 @@ def merge(
     """
     by_type: dict[str, dict[str, Any]] = {}
     for entry in existing:
-        if isinstance(entry, Mapping) and isinstance(entry.get("type"), str) and entry["type"]:
+        if _normal(entry):
+            by_type[entry["type"]] = dict(entry)  # already what from_dict/to_dict would give
+        elif isinstance(entry, Mapping) and isinstance(entry.get("type"), str) and entry["type"]:
             by_type[entry["type"]] = Condition.from_dict(entry).to_dict()
     for cond in updates:
         old = by_type.get(cond.type)
@@ -38,6 +40,20 @@ def merge(
             stamp = when
         by_type[cond.type] = cond.to_dict() | {"lastTransitionTime": stamp}
     return list(by_type.values())
+
+
+_KEYS = ("type", "status", "reason", "message", "observedGeneration", "lastTransitionTime")
+_STATUSES = frozenset(s.value for s in ConditionStatus)
+
+
+def _normal(entry: Any) -> bool:
+    """Whether a stored entry is a plain dict exactly in the form ``Condition.to_dict`` gives."""
+    if entry.__class__ is not dict or tuple(entry) != _KEYS:
+        return False
+    t, s, r, m, g, w = entry.values()
+    return (t.__class__ is str and t != "" and s.__class__ is str and s in _STATUSES
+            and r.__class__ is str and m.__class__ is str and w.__class__ is str
+            and g.__class__ is int)
 
 
 def get(conditions: Sequence[Mapping[str, Any]], type_: str) -> Condition | None:

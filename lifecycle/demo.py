@@ -10,6 +10,7 @@ expected and visited the states the scenario requires.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -185,10 +186,29 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--scenario", choices=("managed", "claims"), default="managed",
                         help="managed resources (default), or claims bound to dynamically "
                              "provisioned resources")
+    parser.add_argument("--provider", choices=("simcloud", "postgres"), default="simcloud",
+                        help="the simulated cloud (default), or a reachable PostgreSQL server")
+    parser.add_argument("--host", default="127.0.0.1", help="PostgreSQL host (--provider postgres)")
+    parser.add_argument("--port", type=int, default=5432, help="PostgreSQL port")
+    parser.add_argument("--user", default="postgres", help="PostgreSQL admin user")
+    parser.add_argument("--sslmode", default="prefer", help="libpq sslmode")
+    parser.add_argument("--password-env", default="PGPASSWORD", metavar="VAR",
+                        help="environment variable holding the admin password (kept out of argv)")
     parser.set_defaults(func=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.provider == "postgres":
+        from lifecycle.cli import UsageError
+        from providers.postgres.demo import run as run_postgres_demo
+
+        password = os.environ.get(args.password_env)
+        if password is None:
+            raise UsageError(f"set {args.password_env} to the admin password of "
+                             f"{args.user}@{args.host}:{args.port}")
+        ok = run_postgres_demo(sys.stdout, args.host, args.port, args.user, password,
+                               args.sslmode)
+        return 0 if ok else 1
     if args.scenario == "claims":
         from lifecycle.claims_demo import run_claim_demo
 

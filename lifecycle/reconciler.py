@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from lifecycle.apiserver import ApiError, Conflict, NotFound
+from lifecycle.apiserver import ApiError, Conflict, NotFound, TooManyRequests
 from lifecycle.client import (
     Connector,
     ExternalClient,
@@ -118,11 +118,8 @@ class Effects:
         self.connection: dict[str, str] = {}
 
     def create(self) -> None:
-        """Persist the password (if the kind generates one), journal, then create."""
+        """Journal, then create (the password, if any, was persisted before connect)."""
         self.operation = "create"
-        if self.reconciler.kind.password:
-            password = self.reconciler.ensure_password(self.run)
-            self.resource = attrs.evolve(self.resource, password=password)
         self._journalled("create", self._create)
 
     def _create(self, resource: ManagedResource) -> None:
@@ -194,6 +191,9 @@ class Reconciler:
             return self._reconcile(namespace, name)
         except NotFound:
             return Result.done("NotFound")
+        except TooManyRequests as exc:
+            # The API server asked us to slow down: back off, honouring its Retry-After.
+            return Result.backoff("APIThrottled", at_least=exc.retry_after)
         except ApiError as exc:
             raise UnhandledError(f"API error during reconcile: {exc}") from exc
 
@@ -307,7 +307,7 @@ class Reconciler:
             generation=run.generation,
             external_name=(meta.get("annotations") or {}).get(EXTERNAL_NAME, ""),
             parameters=parameters,
-            password=self._stored_password(run) if self.kind.password else None,
+            password=self._password(run, deleting) if self.kind.password else None,
         )
 
     def guarded_call(self, call: Callable[[], Any]) -> Any:
@@ -516,6 +516,15 @@ class Reconciler:
     def _stored_password(self, run: Pass) -> str | None:
         secret = self._connection_secret(run, *self._secret_ref(run))
         return _decode(secret).get("password") if secret else None
+
+    def _password(self, run: Pass, deleting: bool) -> str | None:
+        """The password for the client; generated and persisted first unless deleting.
+
+        Persisting it before any external call also covers an adopted resource
+        that already existed: its Secret gets a password, and observe reports
+        the mismatch so update applies it.
+        """
+        return self._stored_password(run) if deleting else self.ensure_password(run)
 
     def ensure_password(self, run: Pass) -> str:
         """Reuse the password in the connection Secret, or generate and persist one first."""

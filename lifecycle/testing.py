@@ -1,4 +1,4 @@
-"""A test harness for lifecycle machines, also loaded as a pytest plugin.
+"""A test harness for lifecycle machines (its pytest fixture is in :mod:`lifecycle.pytest_plugin`).
 
 :class:`Environment` wires an embedded API, kinds with their connectors and a
 virtual clock. Tests apply manifests, step single reconciles or run a
@@ -25,7 +25,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import attrs
-import pytest
 import yaml
 
 from lifecycle.apiserver import EmbeddedAPI, NotFound, ResourceType
@@ -95,9 +94,10 @@ class Environment:
         backoff: Backoff = Backoff(),
         api: EmbeddedAPI | None = None,
         clock: VirtualClock | None = None,
+        seed: int = 0,
     ) -> None:
         self.clock = clock or VirtualClock()
-        self.api = api or EmbeddedAPI(clock=self.clock.now)
+        self.api = api or EmbeddedAPI(clock=self.clock.now, seed=seed)
         self.api.register(ResourceType("lifecycle.dev", "v1alpha1", PROVIDER_CONFIG_KIND,
                                        "providerconfigs", namespaced=False))
         self.kinds: dict[str, Kind] = {}
@@ -124,8 +124,9 @@ class Environment:
         name: str = "default",
         credentials: Mapping[str, str] | None = None,
         namespace: str = "default",
+        spec: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Create a ProviderConfig and its credentials Secret."""
+        """Create a ProviderConfig (extra ``spec`` fields merged in) and its credentials Secret."""
         creds = dict(credentials or {"accessKeyId": "AKIDEXAMPLE", "secretAccessKey": "s3cr3t"})
         secret_name = f"{name}-credentials"
         self.api.create({
@@ -136,7 +137,8 @@ class Environment:
         return self.api.create({
             "apiVersion": PROVIDER_CONFIG_API, "kind": PROVIDER_CONFIG_KIND,
             "metadata": {"name": name},
-            "spec": {"credentials": {"secretRef": {"name": secret_name, "namespace": namespace}}},
+            "spec": {**(spec or {}),
+                     "credentials": {"secretRef": {"name": secret_name, "namespace": namespace}}},
         })
 
     def namespace(self, name: str, annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -372,21 +374,3 @@ def simulated_environment(
     env.cloud = cloud  # type: ignore[attr-defined]
     env.provider_config()
     return env, cloud
-
-
-@pytest.fixture
-def lifecycle_env() -> Any:
-    """A factory fixture: ``lifecycle_env(**options)`` returns an Environment.
-
-    With no ``kinds`` it builds the bundled DatabaseInstance kind on a fresh
-    simulated cloud, reachable as ``env.cloud``, with a default ProviderConfig.
-    Pass ``kinds=[(Kind, connector), ...]`` to build your own.
-    """
-
-    def build(**options: Any) -> Environment:
-        if "kinds" in options and options["kinds"] and isinstance(options["kinds"][0], tuple):
-            return Environment(**options)
-        env, _ = simulated_environment(**options)
-        return env
-
-    return build

@@ -15,8 +15,20 @@ def now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
 
+_last_rfc3339: tuple[datetime, str] | None = None
+
+
 def rfc3339(moment: datetime) -> str:
     """Format a time the way Kubernetes serialises ``metav1.Time``."""
+    global _last_rfc3339
+    if moment.tzinfo is UTC and moment.year >= 1000:
+        last = _last_rfc3339  # one reconcile formats the same second several times
+        if last is not None and last[0] == moment:
+            return last[1]
+        text = (f"{moment.year}-{moment.month:02d}-{moment.day:02d}T"
+                f"{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}Z")
+        _last_rfc3339 = (moment, text)
+        return text
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

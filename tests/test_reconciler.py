@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle.apiserver import Conflict, ServerError
+from lifecycle.apiserver import Conflict, ServerError, TooManyRequests
 from lifecycle.errors import UnhandledError
 from lifecycle.kind import (
     EXTERNAL_NAME,
@@ -104,6 +104,15 @@ def test_api_error_on_get_is_unhandled() -> None:
     env.api.faults.add("get", KIND, error=ServerError, times=1)
     with pytest.raises(UnhandledError):
         env.reconcilers[KIND].reconcile("default", "db")
+
+
+def test_api_throttling_backs_off_with_retry_after() -> None:
+    env, _ = make()
+    env.apply(database_manifest("db"))
+    env.api.faults.add("get", KIND, error=TooManyRequests("slow down", retry_after=12.0), times=1)
+    result = env.reconcilers[KIND].reconcile("default", "db")
+    assert result.kind is ResultKind.BACKOFF
+    assert result.after == 12.0
 
 
 # ------------------------------------------------- step 2: operation annotation

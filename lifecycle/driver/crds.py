@@ -1,0 +1,408 @@
+"""CustomResourceDefinitions generated from kinds, and a checker of structural schemas.
+
+:func:`crd` builds an ``apiextensions.k8s.io/v1`` CRD for a :class:`~lifecycle.kind.Kind`:
+the spec schema comes from the kind's attrs parameters class
+(``spec.forProvider``) plus the engine's common spec fields; the status
+schema lists the engine's status fields with ``state`` restricted to the
+machine's states. It has the status subresource, printer columns State,
+Ready, Synced, Phase and Age, and the kind's scope.
+
+:func:`check_crd` verifies a CRD document against the API server's rules for
+``apiextensions.k8s.io/v1``, including the structural-schema rules, and returns
+the list of problems (empty when valid).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import types
+import typing
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from lifecycle.kind import GROUP, PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
+
+__all__ = ["check_crd", "check_structural", "crd", "crds", "provider_config_crd",
+           "schema_for_type"]
+
+_PRIMITIVES: dict[type, dict[str, Any]] = {
+    str: {"type": "string"},
+    bool: {"type": "boolean"},
+    int: {"type": "integer", "format": "int64"},
+    float: {"type": "number"},
+}
+
+
+def schema_for_type(tp: Any, default: Any = attrs.NOTHING) -> dict[str, Any]:
+    """The OpenAPI v3 (structural) schema of a Python type as attrs fields declare it.
+
+    Supports ``str``, ``int``, ``float``, ``bool``, ``X | None`` (nullable),
+    ``list[X]``, ``tuple[X, ...]``, ``dict[str, X]``, enums of strings, nested
+    attrs classes and ``Any`` (preserved unknown fields).
+    """
+    schema = _schema(tp)
+    if default is not attrs.NOTHING and not isinstance(default, attrs.Factory) and (
+        default is not None and _json_value(default)
+    ):
+        schema["default"] = default.value if isinstance(default, enum.Enum) else default
+    return schema
+
+
+def _json_value(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool | enum.Enum)
+
+
+def _schema(tp: Any) -> dict[str, Any]:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any or tp is object:
+        return {"x-kubernetes-preserve-unknown-fields": True}
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:
+            return {**_schema(rest[0]), "nullable": True}
+        return {"x-kubernetes-preserve-unknown-fields": True}
+    if origin in (list, tuple, Sequence) or tp in (list, tuple):
+        item = args[0] if args else Any
+        return {"type": "array", "items": _schema(item)}
+    if origin in (dict, Mapping) or tp is dict:
+        value = args[1] if len(args) == 2 else Any
+        return {"type": "object", "additionalProperties": _schema(value)}
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return {"type": "string", "enum": [str(m.value) for m in tp]}
+    if isinstance(tp, type) and tp in _PRIMITIVES:
+        return dict(_PRIMITIVES[tp])
+    if isinstance(tp, type) and attrs.has(tp):
+        return _attrs_schema(tp)
+    raise TypeError(f"no OpenAPI schema for type {tp!r}")
+
+
+def _attrs_schema(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for field in attrs.fields(cls):
+        name = field.alias or field.name
+        properties[name] = schema_for_type(hints.get(field.name, Any), field.default)
+        if field.default is attrs.NOTHING:
+            required.append(name)
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if cls.__doc__:
+        schema["description"] = cls.__doc__.strip().splitlines()[0]
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _ref(description: str, namespaced: bool = False) -> dict[str, Any]:
+    props: dict[str, Any] = {"name": {"type": "string"}}
+    if namespaced:
+        props["namespace"] = {"type": "string"}
+    return {"type": "object", "description": description, "properties": props,
+            "required": ["name"]}
+
+
+def _condition_schema() -> dict[str, Any]:
+    return {"type": "object", "required": ["type", "status"], "properties": {
+        "type": {"type": "string"},
+        "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+        "reason": {"type": "string"},
+        "message": {"type": "string"},
+        "observedGeneration": {"type": "integer", "format": "int64"},
+        "lastTransitionTime": {"type": "string", "format": "date-time"},
+    }}
+
+
+def status_schema(kind: Kind) -> dict[str, Any]:
+    """The schema of the status the engine writes for ``kind``."""
+    states = list(kind.machine.table().states)
+    return {"type": "object", "description": "Observed state, written by the operator.",
+            "properties": {
+                "state": {"type": "string", "enum": states,
+                          "description": "Lifecycle machine state."},
+                "observedGeneration": {"type": "integer", "format": "int64"},
+                "phase": {"type": "string", "enum": ["Ready", "Progressing", "Terminating"]},
+                "stateSince": {"type": "string", "format": "date-time"},
+                "conditions": {"type": "array", "items": _condition_schema(),
+                               "x-kubernetes-list-type": "map",
+                               "x-kubernetes-list-map-keys": ["type"]},
+                "history": {"type": "array", "items": {"type": "object", "properties": {
+                    "from": {"type": "string"}, "to": {"type": "string"},
+                    "event": {"type": "string"}, "reason": {"type": "string"},
+                    "time": {"type": "string", "format": "date-time"}}}},
+                "failure": {"type": "object", "properties": {
+                    "operation": {"type": "string"}, "reason": {"type": "string"},
+                    "severity": {"type": "string"},
+                    "generation": {"type": "integer", "format": "int64"}}},
+                "atProvider": {"type": "object",
+                               "x-kubernetes-preserve-unknown-fields": True},
+            }}
+
+
+def spec_schema(kind: Kind) -> dict[str, Any]:
+    """The schema of ``spec``: the parameters under ``forProvider`` and the engine's fields."""
+    return {"type": "object", "properties": {
+        "forProvider": {**schema_for_type(kind.parameters), "default": {}},
+        "providerConfigRef": {**_ref("The ProviderConfig holding credentials."),
+                              "default": {"name": "default"}},
+        "writeConnectionSecretToRef": _ref("Where to write connection details.",
+                                           namespaced=True),
+        "deletionPolicy": {"type": "string", "enum": ["Delete", "Orphan"],
+                           "default": "Delete"},
+    }}
+
+
+_COLUMNS = [
+    {"name": "State", "type": "string", "jsonPath": ".status.state"},
+    {"name": "Ready", "type": "string",
+     "jsonPath": ".status.conditions[?(@.type=='Ready')].status"},
+    {"name": "Synced", "type": "string",
+     "jsonPath": ".status.conditions[?(@.type=='Synced')].status"},
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def _definition(group: str, version: str, kind: str, plural: str, namespaced: bool,
+                schema: dict[str, Any], *, short_names: Sequence[str] = (),
+                columns: list[dict[str, Any]] | None = None,
+                categories: Sequence[str] = ("managed", "lifecycle")) -> dict[str, Any]:
+    names: dict[str, Any] = {"kind": kind, "listKind": f"{kind}List", "plural": plural,
+                             "singular": kind.lower(), "categories": list(categories)}
+    if short_names:
+        names["shortNames"] = list(short_names)
+    served: dict[str, Any] = {"name": version, "served": True, "storage": True,
+                              "schema": {"openAPIV3Schema": schema}}
+    if columns is not None:
+        served["subresources"] = {"status": {}}
+        served["additionalPrinterColumns"] = columns
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{group}"},
+            "spec": {"group": group, "names": names,
+                     "scope": "Namespaced" if namespaced else "Cluster",
+                     "versions": [served]}}
+
+
+def crd(kind: Kind) -> dict[str, Any]:
+    """The CustomResourceDefinition of a managed kind."""
+    schema = {"type": "object",
+              "description": (kind.machine.__doc__ or kind.kind).strip().splitlines()[0],
+              "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                             "metadata": {"type": "object"},
+                             "spec": spec_schema(kind), "status": status_schema(kind)},
+              "required": ["spec"]}
+    return _definition(kind.group, kind.version, kind.kind, kind.plural, kind.namespaced,
+                       schema, short_names=kind.short_names, columns=_COLUMNS)
+
+
+def provider_config_crd() -> dict[str, Any]:
+    """The CRD of the engine's cluster-scoped ProviderConfig."""
+    group, _, version = PROVIDER_CONFIG_API.partition("/")
+    assert group == GROUP
+    schema = {"type": "object", "properties": {
+        "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {"type": "object", "required": ["credentials"], "properties": {
+            "credentials": {"type": "object", "properties": {
+                "secretRef": _ref("The Secret holding the credentials.", namespaced=True)}}},
+            "x-kubernetes-preserve-unknown-fields": True},
+    }}
+    return _definition(group, version, PROVIDER_CONFIG_KIND, "providerconfigs", False, schema,
+                       categories=("lifecycle",))
+
+
+def crds(kinds: Sequence[Kind]) -> list[dict[str, Any]]:
+    """The ProviderConfig CRD followed by one CRD per kind."""
+    return [provider_config_crd(), *(crd(kind) for kind in kinds)]
+
+
+# ------------------------------------------------------------------ checker
+_ALLOWED_KEYS = frozenset({
+    "type", "format", "title", "description", "default", "maximum", "exclusiveMaximum",
+    "minimum", "exclusiveMinimum", "maxLength", "minLength", "pattern", "maxItems",
+    "minItems", "uniqueItems", "multipleOf", "enum", "maxProperties", "minProperties",
+    "required", "items", "allOf", "oneOf", "anyOf", "not", "properties",
+    "additionalProperties", "nullable", "example", "externalDocs",
+    "x-kubernetes-preserve-unknown-fields", "x-kubernetes-embedded-resource",
+    "x-kubernetes-int-or-string", "x-kubernetes-list-map-keys", "x-kubernetes-list-type",
+    "x-kubernetes-map-type", "x-kubernetes-validations",
+})
+_TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean"})
+_JUNCTORS = ("allOf", "anyOf", "oneOf", "not")
+_FORBIDDEN_IN_JUNCTORS = ("description", "type", "default", "additionalProperties", "nullable")
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def check_structural(schema: Any, path: str = "openAPIV3Schema") -> list[str]:
+    """Problems that make ``schema`` non-structural (empty list: structural).
+
+    The rules of ``apiextensions.k8s.io/v1``: every node has a non-empty
+    ``type`` (unless it sets ``x-kubernetes-int-or-string`` or
+    ``x-kubernetes-preserve-unknown-fields``); a field or item mentioned
+    inside ``allOf``/``anyOf``/``oneOf``/``not`` is also specified outside
+    them; no ``description``, ``type``, ``default``, ``additionalProperties``
+    or ``nullable`` inside those junctors; ``metadata`` restricts at most
+    ``name`` and ``generateName``; ``properties`` and ``additionalProperties``
+    are exclusive; only the keys v1 schemas allow.
+    """
+    problems: list[str] = []
+    _check_node(schema, path, problems, root=True)
+    return problems
+
+
+def _check_node(node: Any, path: str, problems: list[str], *, root: bool = False,
+                in_junctor: bool = False) -> None:
+    if not isinstance(node, dict):
+        problems.append(f"{path}: must be an object")
+        return
+    for key in node:
+        if key not in _ALLOWED_KEYS:
+            problems.append(f"{path}.{key}: not allowed in apiextensions.k8s.io/v1 schemas")
+    if in_junctor:
+        for key in _FORBIDDEN_IN_JUNCTORS:
+            if key in node:
+                problems.append(f"{path}.{key}: must not be set inside allOf/anyOf/oneOf/not")
+    else:
+        typ = node.get("type")
+        exempt = node.get("x-kubernetes-int-or-string") is True or node.get(
+            "x-kubernetes-preserve-unknown-fields") is True
+        if typ in (None, "") and not exempt:
+            problems.append(f"{path}.type: Required value: must not be empty for specified "
+                            f"{'root' if root else 'field'}")
+        elif typ not in (None, "") and typ not in _TYPES:
+            problems.append(f"{path}.type: Unsupported value {typ!r}")
+        if root and typ not in (None, "object"):
+            problems.append(f"{path}.type: must be object at the root")
+    if "properties" in node and "additionalProperties" in node:
+        problems.append(f"{path}: properties and additionalProperties are mutually exclusive")
+    props = node.get("properties")
+    if props is not None:
+        if not isinstance(props, dict):
+            problems.append(f"{path}.properties: must be an object")
+            props = {}
+        for name, child in props.items():
+            _check_node(child, f"{path}.properties[{name}]", problems, in_junctor=in_junctor)
+        if root and "metadata" in props:
+            _check_metadata(props["metadata"], f"{path}.properties[metadata]", problems)
+    extra = node.get("additionalProperties")
+    if isinstance(extra, dict):
+        _check_node(extra, f"{path}.additionalProperties", problems, in_junctor=in_junctor)
+    if "items" in node:
+        _check_node(node["items"], f"{path}.items", problems, in_junctor=in_junctor)
+    for junctor in _JUNCTORS:
+        if junctor not in node:
+            continue
+        branches = node[junctor] if junctor != "not" else [node[junctor]]
+        if not isinstance(branches, list):
+            problems.append(f"{path}.{junctor}: must be a list")
+            continue
+        for index, branch in enumerate(branches):
+            where = f"{path}.{junctor}[{index}]"
+            _check_node(branch, where, problems, in_junctor=True)
+            _check_covered(branch, node, where, problems)
+
+
+def _check_covered(branch: Any, outside: dict[str, Any], where: str,
+                   problems: list[str]) -> None:
+    """Fields and items named in a junctor branch must be specified outside it too."""
+    if not isinstance(branch, dict):
+        return
+    outer_props = outside.get("properties") or {}
+    for name, child in (branch.get("properties") or {}).items():
+        if name not in outer_props:
+            problems.append(f"{where}.properties[{name}]: must be specified outside "
+                            f"the logical junctor too")
+        else:
+            _check_covered(child, outer_props[name], f"{where}.properties[{name}]", problems)
+    if "items" in branch:
+        if "items" not in outside:
+            problems.append(f"{where}.items: must be specified outside the logical junctor too")
+        else:
+            _check_covered(branch["items"], outside["items"], f"{where}.items", problems)
+
+
+def _check_metadata(node: Any, path: str, problems: list[str]) -> None:
+    if not isinstance(node, dict):
+        return
+    for key in node:
+        if key not in ("type", "properties", "description"):
+            problems.append(f"{path}.{key}: only restrictions on name and generateName "
+                            f"are allowed in metadata")
+    for name in node.get("properties") or {}:
+        if name not in ("name", "generateName"):
+            problems.append(f"{path}.properties[{name}]: only name and generateName may be "
+                            f"restricted in metadata")
+
+
+def _walk_defaults(node: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(node, dict):
+        yield path, node
+        for name, child in (node.get("properties") or {}).items():
+            yield from _walk_defaults(child, f"{path}.properties[{name}]")
+        if isinstance(node.get("items"), dict):
+            yield from _walk_defaults(node["items"], f"{path}.items")
+        if isinstance(node.get("additionalProperties"), dict):
+            yield from _walk_defaults(node["additionalProperties"],
+                                      f"{path}.additionalProperties")
+
+
+def check_crd(doc: Any) -> list[str]:
+    """Problems with a CustomResourceDefinition document (empty list: valid)."""
+    if not isinstance(doc, dict):
+        return ["document: must be a mapping"]
+    problems: list[str] = []
+    if doc.get("apiVersion") != "apiextensions.k8s.io/v1":
+        problems.append("apiVersion: must be apiextensions.k8s.io/v1")
+    if doc.get("kind") != "CustomResourceDefinition":
+        problems.append("kind: must be CustomResourceDefinition")
+    spec = doc.get("spec")
+    if not isinstance(spec, dict):
+        return [*problems, "spec: Required value"]
+    group = spec.get("group", "")
+    names = spec.get("names") or {}
+    plural = names.get("plural", "")
+    if not isinstance(group, str) or "." not in group or not _DNS1123.match(group):
+        problems.append(f"spec.group: Invalid value {group!r}: a DNS subdomain with a dot")
+    for field in ("plural", "kind"):
+        if not names.get(field):
+            problems.append(f"spec.names.{field}: Required value")
+    if plural and not _DNS1123.match(plural):
+        problems.append(f"spec.names.plural: Invalid value {plural!r}")
+    name = (doc.get("metadata") or {}).get("name")
+    if name != f"{plural}.{group}":
+        problems.append(f"metadata.name: must be spec.names.plural+'.'+spec.group "
+                        f"({plural}.{group}), got {name!r}")
+    if spec.get("scope") not in ("Namespaced", "Cluster"):
+        problems.append("spec.scope: must be Namespaced or Cluster")
+    versions = spec.get("versions")
+    if not isinstance(versions, list) or not versions:
+        return [*problems, "spec.versions: must have at least one version"]
+    if sum(1 for v in versions if isinstance(v, dict) and v.get("storage")) != 1:
+        problems.append("spec.versions: exactly one version must be the storage version")
+    for index, version in enumerate(versions):
+        where = f"spec.versions[{index}]"
+        if not isinstance(version, dict):
+            problems.append(f"{where}: must be a mapping")
+            continue
+        if not version.get("name"):
+            problems.append(f"{where}.name: Required value")
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        if schema is None:
+            problems.append(f"{where}.schema.openAPIV3Schema: Required value")
+            continue
+        problems.extend(check_structural(schema, f"{where}.schema.openAPIV3Schema"))
+        for node_path, node in _walk_defaults(schema, f"{where}.schema.openAPIV3Schema"):
+            if "default" in node and node.get("nullable") is not True and node[
+                    "default"] is None:
+                problems.append(f"{node_path}.default: null default needs nullable: true")
+        subresources = version.get("subresources") or {}
+        if not isinstance(subresources, dict) or set(subresources) - {"status", "scale"}:
+            problems.append(f"{where}.subresources: only status and scale are allowed")
+        for column in version.get("additionalPrinterColumns") or []:
+            if not column.get("name") or not column.get("jsonPath") or column.get(
+                    "type") not in ("string", "integer", "number", "boolean", "date"):
+                problems.append(f"{where}.additionalPrinterColumns: invalid column {column!r}")
+    return problems

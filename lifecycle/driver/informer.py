@@ -1,0 +1,288 @@
+"""List-then-watch into a local cache, informer style.
+
+An :class:`Informer` lists a kind once, then watches from the list's
+resourceVersion, applying every event to its cache and telling a
+:class:`Handler`. It keeps going through everything a watch can do:
+
+- a watch that ends (server timeout, dropped connection) resumes from the
+  last resourceVersion seen, bookmarks included;
+- a watch that stays silent longer than ``inactivity_timeout`` is abandoned
+  and resumed (silent, half-dead watches are a known failure of Python
+  operators; the client's read timeout enforces it);
+- ``410 Gone`` (the version left the server's history) re-lists, and the
+  difference between the cache and the fresh list is delivered as adds,
+  updates and deletes, so nothing that happened meanwhile is lost;
+- other errors reconnect with exponential backoff;
+- every ``resync`` seconds the handler sees every cached object again.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import attrs
+
+from lifecycle.apiserver import ApiError, Gone, error_from_status
+
+__all__ = ["Handler", "Informer", "InformerOptions", "ListWatcher", "object_key"]
+
+log = logging.getLogger("lifecycle.driver.informer")
+
+Key = tuple[str | None, str]
+
+
+def object_key(obj: dict[str, Any]) -> Key:
+    """``(namespace, name)`` of an object (namespace ``None`` if cluster-scoped)."""
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace") or None, str(meta.get("name", "")))
+
+
+class ListWatcher(Protocol):
+    """Lists and watches one kind; :class:`lifecycle.driver.kube.KubeCluster` provides it."""
+
+    def list(self) -> tuple[list[dict[str, Any]], str]:
+        """All objects and the list's resourceVersion."""
+        ...
+
+    def watch(self, resource_version: str, *, timeout: float,
+              inactivity: float) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Stream ``(type, object)`` events after ``resource_version``.
+
+        Ends when the server ends the stream; raises when no byte arrives for
+        ``inactivity`` seconds. ``ERROR`` events are yielded as they come.
+        """
+        ...
+
+    def stop(self) -> None:
+        """Abort a running :meth:`watch` promptly."""
+        ...
+
+
+class Handler(Protocol):
+    """Receives the informer's notifications (called from the informer thread)."""
+
+    def on_add(self, obj: dict[str, Any]) -> None:
+        """A new object (from the initial list, a re-list, or a watch)."""
+        ...
+
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """An object changed."""
+        ...
+
+    def on_delete(self, obj: dict[str, Any]) -> None:
+        """An object is gone (last known state)."""
+        ...
+
+    def on_resync(self, obj: dict[str, Any]) -> None:
+        """The periodic resync: an unchanged cached object, offered again."""
+        ...
+
+
+@attrs.frozen
+class InformerOptions:
+    """Timing of one informer (seconds).
+
+    ``watch_timeout`` is asked of the server per watch request (jittered up
+    to twice, as client-go does, so replicas do not reconnect in step);
+    ``inactivity_timeout`` is the client-side read timeout; ``resync`` 0
+    disables the resync; reconnects back off from ``backoff_base`` to
+    ``backoff_cap``.
+    """
+
+    resync: float = 600.0
+    watch_timeout: float = 300.0
+    inactivity_timeout: float = 90.0
+    backoff_base: float = 0.2
+    backoff_cap: float = 30.0
+
+
+@attrs.define
+class InformerStats:
+    """Counters an informer keeps (also exported as metrics)."""
+
+    lists: int = 0
+    watches: int = 0
+    relists_after_gone: int = 0
+    errors: int = 0
+    events: int = 0
+    resyncs: int = 0
+
+
+class Informer:
+    """Keeps a cache of one kind in step with the server and notifies a handler."""
+
+    def __init__(self, name: str, source: ListWatcher, handler: Handler,
+                 options: InformerOptions = InformerOptions(), *,
+                 sleep: Callable[[threading.Event, float], bool] | None = None) -> None:
+        self.name = name
+        self.source = source
+        self.handler = handler
+        self.options = options
+        self.stats = InformerStats()
+        self.synced = threading.Event()
+        self._cache: dict[Key, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._resource_version: str | None = None
+        self._wait = sleep or (lambda event, seconds: event.wait(seconds))
+
+    # --------------------------------------------------------------- cache
+    def get(self, key: Key) -> dict[str, Any] | None:
+        """The cached object for ``(namespace, name)``."""
+        with self._lock:
+            return self._cache.get(key)
+
+    def items(self) -> list[dict[str, Any]]:
+        """A snapshot of every cached object."""
+        with self._lock:
+            return list(self._cache.values())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._cache)
+
+    @property
+    def resource_version(self) -> str | None:
+        """The last resourceVersion the informer has seen."""
+        return self._resource_version
+
+    # ------------------------------------------------------------- running
+    def start(self) -> Informer:
+        """Run the list-watch loop and the resync timer in daemon threads."""
+        self._threads = [threading.Thread(target=self._run, name=f"informer-{self.name}",
+                                          daemon=True)]
+        if self.options.resync > 0:
+            self._threads.append(threading.Thread(target=self._resync_loop,
+                                                  name=f"resync-{self.name}", daemon=True))
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop watching; returns once the threads ended (or ``timeout`` passed)."""
+        self._stop.set()
+        self.source.stop()
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if self._resource_version is None:
+                    self._relist()
+                if self._watch_once():
+                    failures = 0
+                    continue
+                # A watch that ended without a single event (not even a bookmark) is
+                # treated like an error, so a server that keeps closing cannot spin us.
+                failures += 1
+                if self._wait(self._stop, self._backoff(failures)):
+                    return
+            except Gone:
+                self.stats.relists_after_gone += 1
+                log.info("watch of %s expired (410); re-listing", self.name)
+                self._resource_version = None
+                continue
+            except Exception as exc:
+                if self._stop.is_set():
+                    return
+                failures += 1
+                self.stats.errors += 1
+                delay = self._backoff(failures)
+                log.warning("list/watch of %s failed (%s: %s); retrying in %.2fs",
+                            self.name, type(exc).__name__, _short(exc), delay)
+                if self._wait(self._stop, delay):
+                    return
+
+    def _backoff(self, failures: int) -> float:
+        opts = self.options
+        delay = min(opts.backoff_cap, opts.backoff_base * 2 ** min(failures - 1, 20))
+        return delay * (1 + random.random() * 0.2)
+
+    def _relist(self) -> None:
+        items, resource_version = self.source.list()
+        self.stats.lists += 1
+        fresh = {object_key(obj): obj for obj in items}
+        with self._lock:
+            old = self._cache
+            self._cache = fresh
+        for key, obj in fresh.items():
+            before = old.get(key)
+            if before is None:
+                self.handler.on_add(obj)
+            elif _rv(before) != _rv(obj):
+                self.handler.on_update(before, obj)
+        for key, obj in old.items():
+            if key not in fresh:
+                self.handler.on_delete(obj)
+        self._resource_version = resource_version
+        self.synced.set()
+
+    def _watch_once(self) -> bool:
+        """One watch request; returns whether any event (bookmarks included) arrived."""
+        assert self._resource_version is not None
+        opts = self.options
+        timeout = opts.watch_timeout * (1 + random.random())
+        self.stats.watches += 1
+        got = False
+        for kind, obj in self.source.watch(self._resource_version, timeout=timeout,
+                                           inactivity=opts.inactivity_timeout):
+            if self._stop.is_set():
+                break
+            got = True
+            if kind == "ERROR":
+                raise error_from_status(obj) if isinstance(obj, dict) else ApiError(str(obj))
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if kind == "BOOKMARK":
+                if rv:
+                    self._resource_version = rv
+                continue
+            self.stats.events += 1
+            self._apply(kind, obj)
+            if rv:
+                self._resource_version = rv
+        return got
+
+    def _apply(self, kind: str, obj: dict[str, Any]) -> None:
+        key = object_key(obj)
+        with self._lock:
+            before = self._cache.get(key)
+            if kind == "DELETED":
+                self._cache.pop(key, None)
+            else:
+                self._cache[key] = obj
+        if kind == "DELETED":
+            self.handler.on_delete(obj)
+        elif before is None:
+            self.handler.on_add(obj)
+        else:
+            self.handler.on_update(before, obj)
+
+    def _resync_loop(self) -> None:
+        while not self._wait(self._stop, self.options.resync):
+            if not self.synced.is_set():
+                continue
+            self.stats.resyncs += 1
+            for obj in self.items():
+                if self._stop.is_set():
+                    return
+                self.handler.on_resync(obj)
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        """Block until the first list has been applied."""
+        return self.synced.wait(timeout)
+
+
+def _rv(obj: dict[str, Any]) -> Any:
+    return (obj.get("metadata") or {}).get("resourceVersion")
+
+
+def _short(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:200] if str(exc) else ""
+

@@ -1,0 +1,31 @@
+"""The pytest plugin of the harness: the ``lifecycle_env`` fixture.
+
+Installed with the package (entry point ``pytest11``), so any test suite that
+has lifecycle installed can use it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lifecycle.testing import Environment, simulated_environment
+
+
+@pytest.fixture
+def lifecycle_env() -> Any:
+    """A factory fixture: ``lifecycle_env(**options)`` returns an Environment.
+
+    With no ``kinds`` it builds the bundled DatabaseInstance kind on a fresh
+    simulated cloud, reachable as ``env.cloud``, with a default ProviderConfig.
+    Pass ``kinds=[(Kind, connector), ...]`` to build your own.
+    """
+
+    def build(**options: Any) -> Environment:
+        if "kinds" in options and options["kinds"] and isinstance(options["kinds"][0], tuple):
+            return Environment(**options)
+        env, _ = simulated_environment(**options)
+        return env
+
+    return build

@@ -1,0 +1,58 @@
+"""The PostgreSQL kinds: Role, Database and Grant in ``postgresql.lifecycle.dev``.
+
+Each kind is the standard managed lifecycle with PostgreSQL's timing: every
+statement completes before it returns, so a pending state is re-observed
+after a second, and a Ready object is polled every minute for drift. The
+clients live in :mod:`providers.postgres`.
+"""
+
+from __future__ import annotations
+
+from lifecycle.kind import Kind
+from lifecycle.machine import Timing
+from machines.managed import ManagedResourceMachine
+from providers.postgres.config import PostgresConnector
+from providers.postgres.database import DatabaseClient, DatabaseParameters
+from providers.postgres.grant import GrantClient, GrantParameters
+from providers.postgres.role import RoleClient, RoleParameters
+
+#: API group of the PostgreSQL kinds.
+GROUP = "postgresql.lifecycle.dev"
+#: Synchronous SQL: re-observe a second after acting, poll Ready objects every minute.
+SQL_TIMING = Timing(poll=60.0, wait={"creating": 1.0, "updating": 1.0, "deleting": 1.0},
+                    max_in_state={"creating": 600.0, "updating": 600.0, "deleting": 600.0})
+
+
+class RoleMachine(ManagedResourceMachine):
+    """The lifecycle of a PostgreSQL role."""
+
+    timing = SQL_TIMING
+
+
+class DatabaseMachine(ManagedResourceMachine):
+    """The lifecycle of a PostgreSQL database."""
+
+    timing = SQL_TIMING
+
+
+class GrantMachine(ManagedResourceMachine):
+    """The lifecycle of a role's privileges on a database."""
+
+    timing = SQL_TIMING
+
+
+Role = Kind(group=GROUP, version="v1alpha1", kind="Role", plural="roles",
+            machine=RoleMachine, parameters=RoleParameters, password=True,
+            short_names=("pgrole",))
+Database = Kind(group=GROUP, version="v1alpha1", kind="Database", plural="databases",
+                machine=DatabaseMachine, parameters=DatabaseParameters,
+                short_names=("pgdb",))
+Grant = Kind(group=GROUP, version="v1alpha1", kind="Grant", plural="grants",
+             machine=GrantMachine, parameters=GrantParameters, short_names=("pggrant",))
+
+
+def kinds() -> list[tuple[Kind, PostgresConnector]]:
+    """The three kinds paired with their connectors, as an Environment or operator takes them."""
+    return [(Role, PostgresConnector(RoleClient)),
+            (Database, PostgresConnector(DatabaseClient)),
+            (Grant, PostgresConnector(GrantClient))]

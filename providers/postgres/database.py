@@ -1,0 +1,139 @@
+"""The Database kind's client: a database's owner, encoding and connection limit.
+
+``owner``, ``encoding`` and ``connection_limit`` left unset take the
+server's defaults, which ``observe`` reports through ``late_init`` so the
+engine writes them back into the spec. ``template`` is used only when the
+database is created (PostgreSQL does not remember it). The encoding of an
+existing database cannot change: asking for another one is a terminal
+``ImmutableField`` error, never a silent drop and re-create.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+from psycopg import sql
+
+from lifecycle.client import ManagedResource
+from lifecycle.errors import TerminalError
+from lifecycle.values import Creation, Observation, ProviderStatus
+from providers.postgres import fields
+from providers.postgres.config import SqlClient, check_name
+
+
+@attrs.frozen
+class DatabaseParameters:
+    """``spec.forProvider`` of a Database; unset fields are late-initialised."""
+
+    owner: str | None = fields.name()
+    encoding: str | None = fields.name()
+    template: str | None = fields.name()
+    connection_limit: int | None = fields.connection_limit(None)
+
+
+class DatabaseClient(SqlClient):
+    """Observes databases through ``pg_database``; creates, alters and drops them."""
+
+    subject = "database"
+
+    def observe(self, resource: ManagedResource) -> Observation:
+        """Compare owner, encoding and connection limit with the spec; late-init the unset."""
+        name = self.name(resource)
+        row = self._current(name, "pg_catalog.pg_get_userbyid(datdba), encoding, "
+                                  "pg_catalog.pg_encoding_to_char(encoding), datconnlimit")
+        if row is None:
+            return Observation.absent()
+        owner, encoding_id, encoding, limit = row
+        want: DatabaseParameters = resource.parameters or DatabaseParameters()
+        observed = {"owner": owner, "encoding": encoding, "connectionLimit": limit}
+        if limit == -2:  # PostgreSQL 16+: left invalid by an interrupted DROP DATABASE
+            return Observation(exists=True, up_to_date=False, status=ProviderStatus.FAILED,
+                               message=f"database {name!r} is invalid (an interrupted DROP "
+                                       "DATABASE); drop it by hand to recover",
+                               observed=observed)
+        up_to_date = (
+            want.owner in (None, owner)
+            and want.connection_limit in (None, limit)
+            and (want.encoding is None or self._encoding_id(want.encoding) == encoding_id)
+        )
+        return Observation(
+            exists=True,
+            up_to_date=up_to_date,
+            late_init={"owner": owner, "encoding": encoding, "connection_limit": limit},
+            connection=self.server.connection_details(want.owner or owner, None, name),
+            observed=observed,
+        )
+
+    def create(self, resource: ManagedResource) -> Creation:
+        """CREATE DATABASE with the spec's options; an existing database is success."""
+        name = self.name(resource)
+        want: DatabaseParameters = resource.parameters or DatabaseParameters()
+        if want.encoding is not None and self._encoding_id(want.encoding) < 0:
+            raise TerminalError(f"unknown encoding {want.encoding!r} for database {name!r}; "
+                                "use a PostgreSQL encoding name such as UTF8 or LATIN1")
+        if self._current(name, "1") is not None:
+            return Creation()
+        options: list[sql.Composable] = []
+        if want.owner is not None:
+            check_name("owner role", want.owner)
+            options.append(sql.SQL("OWNER {}").format(sql.Identifier(want.owner)))
+        if want.template is not None:
+            check_name("template database", want.template)
+            options.append(sql.SQL("TEMPLATE {}").format(sql.Identifier(want.template)))
+        if want.encoding is not None:
+            options.append(sql.SQL("ENCODING {}").format(sql.Literal(want.encoding)))
+        if want.connection_limit is not None:
+            options.append(sql.SQL("CONNECTION LIMIT {}").format(
+                sql.Literal(want.connection_limit)))
+        statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+        if options:
+            statement = sql.SQL("{} WITH {}").format(statement, sql.SQL(" ").join(options))
+        self.session.execute(statement, f"creating database {name!r}")
+        return Creation()
+
+    def update(self, resource: ManagedResource) -> None:
+        """ALTER DATABASE owner and connection limit; a different encoding is terminal."""
+        name = self.name(resource)
+        want: DatabaseParameters = resource.parameters or DatabaseParameters()
+        row = self._current(name, "encoding")
+        if want.encoding is not None and row is not None:
+            wanted = self._encoding_id(want.encoding)
+            if wanted < 0:
+                raise TerminalError(f"unknown encoding {want.encoding!r} for database {name!r}")
+            if wanted != row[0]:
+                raise TerminalError(
+                    f"database {name!r} exists with another encoding; the encoding of a "
+                    "database cannot change (create a new database instead)",
+                    reason="ImmutableField")
+        target = sql.Identifier(name)
+        if want.owner is not None:
+            check_name("owner role", want.owner)
+            self.session.execute(
+                sql.SQL("ALTER DATABASE {} OWNER TO {}").format(target,
+                                                               sql.Identifier(want.owner)),
+                f"changing the owner of database {name!r}")
+        if want.connection_limit is not None:
+            self.session.execute(
+                sql.SQL("ALTER DATABASE {} WITH CONNECTION LIMIT {}").format(
+                    target, sql.Literal(want.connection_limit)),
+                f"changing the connection limit of database {name!r}")
+
+    def delete(self, resource: ManagedResource) -> None:
+        """DROP DATABASE IF EXISTS, ending other sessions on it (PostgreSQL 13+)."""
+        name = self.name(resource)
+        statement = sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name))
+        if self.session.connection.info.server_version >= 130000:
+            statement = sql.SQL("{} WITH (FORCE)").format(statement)
+        self.session.execute(statement, f"dropping database {name!r}")
+
+    def _current(self, name: str, columns: str) -> tuple[Any, ...] | None:
+        """``columns`` (fixed SQL text, never user input) of the database, or None."""
+        return self.session.row(f"SELECT {columns} FROM pg_catalog.pg_database "
+                                "WHERE datname = %s", [name], doing=f"observing database {name!r}")
+
+    def _encoding_id(self, encoding: str) -> int:
+        """The server's number for an encoding name, -1 when it knows no such encoding."""
+        row = self.session.row("SELECT pg_catalog.pg_char_to_encoding(%s)", [encoding],
+                               doing="looking up an encoding")
+        return int(row[0]) if row else -1

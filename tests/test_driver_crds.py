@@ -1,0 +1,140 @@
+"""``lifecycle crds`` and ``lifecycle manifests``: valid YAML, structural, least privilege."""
+
+from __future__ import annotations
+
+import copy
+
+import attrs
+import pytest
+import yaml
+
+from lifecycle.cli import main
+from lifecycle.driver.crds import check_crd, check_structural, crd, schema_for_type
+from lifecycle.driver.manifests import cluster_rules
+from machines.database import DatabaseInstance
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_lifecycle_crds_prints_valid_structural_crds(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "crds")
+    assert code == 0
+    docs = list(yaml.safe_load_all(out))
+    assert [d["metadata"]["name"] for d in docs] == [
+        "providerconfigs.lifecycle.dev", "databaseinstances.db.lifecycle.dev"]
+    for doc in docs:
+        assert check_crd(doc) == []
+    spec = docs[1]["spec"]
+    assert spec["scope"] == "Namespaced" and docs[0]["spec"]["scope"] == "Cluster"
+    version = spec["versions"][0]
+    assert version["subresources"] == {"status": {}}
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == [
+        "State", "Ready", "Synced", "Phase", "Age"]
+    schema = version["schema"]["openAPIV3Schema"]
+    params = schema["properties"]["spec"]["properties"]["forProvider"]["properties"]
+    assert params["storage_gb"]["type"] == "integer" and params["version"]["nullable"] is True
+    status = schema["properties"]["status"]["properties"]
+    assert status["state"]["enum"] == list(DatabaseInstance.machine.table().states)
+    assert {"conditions", "observedGeneration", "phase", "history"} <= set(status)
+
+
+def test_the_checker_rejects_non_structural_schemas() -> None:
+    good = crd(DatabaseInstance)
+    assert check_crd(good) == []
+    schema = good["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+    untyped = copy.deepcopy(schema)
+    del untyped["properties"]["spec"]["properties"]["deletionPolicy"]["type"]
+    assert any("type: Required" in p for p in check_structural(untyped))
+
+    junctor = copy.deepcopy(schema)
+    junctor["properties"]["spec"]["anyOf"] = [
+        {"properties": {"undeclared": {"type": "string"}}}]
+    problems = check_structural(junctor)
+    assert any("outside the logical junctor" in p for p in problems)
+    assert any("type: must not be set inside" in p for p in problems)
+
+    meta = copy.deepcopy(schema)
+    meta["properties"]["metadata"] = {"type": "object",
+                                      "properties": {"labels": {"type": "object"}}}
+    assert any("metadata" in p for p in check_structural(meta))
+
+    both = copy.deepcopy(schema)
+    both["properties"]["spec"]["additionalProperties"] = {"type": "string"}
+    assert any("mutually exclusive" in p for p in check_structural(both))
+
+    ref = copy.deepcopy(schema)
+    ref["properties"]["spec"]["$ref"] = "#/definitions/x"
+    assert any("$ref" in p for p in check_structural(ref))
+
+    broken = copy.deepcopy(good)
+    broken["metadata"]["name"] = "wrong"
+    broken["spec"]["versions"][0]["storage"] = False
+    problems = check_crd(broken)
+    assert any("metadata.name" in p for p in problems)
+    assert any("storage version" in p for p in problems)
+    assert check_crd("not a mapping") == ["document: must be a mapping"]
+
+
+@attrs.define
+class Inner:
+    name: str
+
+
+@attrs.define
+class Params:
+    tags: dict[str, str]
+    ports: list[int]
+    inner: Inner
+    ratio: float = 0.5
+    extra: object = None
+
+
+def test_schemas_follow_python_types() -> None:
+    schema = schema_for_type(Params)
+    props = schema["properties"]
+    assert schema["required"] == ["tags", "ports", "inner"]
+    assert props["tags"] == {"type": "object", "additionalProperties": {"type": "string"}}
+    assert props["ports"]["items"]["type"] == "integer"
+    assert props["inner"]["properties"]["name"] == {"type": "string"}
+    assert props["ratio"] == {"type": "number", "default": 0.5}
+    assert props["extra"] == {"x-kubernetes-preserve-unknown-fields": True}
+    assert check_structural(schema) == []
+    with pytest.raises(TypeError):
+        schema_for_type(complex)
+
+
+def test_lifecycle_manifests_grants_least_privilege(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "manifests", "--image", "example/op:1", "--namespace", "ops")
+    assert code == 0
+    docs = {d["kind"]: d for d in yaml.safe_load_all(out)}
+    assert set(docs) >= {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                         "RoleBinding", "Deployment"}
+    verbs = {(r["apiGroups"][0], res): set(r["verbs"])
+             for r in docs["ClusterRole"]["rules"] for res in r["resources"]}
+    assert verbs[("db.lifecycle.dev", "databaseinstances")] == {"get", "list", "watch", "update"}
+    assert verbs[("db.lifecycle.dev", "databaseinstances/status")] == {"get", "update"}
+    assert verbs[("", "secrets")] == {"get", "create", "update"}
+    assert verbs[("", "namespaces")] == {"get"}
+    assert all("*" not in v and "delete" not in v for v in verbs.values())
+    assert not any(res == "leases" for _, res in verbs)  # leases only in the own namespace
+    role = docs["Role"]
+    assert role["metadata"]["namespace"] == "ops"
+    assert role["rules"][0]["resources"] == ["leases"]
+    container = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "example/op:1"
+    assert "--leader-elect" in container["args"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert cluster_rules([DatabaseInstance])[0]["resources"] == ["databaseinstances"]
+
+
+def test_bad_kind_arguments_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "crds", "--kinds", "machines.database:DatabaseInstanceMachine")
+    assert code == 2 and "is not a lifecycle.kind.Kind" in err and "Traceback" not in err
+    code, _, err = run_cli(capsys, "run", "--kinds", "no.such.module:X")
+    assert code == 2 and "cannot import" in err
