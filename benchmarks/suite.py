@@ -180,6 +180,8 @@ def plot(result: dict[str, Any], directory: Path) -> list[Path]:
             label="reconciles per wall-second")
     ax.axhline(2000, color="grey", linestyle=":", label="target 2,000/s")
     ax.set_xscale("log")
+    ax.set_xticks(ns, [f"{n:,}" for n in ns])
+    ax.minorticks_off()
     ax.set_xlabel("resources N (created to Ready)")
     ax.set_ylabel("reconciles per second")
     ax.set_ylim(bottom=0)
@@ -202,6 +204,7 @@ def plot(result: dict[str, Any], directory: Path) -> list[Path]:
                     textcoords="offset points", xytext=(6, -12), fontsize=8)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    ax.set_xticks(workers, [str(w) for w in workers])
     ax.set_xlabel("workers")
     ax.set_ylabel("reconciles per second")
     ax.set_title(f"Throughput against workers, cloud latency "

@@ -1110,6 +1110,9 @@ class EmbeddedAPI:
             stored = self._stored(rtype, self._key(rtype, meta.get("namespace"), meta.get("name")))
             self._check_uid(stored, meta.get("uid"))
             self._check_rv(rtype, stored, meta.get("resourceVersion"))
+            if rtype.status_subresource and obj.__class__ is dict and "status" in obj:
+                # the stored status wins: do not copy the incoming one (keep its key's place)
+                obj = {k: (None if k == "status" else v) for k, v in obj.items()}
             result = self._replace(rtype, stored, clone(obj))
         return clone(result)
 

@@ -273,7 +273,7 @@ class Reconciler:
             state=run.state,
             deleting=deleting,
             policy=policy,
-            failed_operation=failure.get("operation") if isinstance(failure, Mapping) else None,
+            failed_operation=failure.get("operation"),
             generation=run.generation,
             observed_generation=_int(status.get("observedGeneration")),
             forced=run.forced,

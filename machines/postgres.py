@@ -56,3 +56,19 @@ def kinds() -> list[tuple[Kind, PostgresConnector]]:
     return [(Role, PostgresConnector(RoleClient)),
             (Database, PostgresConnector(DatabaseClient)),
             (Grant, PostgresConnector(GrantClient))]
+
+
+def verify_target(kind: Kind) -> object | None:
+    """The crash-point explorer's target for ``kind`` on the server of ``LIFECYCLE_POSTGRES_DSN``.
+
+    None when the variable is not set (``lifecycle verify`` then lists the
+    kind as skipped, saying so); a server that cannot be reached is a usage
+    error naming it.
+    """
+    from lifecycle import verify
+
+    settings = verify.postgres_settings()
+    if settings is None:
+        return None
+    settings.check()
+    return verify.postgres_target(kind, settings)

@@ -50,6 +50,8 @@ class LeaseOptions:
             raise ValueError("need lease_duration > renew_deadline > retry_period > 0")
         if not self.identity:
             raise ValueError("identity must not be empty")
+        if not self.name or not self.namespace:
+            raise ValueError("the Lease needs a name and a namespace")
 
 
 def _micro_time(moment: datetime) -> str:
@@ -60,18 +62,22 @@ class LeaderElector:
     """Campaigns for a Lease; calls ``on_started`` when leading and ``on_stopped`` when not.
 
     :meth:`run` blocks until :meth:`stop` (which releases a held lease) or
-    until leadership is lost. ``clock`` is monotonic seconds.
+    until leadership is lost. ``clock`` is monotonic seconds; ``sleep(event,
+    seconds)`` waits between attempts and returns whether ``event`` (the stop
+    signal) is set. Tests inject both to run the election on virtual time.
     """
 
     def __init__(self, cluster: Cluster, options: LeaseOptions, *,
                  on_started: Callable[[], None] = lambda: None,
                  on_stopped: Callable[[], None] = lambda: None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[threading.Event, float], bool] | None = None) -> None:
         self.cluster = cluster
         self.options = options
         self.on_started = on_started
         self.on_stopped = on_stopped
         self._clock = clock
+        self._wait = sleep or (lambda event, seconds: event.wait(seconds))
         self._leading = threading.Event()
         self._stop = threading.Event()
         self._crashed = False
@@ -94,9 +100,9 @@ class LeaderElector:
         """Campaign, then renew while leading; returns on stop or loss of the lease."""
         opts = self.options
         while not self._stop.is_set():
-            if self._try_acquire_or_renew():
+            if self.try_acquire_or_renew():
                 break
-            self._stop.wait(opts.retry_period)
+            self._wait(self._stop, opts.retry_period)
         if self._stop.is_set():
             return
         self._leading.set()
@@ -104,8 +110,8 @@ class LeaderElector:
         try:
             self.on_started()
             last_renew = self._clock()
-            while not self._stop.wait(opts.retry_period):
-                if self._try_acquire_or_renew():
+            while not self._wait(self._stop, opts.retry_period):
+                if self.try_acquire_or_renew():
                     last_renew = self._clock()
                 elif self._clock() - last_renew >= opts.renew_deadline:
                     self.lost = True
@@ -129,7 +135,12 @@ class LeaderElector:
         self._stop.set()
 
     # -------------------------------------------------------------- lease
-    def _try_acquire_or_renew(self) -> bool:
+    def try_acquire_or_renew(self) -> bool:
+        """One attempt: create, take over (if free or expired) or renew the Lease.
+
+        Returns whether this replica holds the Lease afterwards. Never raises
+        for API errors: they count as a failed attempt.
+        """
         opts = self.options
         stamp = _micro_time(datetime.now(UTC))
         try:
