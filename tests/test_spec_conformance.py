@@ -1,0 +1,552 @@
+"""The engine core checked clause by clause against SPEC sections 1-5 and 7.
+
+Each test is named after the SPEC clause it checks and asserts the behaviour
+the contract (or an operator author reading it) expects. Tests marked
+``xfail(strict=True)`` record a deviation the engine still has: they assert
+the SPEC behaviour and fail today; when the engine is fixed the mark must go
+(strict mode turns an unexpected pass into a failure). Behaviour already
+covered by ``tests/test_reconciler.py`` is not repeated here.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from lifecycle.client import ManagedResource, ProviderConfig
+from lifecycle.errors import HandledError, Severity
+from lifecycle.kind import (
+    EXTERNAL_NAME,
+    OPERATION,
+    OWNER,
+    PAUSED,
+    PROVIDER_CONFIG_API,
+    PROVIDER_CONFIG_KIND,
+    RECONCILE_POLICY,
+)
+from lifecycle.plan import plan
+from lifecycle.testing import Environment, database_manifest, simulated_environment
+from lifecycle.values import Creation, Observation, ResultKind
+from machines.database import DatabaseInstance
+from providers.simcloud import (
+    CloudInvalidParameter,
+    CloudUnavailable,
+    DatabaseConnector,
+    SimCloud,
+)
+
+KIND = "DatabaseInstance"
+#: metav1.Condition.reason validation pattern of the Kubernetes API server.
+REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+
+
+def make(**cloud_options: Any) -> tuple[Environment, SimCloud]:
+    return simulated_environment(cloud=SimCloud(seed=1, **cloud_options))
+
+
+def ready(env: Environment, name: str = "db", **params: Any) -> dict[str, Any]:
+    env.apply(database_manifest(name, **params))
+    env.run_until_idle()
+    assert env.state(KIND, name) == "ready"
+    return env.get(KIND, name)
+
+
+def external(env: Environment, name: str = "db") -> str:
+    return env.get(KIND, name)["metadata"]["annotations"][EXTERNAL_NAME]
+
+
+def with_connector(connector: Any) -> Environment:
+    env = Environment([(DatabaseInstance, connector)])
+    env.provider_config()
+    return env
+
+
+class Wrapped:
+    """A connector whose clients delegate to the SimCloud client, with hooks per call."""
+
+    def __init__(self, cloud: SimCloud, **hooks: Any) -> None:
+        self.inner = DatabaseConnector(cloud)
+        self.hooks = hooks
+        self.calls: list[tuple[str, str]] = []
+
+    def connect(self, resource: ManagedResource, config: ProviderConfig) -> Any:
+        client = self.inner.connect(resource, config)
+        outer = self
+
+        class Client:
+            def __getattr__(self, name: str) -> Any:
+                real = getattr(client, name)
+                if name not in ("observe", "create", "update", "delete"):
+                    return real
+
+                def call(res: ManagedResource) -> Any:
+                    outer.calls.append((name, res.idempotency_key))
+                    hook = outer.hooks.get(name)
+                    if hook is not None:
+                        return hook(real, res)
+                    return real(res)
+
+                return call
+
+        return Client()
+
+
+# ------------------------------------------------------------- SPEC 2.3
+@pytest.mark.xfail(strict=True, reason="SPEC 2.3: the reconcile annotation is removed from an "
+                   "object in a namespace owned by another operator before ownership is checked")
+def test_spec_2_3_object_in_foreign_namespace_is_never_touched_even_when_forced() -> None:
+    env, cloud = make()
+    env.namespace("team-a", {OWNER: "other-operator"})
+    env.apply(database_manifest("db", namespace="team-a", annotations={OPERATION: "reconcile"}))
+    before = env.get(KIND, "db", "team-a")
+    step = env.reconcile(KIND, "db", "team-a")
+    assert step.result.kind is ResultKind.DONE
+    after = env.get(KIND, "db", "team-a")
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert after["metadata"]["annotations"].get(OPERATION) == "reconcile"  # the owner's to act on
+    assert cloud.calls == []
+
+
+@pytest.mark.xfail(strict=True, reason="SPEC 2.3 (surprise): a typo in the object's policy "
+                   "annotation jumps to the operator default 'manage', overriding the namespace's "
+                   "'skip', so the operator creates and modifies where the namespace forbids it")
+def test_spec_2_3_unknown_object_policy_falls_back_past_a_namespace_skip() -> None:
+    env, cloud = make()
+    env.namespace("team", {RECONCILE_POLICY: "skip"})
+    env.apply(database_manifest("db", namespace="team", annotations={RECONCILE_POLICY: "skp"}))
+    env.run_until_idle()
+    note = env.condition(KIND, "db", "ConfigValid", "team")
+    assert note is not None and note.reason == "UnknownReconcilePolicy"  # still reported
+    assert cloud.count("create") == 0
+
+
+# ------------------------------------------------------------- SPEC 2.2
+@pytest.mark.xfail(strict=True, reason="SPEC 2.2 / seed 004: the 'reconcile' annotation does not "
+                   "force the up-to-date shortcut; Facts.forced is never read by choose_event")
+def test_spec_2_2_reconcile_annotation_forces_the_update_shortcut() -> None:
+    env, cloud = make()
+    ready(env)
+    env.apply(database_manifest("db", annotations={OPERATION: "reconcile"}))
+    env.reconcile(KIND, "db")
+    assert cloud.count("modify") == 1  # the spec is re-applied even though observe says in sync
+
+
+# ------------------------------------------------------------- SPEC 2.8 skip
+@pytest.mark.xfail(strict=True, reason="SPEC 2.8: reconcile policy 'skip' only refreshes status, "
+                   "but the engine generates a password and writes it to the connection Secret, "
+                   "where it is not the adopted resource's password")
+def test_spec_2_8_skip_policy_does_not_fabricate_a_connection_password() -> None:
+    env, cloud = make(create_polls=0)
+    cloud.create_instance(("AKIDEXAMPLE", "s3cr3t"), "legacy",
+                          {"engine": "postgres", "storage_gb": 20}, password="the-real-password")
+    env.apply(database_manifest("db", annotations={RECONCILE_POLICY: "skip",
+                                                   EXTERNAL_NAME: "legacy"}))
+    env.run_until_idle()
+    assert env.state(KIND, "db") == "ready"
+    try:
+        secret = env.secret("db-conn")
+    except Exception:  # no Secret at all is fine
+        secret = {}
+    assert secret.get("password") in (None, cloud.password_of("legacy"))
+
+
+@pytest.mark.xfail(strict=True, reason="SPEC 2.8: reconcile policy 'skip' only refreshes status, "
+                   "but late-initialised provider defaults are written into the spec")
+def test_spec_2_8_skip_policy_does_not_late_initialise_the_spec() -> None:
+    env, cloud = make(create_polls=0)
+    cloud.create_instance(("AKIDEXAMPLE", "s3cr3t"), "legacy",
+                          {"engine": "postgres", "storage_gb": 20}, password="the-real-password")
+    env.apply(database_manifest("db", annotations={RECONCILE_POLICY: "skip",
+                                                   EXTERNAL_NAME: "legacy"}))
+    env.run_until_idle()
+    obj = env.get(KIND, "db")
+    assert "version" not in obj["spec"]["forProvider"]
+    assert obj["metadata"]["generation"] == 1
+
+
+# ------------------------------------------------------------- SPEC 2.10
+@pytest.mark.xfail(strict=True, reason="SPEC 2.10: a 409 on the late-init spec write is retried "
+                   "with fields computed from the stale read, overwriting the user's new value")
+def test_spec_2_10_late_init_conflict_never_loses_the_users_write() -> None:
+    env, _ = make(create_polls=0)
+    env.apply(database_manifest("db"))
+    env.reconcile(KIND, "db")  # creates; the next observe reports the default version
+    real_replace = env.api.replace
+    raced: list[bool] = []
+
+    def replace(obj: dict[str, Any]) -> dict[str, Any]:
+        params = (obj.get("spec") or {}).get("forProvider") or {}
+        if obj["kind"] == KIND and params.get("version") == "15" and not raced:
+            raced.append(True)
+            user = env.get(KIND, "db")
+            user["spec"]["forProvider"]["version"] = "16"
+            real_replace(user)  # the user's edit lands between our read and our write
+        return real_replace(obj)
+
+    env.api.replace = replace  # type: ignore[method-assign]
+    env.reconcile(KIND, "db")
+    assert raced
+    assert env.get(KIND, "db")["spec"]["forProvider"]["version"] == "16"
+
+
+# ------------------------------------------------------------- SPEC 3
+@pytest.mark.xfail(strict=True, reason="SPEC 3: late-init marks the pass dirty without checking "
+                   "the write changed anything; a field the API server prunes (CRD schema) or a "
+                   "webhook reverts makes every pass requeue now: a hot loop")
+def test_spec_3_late_init_that_does_not_persist_is_not_a_hot_loop() -> None:
+    env, _ = make(create_polls=0)
+    real_replace = env.api.replace
+
+    def pruning(obj: dict[str, Any]) -> dict[str, Any]:
+        params = (obj.get("spec") or {}).get("forProvider")
+        if isinstance(params, dict):
+            params.pop("version", None)  # as a structural schema without the field would
+        return real_replace(obj)
+
+    env.api.replace = pruning  # type: ignore[method-assign]
+    env.apply(database_manifest("db"))
+    results = [env.reconcile(KIND, "db").result for _ in range(6)]
+    assert [r.kind for r in results].count(ResultKind.REQUEUE_NOW) <= 1
+
+
+@pytest.mark.xfail(strict=True, reason="SPEC 3 / 4: a connection Secret namespace that does not "
+                   "exist raises NotFound, which reconcile() mistakes for 'object not found': "
+                   "done, no condition, never retried")
+def test_spec_3_missing_connection_secret_namespace_is_a_handled_error() -> None:
+    env, cloud = make()
+    manifest = database_manifest("db")
+    manifest["spec"]["writeConnectionSecretToRef"] = {"name": "db-conn", "namespace": "nowhere"}
+    env.apply(manifest)
+    step = env.reconcile(KIND, "db")
+    assert step.result.kind is ResultKind.BACKOFF
+    synced = env.condition(KIND, "db", "Synced")
+    assert synced is not None and synced.status.value == "False"
+    assert "nowhere" in synced.message
+    assert cloud.count("create") == 0
+
+
+@pytest.mark.xfail(strict=True, reason="SPEC 4: an invalid connection Secret name in the spec "
+                   "(a user mistake) surfaces as UnhandledError with no condition, retried forever")
+def test_spec_4_invalid_connection_secret_name_is_a_handled_error() -> None:
+    env, _ = make()
+    manifest = database_manifest("db")
+    manifest["spec"]["writeConnectionSecretToRef"] = {"name": "Not_A_Valid_Name"}
+    env.apply(manifest)
+    step = env.reconcile(KIND, "db")
+    assert step.error is None
+    assert env.state(KIND, "db") == "failed"
+    assert "Not_A_Valid_Name" in env.condition(KIND, "db", "Synced").message
+
+
+@pytest.mark.xfail(strict=True, reason="SPEC 3: a terminal error while deleting returns done, so "
+                   "the delete is never retried (the engine skips its own terminal shortcut while "
+                   "deleting, but requeue() still says done) and Stuck never fires")
+def test_spec_3_terminal_error_while_deleting_is_retried() -> None:
+    env, cloud = make()
+    ready(env)
+    cloud.fail_next("delete", CloudInvalidParameter("deletion protection is enabled"))
+    env.delete(KIND, "db")
+    step = env.reconcile(KIND, "db")
+    assert step.after == "failed"
+    assert step.result.kind is not ResultKind.DONE
+    env.run_until_idle()
+    assert not env.exists(KIND, "db")
+
+
+# ------------------------------------------------------------- SPEC 2.6 / 2.7: escapes
+@pytest.mark.xfail(strict=True, reason="SPEC 2.6: a malformed ProviderConfig (secretRef given as "
+                   "a string) raises AttributeError out of reconcile() instead of a handled error")
+def test_spec_2_6_malformed_provider_config_is_a_handled_error() -> None:
+    env, cloud = make()
+    config = env.api.get(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None, "default")
+    config["spec"]["credentials"] = {"secretRef": "default-credentials"}
+    env.api.replace(config)
+    env.apply(database_manifest("db"))
+    step = env.reconcile(KIND, "db")
+    assert step.after == "failed"
+    assert step.result.kind is ResultKind.BACKOFF
+    assert env.get(KIND, "db")["status"]["failure"]["operation"] == "connect"
+    assert cloud.count("create") == 0
+
+
+@pytest.mark.xfail(strict=True, reason="SPEC 2.7: observe's return value is not checked: None "
+                   "reads as 'not observed' (no event, no condition, polled as if healthy) and any "
+                   "other non-Observation crashes reconcile() with AttributeError")
+@pytest.mark.parametrize("garbage", [None, {"exists": True}])
+def test_spec_2_7_observe_returning_garbage_is_a_handled_error(garbage: Any) -> None:
+    cloud = SimCloud(seed=1)
+    env = with_connector(Wrapped(cloud, observe=lambda real, res: garbage))
+    env.apply(database_manifest("db"))
+    step = env.reconcile(KIND, "db")
+    assert step.after == "failed"
+    assert step.result.kind is ResultKind.BACKOFF
+
+
+# ------------------------------------------------------------- SPEC 4
+@pytest.mark.xfail(strict=True, reason="SPEC 4: an Informational handled error still sends the "
+                   "resource to Failed (Ready False, Synced False) instead of being recorded only")
+def test_spec_4_informational_error_does_not_fail_the_resource() -> None:
+    def update(real: Any, res: ManagedResource) -> None:
+        real(res)
+        raise HandledError("maintenance window starts in 1h", reason="MaintenanceScheduled",
+                           severity=Severity.INFORMATIONAL)
+
+    cloud = SimCloud(seed=1)
+    env = with_connector(Wrapped(cloud, update=update))
+    ready(env)
+    env.apply(database_manifest("db", storage_gb=40))
+    env.reconcile(KIND, "db")
+    assert env.state(KIND, "db") == "updating"
+    env.run_until_idle()
+    assert env.state(KIND, "db") == "ready"
+
+
+@pytest.mark.xfail(strict=True, reason="SPEC 4: Ready is Unknown only on the first failed pass of "
+                   "a new generation; observedGeneration is then written, so the second failed "
+                   "pass shows Ready False as if the generation had been observed")
+def test_spec_4_new_generation_keeps_ready_unknown_until_observed() -> None:
+    env, cloud = make()
+    ready(env)
+    cloud.fail_next("describe", CloudUnavailable("down"), times=2)
+    env.apply(database_manifest("db", storage_gb=30))
+    env.reconcile(KIND, "db")
+    env.reconcile(KIND, "db")
+    ready_cond = env.condition(KIND, "db", "Ready")
+    assert ready_cond.status.value == "Unknown"
+
+
+@pytest.mark.xfail(strict=True, reason="SPEC 4: while paused, a new generation is recorded as "
+                   "observedGeneration but Ready stays True from the old generation")
+def test_spec_4_new_generation_while_paused_resets_ready_to_unknown() -> None:
+    env, _ = make()
+    ready(env)
+    env.apply(database_manifest("db", storage_gb=30, annotations={PAUSED: "true"}))
+    env.reconcile(KIND, "db")
+    obj = env.get(KIND, "db")
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+    assert env.condition(KIND, "db", "Ready").status.value == "Unknown"
+
+
+@pytest.mark.xfail(strict=True, reason="SPEC 4: a provider's error reason is copied verbatim into "
+                   "conditions; a non-CamelCase reason makes a real API server reject the status "
+                   "write (Invalid), turning a handled error into an endless unhandled one")
+def test_spec_4_condition_reasons_are_always_camel_case() -> None:
+    def observe(real: Any, res: ManagedResource) -> Observation:
+        raise HandledError("quota exceeded in region", reason="quota exceeded")
+
+    env = with_connector(Wrapped(SimCloud(seed=1), observe=observe))
+    env.apply(database_manifest("db"))
+    env.reconcile(KIND, "db")
+    for c in env.get(KIND, "db")["status"]["conditions"]:
+        assert REASON.match(c["reason"]), c
+
+
+# ------------------------------------------------------------- SPEC 5
+@pytest.mark.xfail(strict=True, reason="SPEC 5 / seed 003 owner checks: a connection Secret "
+                   "owned by another resource is read (its password reused) and overwritten")
+def test_spec_5_connection_secret_of_another_resource_is_not_taken_over() -> None:
+    env, cloud = make()
+    ready(env, "first")
+    theirs = env.secret("first-conn")
+    manifest = database_manifest("second")
+    manifest["spec"]["writeConnectionSecretToRef"] = {"name": "first-conn"}
+    env.apply(manifest)
+    env.run_until_idle()
+    assert env.secret("first-conn") == theirs
+    second = external(env, "second")
+    assert second not in cloud.instances() or cloud.password_of(second) != theirs["password"]
+
+
+@pytest.mark.xfail(strict=True, reason="SPEC 5: a connection Secret in another namespace gets a "
+                   "controller ownerReference to a namespaced owner elsewhere, which Kubernetes "
+                   "garbage collection treats as absent: the Secret (and password) is deleted")
+def test_spec_5_no_cross_namespace_owner_reference_on_connection_secret() -> None:
+    env, _ = make()
+    env.namespace("apps")
+    manifest = database_manifest("db")
+    manifest["spec"]["writeConnectionSecretToRef"] = {"name": "db-conn", "namespace": "apps"}
+    env.apply(manifest)
+    env.run_until_idle()
+    uid = env.get(KIND, "db")["metadata"]["uid"]
+    secret = env.api.get("v1", "Secret", "apps", "db-conn")
+    assert all(ref.get("uid") != uid for ref in secret["metadata"].get("ownerReferences") or [])
+
+
+@pytest.mark.xfail(strict=True, reason="SPEC 5: the external name may be changed after the claim; "
+                   "the engine then creates a second resource and leaks the first")
+def test_spec_5_changing_the_external_name_after_claim_leaks_nothing() -> None:
+    env, cloud = make()
+    ready(env)
+    first = external(env)
+    env.apply(database_manifest("db", annotations={EXTERNAL_NAME: "renamed"}))
+    env.run_until_idle()
+    assert cloud.count("create") == 1
+    assert list(cloud.instances()) == [first]
+
+
+@pytest.mark.xfail(strict=True, reason="SPEC 2.5: create cannot report a provider-assigned "
+                   "resource ID (Creation has only connection), so an ID-keyed provider is "
+                   "created again on every pass")
+def test_spec_2_5_create_can_record_a_provider_assigned_id() -> None:
+    instances: dict[str, dict[str, Any]] = {}
+
+    class IdCloudClient:
+        def observe(self, res: ManagedResource) -> Observation:
+            if res.external_name in instances:
+                return Observation(exists=True)
+            return Observation.absent()
+
+        def create(self, res: ManagedResource) -> Creation:
+            new_id = f"i-{len(instances) + 1}"
+            instances[new_id] = {}
+            return Creation(external_name=new_id)  # type: ignore[call-arg]
+
+        def update(self, res: ManagedResource) -> None:
+            return None
+
+        def delete(self, res: ManagedResource) -> None:
+            instances.pop(res.external_name, None)
+
+    class IdConnector:
+        def connect(self, res: ManagedResource, config: ProviderConfig) -> IdCloudClient:
+            return IdCloudClient()
+
+    env = with_connector(IdConnector())
+    env.apply(database_manifest("db"))
+    env.run_until_idle()
+    assert env.state(KIND, "db") == "ready"
+    assert list(instances) == ["i-1"]
+    assert external(env) == "i-1"
+
+
+# ------------------------------------------------------------- SPEC 7: intent journal
+@pytest.mark.xfail(strict=True, reason="SPEC 7: the idempotency key names the object, not the "
+                   "intent: re-creating a vanished resource reuses 'uid/create', which a provider "
+                   "honouring client tokens answers with the old, deleted resource")
+def test_spec_7_a_new_create_intent_gets_a_new_idempotency_key() -> None:
+    cloud = SimCloud(seed=1)
+    connector = Wrapped(cloud)
+    env = with_connector(connector)
+    ready(env)
+    cloud.remove_instance(external(env))
+    env.reconcile(KIND, "db")
+    env.run_until_idle()
+    assert env.state(KIND, "db") == "ready"
+    keys = [key for op, key in connector.calls if op == "create"]
+    assert len(keys) == 2
+    assert keys[0] != keys[1]
+
+
+@pytest.mark.xfail(strict=True, reason="SPEC 7: repairing drift twice at one generation reuses "
+                   "'uid/update/<generation>', so a token-honouring provider ignores the repair")
+def test_spec_7_a_new_update_intent_gets_a_new_idempotency_key() -> None:
+    cloud = SimCloud(seed=1)
+    connector = Wrapped(cloud)
+    env = with_connector(connector)
+    ready(env)
+    for size in (111, 222):
+        cloud.drift(external(env), storage_gb=size)
+        env.reconcile(KIND, "db")
+        env.run_until_idle()
+    keys = [key for op, key in connector.calls if op == "update"]
+    assert len(keys) == 2
+    assert keys[0] != keys[1]
+
+
+# ------------------------------------------------------------- SPEC 7: max time per state
+@pytest.mark.xfail(strict=True, reason="SPEC 7: Stuck counts from the last state entry, so a "
+                   "create that never finishes but has an occasional observe blip "
+                   "(creating -> failed -> creating) is never reported Stuck")
+def test_spec_7_stuck_counts_from_when_the_operation_started() -> None:
+    env, cloud = make(create_polls=10_000)
+    env.apply(database_manifest("db"))
+    env.reconcile(KIND, "db")
+    for _ in range(10):
+        env.advance(250)
+        cloud.fail_next("describe", CloudUnavailable("blip"))
+        env.reconcile(KIND, "db")
+        env.reconcile(KIND, "db")
+        assert env.state(KIND, "db") == "creating"
+    stuck = env.condition(KIND, "db", "Stuck")
+    assert stuck is not None and stuck.status.value == "True"
+
+
+# ------------------------------------------------------------- SPEC 7: plan
+def _deleting_obj(**spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "db", "uid": "u", "generation": 1,
+                     "deletionTimestamp": "2026-01-01T00:00:00Z", "annotations": {}},
+        "spec": {"forProvider": {}, **spec},
+        "status": {"state": "ready", "observedGeneration": 1},
+    }
+
+
+@pytest.mark.xfail(strict=True, reason="SPEC 7: plan() re-implements the pure path without the "
+                   "deletion policy: it says 'delete' for an object the reconciler would orphan")
+def test_spec_7_plan_agrees_with_the_reconciler_on_orphan_deletion() -> None:
+    p = plan(DatabaseInstance.machine, _deleting_obj(deletionPolicy="Orphan"),
+             observation=Observation(exists=True), now=datetime(2026, 1, 1, tzinfo=UTC))
+    assert p.choice.event == "orphan"
+
+
+@pytest.mark.xfail(strict=True, reason="SPEC 7: plan() ignores the operation annotation: for an "
+                   "'ignore'd object it plans a transition the reconciler would never make")
+def test_spec_7_plan_agrees_with_the_reconciler_on_ignore() -> None:
+    obj = _deleting_obj()
+    obj["metadata"]["annotations"] = {OPERATION: "ignore"}
+    p = plan(DatabaseInstance.machine, obj, observation=Observation(exists=True),
+             now=datetime(2026, 1, 1, tzinfo=UTC))
+    assert p.choice.event is None
+    assert p.result.kind is ResultKind.DONE
+
+
+# ------------------------------------------------------------- conforming, not yet covered
+def test_spec_10_repeated_identical_failure_writes_no_status() -> None:
+    env, cloud = make()
+    ready(env)
+    cloud.fail_next("describe", CloudUnavailable("down"), times=3)
+    env.reconcile(KIND, "db")
+    writes = env.api.stats["replace_status"]
+    env.reconcile(KIND, "db")
+    env.reconcile(KIND, "db")
+    assert env.api.stats["replace_status"] == writes
+
+
+def test_spec_2_4_skip_policy_on_deletion_leaves_the_external_resource() -> None:
+    env, cloud = make()
+    ready(env)
+    name = external(env)
+    env.apply(database_manifest("db", annotations={RECONCILE_POLICY: "skip"}))
+    env.delete(KIND, "db")
+    env.run_until_idle()
+    assert not env.exists(KIND, "db")
+    assert name in cloud.instances() and cloud.count("delete") == 0
+
+
+def test_spec_1_delete_preempts_a_create_in_flight_without_leaking() -> None:
+    env, cloud = make(create_polls=5)
+    env.apply(database_manifest("db"))
+    env.reconcile(KIND, "db")
+    assert env.state(KIND, "db") == "creating"
+    env.delete(KIND, "db")
+    env.run_until_idle()
+    assert not env.exists(KIND, "db")
+    assert cloud.instances() == {}
+    assert cloud.count("create") == 1
+
+
+@pytest.mark.parametrize("field", ["failure", "history", "conditions", "stateSince",
+                                   "observedGeneration", "atProvider"])
+def test_spec_1_corrupt_status_fields_are_repaired_not_a_crash(field: str) -> None:
+    env, _ = make()
+    ready(env)
+    for garbage in ("x", 7, [1, {"a": None}], {"type": 3}, None):
+        obj = env.get(KIND, "db")
+        obj["status"][field] = garbage
+        env.api.replace_status(obj)
+        step = env.reconcile(KIND, "db")
+        assert step.error is None
+        assert env.state(KIND, "db") == "ready"
