@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import enum
 import zlib
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
 from lifecycle.errors import HandledError, Severity, Throttled
-from lifecycle.machine import Timing
-from lifecycle.values import Observation, ProviderStatus, Result
+from lifecycle.kind import FINALIZER, OPERATION, OWNER, PAUSED, RECONCILE_POLICY
+from lifecycle.machine import LifecycleMachine, Timing
+from lifecycle.values import Condition, ConditionStatus, Observation, ProviderStatus, Result
 
 
 class ReconcilePolicy(enum.StrEnum):
@@ -43,6 +46,120 @@ class DeletionPolicy(enum.StrEnum):
 
     DELETE = "Delete"
     ORPHAN = "Orphan"
+
+
+@attrs.frozen
+class Gate:
+    """What the object's metadata and stored status allow, before any write or call.
+
+    ``stop`` names why the reconcile ends here (``Ignored``, ``NotOwned``,
+    ``NotClaimed``, ``TerminalError``); ``notes`` are ConfigValid / StatusValid
+    conditions about the object itself; ``repaired`` is the corrupt stored
+    state value, when there was one.
+    """
+
+    state: str
+    stop: str | None = None
+    stop_message: str = ""
+    forced: bool = False
+    deleting: bool = False
+    paused: bool = False
+    orphan: bool = False
+    policy: ReconcilePolicy = ReconcilePolicy.MANAGE
+    notes: tuple[Condition, ...] = ()
+    repaired: str | None = None
+
+
+def gate(
+    machine: type[LifecycleMachine],
+    obj: Mapping[str, Any],
+    namespace_annotations: Mapping[str, str],
+    *,
+    operator_id: str | None = None,
+    default_policy: ReconcilePolicy = ReconcilePolicy.MANAGE,
+) -> Gate:
+    """Steps 2 to 4 of SPEC section 2, decided from the object alone (pure).
+
+    The ``ignore`` annotation and a namespace owned by another operator stop
+    the reconcile before anything is written; the reconcile policy resolves
+    object annotation, then namespace annotation, then ``default_policy``;
+    an unknown value at one level falls through to the next and says so.
+    """
+    table = machine.table()
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    generation = meta.get("generation", 1)
+    generation = generation if isinstance(generation, int) else 1
+    notes: list[Condition] = []
+    stored = status.get("state")
+    state = stored if isinstance(stored, str) and stored in table.states and not (
+        table.states[stored].final) else table.initial
+    repaired = None
+    if stored is not None and state != stored:
+        repaired = str(stored)[:64]
+        notes.append(_note("StatusValid", "StateRepaired",
+                           f"stored state {repaired!r} is not a state of {table.name}; "
+                           f"restarted from {state}", generation))
+    operation = annotations.get(OPERATION)
+    if operation == "ignore":
+        return Gate(state, stop="Ignored")
+    owner = namespace_annotations.get(OWNER)
+    if owner is not None and owner != operator_id:
+        return Gate(state, stop="NotOwned",
+                    stop_message=f"namespace {meta.get('namespace')} is owned by operator "
+                                 f"{owner!r}; skipped")
+    if operation not in (None, "reconcile"):
+        notes.append(_note("ConfigValid", "UnknownOperation",
+                           f"annotation {OPERATION} has unknown value {str(operation)[:64]!r}; "
+                           "expected 'reconcile' or 'ignore'; ignored", generation))
+    policy, source, unknown = default_policy, "operator default", []
+    for where, values in (("object", annotations), ("namespace", namespace_annotations)):
+        value = values.get(RECONCILE_POLICY)
+        if value is None:
+            continue
+        try:
+            policy, source = ReconcilePolicy(value), f"{where} annotation"
+            break
+        except ValueError:
+            unknown.append((where, str(value)[:64]))
+    for where, value in unknown:
+        notes.append(_note("ConfigValid", "UnknownReconcilePolicy",
+                           f"{where} annotation {RECONCILE_POLICY} has unknown value {value!r}; "
+                           f"using {policy.value!r} from the {source}", generation))
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    raw = spec.get("deletionPolicy", "Delete")
+    try:
+        deletion_policy = DeletionPolicy(raw)
+    except (ValueError, TypeError):
+        deletion_policy = DeletionPolicy.DELETE
+        notes.append(_note("ConfigValid", "UnknownDeletionPolicy",
+                           f"spec.deletionPolicy {str(raw)[:64]!r} is not Delete or Orphan; "
+                           "using Delete", generation))
+    deleting = bool(meta.get("deletionTimestamp"))
+    forced = operation == "reconcile"
+    common = {"forced": forced, "deleting": deleting, "policy": policy, "notes": tuple(notes),
+              "repaired": repaired}
+    if deleting and FINALIZER not in (meta.get("finalizers") or []):
+        return Gate(state, stop="NotClaimed", **common)
+    if str(annotations.get(PAUSED, "")).lower() == "true":
+        return Gate(state, paused=True, **common)
+    orphan = deleting and (
+        not policy.allows_delete or deletion_policy is DeletionPolicy.ORPHAN)
+    failure = status.get("failure") if isinstance(status.get("failure"), Mapping) else {}
+    if (
+        state == "failed"
+        and failure.get("severity") == Severity.TERMINAL.value
+        and failure.get("generation") == generation
+        and not forced
+        and not deleting
+    ):
+        return Gate(state, stop="TerminalError", **common)
+    return Gate(state, orphan=orphan, **common)
+
+
+def _note(type_: str, reason: str, message: str, generation: int) -> Condition:
+    return Condition(type_, ConditionStatus.FALSE, reason, message, generation)
 
 
 @attrs.frozen

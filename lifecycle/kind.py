@@ -27,6 +27,9 @@ EXTERNAL_NAME = "lifecycle.dev/external-name"
 #: The intent journal entry (JSON), written before every mutating external call.
 INTENT = "lifecycle.dev/intent"
 
+#: Annotation on a connection Secret naming the uid of the resource it belongs to.
+OWNER_UID = "lifecycle.dev/owner-uid"
+
 PROVIDER_CONFIG_API = f"{GROUP}/v1alpha1"
 PROVIDER_CONFIG_KIND = "ProviderConfig"
 

@@ -23,7 +23,15 @@ from typing import Any
 
 import attrs
 
-from lifecycle.apiserver import ApiError, Conflict, NotFound, TooManyRequests
+from lifecycle.apiserver import (
+    AlreadyExists,
+    ApiError,
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotFound,
+    TooManyRequests,
+)
 from lifecycle.client import (
     Connector,
     ExternalClient,
@@ -34,17 +42,16 @@ from lifecycle.client import (
 from lifecycle.cluster import Cluster
 from lifecycle.decide import (
     Choice,
-    DeletionPolicy,
     Facts,
     ReconcilePolicy,
     choose_event,
+    gate,
     requeue,
 )
 from lifecycle.errors import (
     CredentialsError,
     ExternalError,
     HandledError,
-    Severity,
     TerminalError,
     UnhandledError,
 )
@@ -53,15 +60,13 @@ from lifecycle.kind import (
     FINALIZER,
     INTENT,
     OPERATION,
-    OWNER,
+    OWNER_UID,
     PAUSED,
     PROVIDER_CONFIG_API,
     PROVIDER_CONFIG_KIND,
-    RECONCILE_POLICY,
     Kind,
 )
 from lifecycle.machine import TransitionSpec
-from lifecycle.plan import restore
 from lifecycle.status import paused, settle
 from lifecycle.values import (
     Condition,
@@ -76,6 +81,10 @@ from lifecycle.values import (
 log = logging.getLogger("lifecycle.reconciler")
 
 CONFLICT_RETRIES = 5
+
+
+class ObjectGone(Exception):
+    """The reconciled object disappeared during the pass: nothing more to do."""
 T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
 
 
@@ -189,7 +198,7 @@ class Reconciler:
         """Run one reconcile of ``namespace/name`` and return the requeue result."""
         try:
             return self._reconcile(namespace, name)
-        except NotFound:
+        except ObjectGone:
             return Result.done("NotFound")
         except TooManyRequests as exc:
             # The API server asked us to slow down: back off, honouring its Retry-After.
@@ -200,47 +209,33 @@ class Reconciler:
     def _reconcile(self, namespace: str | None, name: str) -> Result:
         kind = self.kind
         # 1. Get the object.
-        obj = self.api.get(kind.api_version, kind.kind, namespace, name)
-        meta = obj["metadata"]
-        annotations = meta.get("annotations") or {}
-        # 2. Operation annotation.
-        operation = annotations.get(OPERATION)
-        if operation == "ignore":
-            return Result.done("Ignored")
-        notes: list[Condition] = []
-        run = Pass(obj=obj, state=self._stored_state(obj, notes), generation=_generation(obj),
-                   notes=notes)
-        if operation == "reconcile":
-            run.forced = True
+        try:
+            obj = self.api.get(kind.api_version, kind.kind, namespace, name)
+        except NotFound:
+            return Result.done("NotFound")
+        # 2-4. Operation annotation, ownership, policies: decided before any write.
+        g = gate(kind.machine, obj, self._namespace_annotations(namespace),
+                 operator_id=self.operator_id, default_policy=self.default_policy)
+        if g.stop == "NotOwned":
+            self._event(obj, "Warning", "NotOwned", g.stop_message)
+        if g.stop is not None:
+            return Result.done(g.stop)
+        if g.repaired is not None:
+            self._event(obj, "Warning", "StateRepaired", g.notes[0].message)
+        run = Pass(obj=obj, state=g.state, generation=_generation(obj), forced=g.forced,
+                   notes=list(g.notes))
+        if g.forced:
             self._mutate(run, lambda m: m.get("annotations", {}).pop(OPERATION, None))
-        elif operation is not None:
-            run.notes.append(_config_note(
-                "UnknownOperation",
-                f"annotation {OPERATION} has unknown value {str(operation)[:64]!r}; "
-                "expected 'reconcile' or 'ignore'; ignored",
-                run.generation,
-            ))
-        # 3. Ownership and reconcile policy.
-        ns_annotations = self._namespace_annotations(namespace)
-        owner = ns_annotations.get(OWNER)
-        if owner is not None and owner != self.operator_id:
-            self._event(obj, "Warning", "NotOwned",
-                        f"namespace {namespace} is owned by operator {owner!r}; skipped")
-            return Result.done("NotOwned")
-        policy = self._policy(annotations, ns_annotations, run)
-        deletion_policy = self._deletion_policy(run)
-        deleting = bool(meta.get("deletionTimestamp"))
-        claimed = FINALIZER in (meta.get("finalizers") or [])
-        if deleting and not claimed:
-            return Result.done("NotClaimed")
-        if str(annotations.get(PAUSED, "")).lower() == "true":
+        if g.paused:
             return self._paused(run)
-        # 4. Deletion that must not touch the external resource.
-        if deleting and (not policy.allows_delete or deletion_policy is DeletionPolicy.ORPHAN):
+        if g.orphan:
             facts = Facts(run.state, deleting=True, policy=ReconcilePolicy.DETACH_ON_DELETE)
             return self._finish(run, facts, choose_event(facts), observation=None)
         # 5. Claim, committed before any external call.
-        if not claimed or not annotations.get(EXTERNAL_NAME):
+        annotations = run.obj["metadata"].get("annotations") or {}
+        if FINALIZER not in (run.obj["metadata"].get("finalizers") or []) or not annotations.get(
+            EXTERNAL_NAME
+        ):
             external = kind.external_name(run.obj)
 
             def claim(m: dict[str, Any]) -> None:
@@ -249,18 +244,8 @@ class Reconciler:
                 m.setdefault("annotations", {}).setdefault(EXTERNAL_NAME, external)
 
             self._mutate(run, claim)
-        # A terminal failure waits for a new generation (or a forced pass).
-        failure = _mapping(_mapping(run.obj.get("status")).get("failure"))
-        if (
-            run.state == "failed"
-            and failure.get("severity") == Severity.TERMINAL.value
-            and failure.get("generation") == run.generation
-            and not run.forced
-            and not deleting
-        ):
-            return Result.done("TerminalError")
         # 6-7. Connect and observe.
-        facts, effects = self._observe(run, policy, deleting)
+        facts, effects = self._observe(run, g.policy, g.deleting)
         return self._fire(run, facts, effects)
 
     # --------------------------------------------------------------- observing
@@ -438,6 +423,8 @@ class Reconciler:
             try:
                 run.obj = self.api.replace_status(body)
                 return
+            except NotFound:
+                raise ObjectGone from None
             except Conflict:
                 run.obj = self._refetch(run)
         raise UnhandledError("status write kept conflicting")
@@ -454,6 +441,8 @@ class Reconciler:
             try:
                 run.obj = self.api.replace(body)
                 return
+            except NotFound:
+                raise ObjectGone from None
             except Conflict:
                 run.obj = self._refetch(run)
         raise UnhandledError("object write kept conflicting")
@@ -463,30 +452,51 @@ class Reconciler:
         self._mutate(run, lambda m: m.setdefault("annotations", {}).__setitem__(key, value))
 
     def _late_init(self, run: Pass, fields: Mapping[str, Any]) -> None:
-        spec = run.obj.get("spec")
-        if not isinstance(spec, Mapping):
-            return
-        params = spec.get("forProvider") or {}
-        missing = {k: v for k, v in fields.items() if params.get(k) is None and v is not None}
-        if not missing:
-            return
+        """Write provider defaults into unset spec parameters (SPEC 2.8), never over a value.
+
+        The fields still missing are recomputed from every fresh read, so a
+        value the user set meanwhile wins; the pass is dirty only if the write
+        really changed the spec (a schema that prunes the field is reported,
+        not retried in a loop).
+        """
         for _ in range(CONFLICT_RETRIES):
+            spec = run.obj.get("spec")
+            params = spec.get("forProvider") if isinstance(spec, Mapping) else None
+            if not isinstance(params, Mapping):
+                return
+            missing = {k: v for k, v in fields.items() if params.get(k) is None and v is not None}
+            if not missing:
+                return
             body = dict(run.obj)
-            body["spec"] = {**run.obj["spec"],
-                            "forProvider": {**(run.obj["spec"].get("forProvider") or {}),
-                                            **missing}}
+            body["spec"] = {**spec, "forProvider": {**params, **missing}}
+            before = run.obj["metadata"].get("generation")
             try:
                 run.obj = self.api.replace(body)
-                run.dirty = True
-                return
             except Conflict:
                 run.obj = self._refetch(run)
+                continue
+            except NotFound:
+                raise ObjectGone from None
+            written = (run.obj.get("spec") or {}).get("forProvider") or {}
+            if run.obj["metadata"].get("generation") != before and all(
+                written.get(k) is not None for k in missing
+            ):
+                run.dirty = True
+            else:
+                run.notes.append(_config_note(
+                    "LateInitNotPersisted",
+                    f"provider defaults for {', '.join(sorted(missing))} could not be written "
+                    "to spec.forProvider (pruned by the schema?)", run.generation))
+            return
         raise UnhandledError("late-init write kept conflicting")
 
     def _refetch(self, run: Pass) -> dict[str, Any]:
         meta = run.obj["metadata"]
-        return self.api.get(self.kind.api_version, self.kind.kind, meta.get("namespace"),
-                            meta["name"])
+        try:
+            return self.api.get(self.kind.api_version, self.kind.kind, meta.get("namespace"),
+                                meta["name"])
+        except NotFound:
+            raise ObjectGone from None
 
     # -------------------------------------------------------- secrets, config
     def _secret_ref(self, run: Pass) -> tuple[str, str]:
@@ -511,7 +521,15 @@ class Reconciler:
         if fresh or key not in run.secrets:
             run.secrets[key] = self._read_secret(namespace, name)
         secret = run.secrets[key]
-        return dict(secret) if secret is not None else None
+        if secret is None:
+            return None
+        owner = _secret_owner(secret)
+        if owner is not None and owner != run.obj["metadata"]["uid"]:
+            raise TerminalError(
+                f"connection Secret {namespace}/{name} belongs to another resource; "
+                "choose another spec.writeConnectionSecretToRef",
+                reason="ConnectionSecretNotOwned")
+        return dict(secret)
 
     def _stored_password(self, run: Pass) -> str | None:
         secret = self._connection_secret(run, *self._secret_ref(run))
@@ -538,7 +556,6 @@ class Reconciler:
     def _publish(self, run: Pass, details: Mapping[str, str]) -> None:
         """Merge ``details`` into the connection Secret; write only when it changed."""
         namespace, name = self._secret_ref(run)
-        meta = run.obj["metadata"]
         for attempt in range(CONFLICT_RETRIES):
             secret = self._connection_secret(run, namespace, name, fresh=attempt > 0)
             current = _decode(secret) if secret else {}
@@ -546,40 +563,59 @@ class Reconciler:
             if secret is not None and wanted == current and not run.forced:
                 return
             data = {k: base64.b64encode(v.encode()).decode() for k, v in wanted.items()}
-            owner = {"apiVersion": self.kind.api_version, "kind": self.kind.kind,
-                     "name": meta["name"], "uid": meta["uid"], "controller": True,
-                     "blockOwnerDeletion": True}
             try:
                 if secret is None:
                     run.secrets[(namespace, name)] = self.api.create({
                         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                         "metadata": {"name": name, "namespace": namespace,
-                                     "ownerReferences": [owner]},
+                                     **self._secret_ownership(run, namespace)},
                         "data": data,
                     })
                 else:
                     secret["data"] = data
+                    secret["metadata"] = {**secret["metadata"],
+                                          **self._secret_ownership(run, namespace)}
                     run.secrets[(namespace, name)] = self.api.replace(secret)
                 return
-            except (Conflict, _already_exists()):
+            except (Conflict, AlreadyExists):
                 continue
+            except Invalid as exc:
+                raise TerminalError(f"connection Secret {namespace}/{name} is invalid: {exc}",
+                                    reason="ConnectionSecretInvalid") from None
+            except (NotFound, Forbidden) as exc:
+                raise HandledError(f"connection Secret {namespace}/{name} cannot be written: "
+                                   f"{exc}", reason="ConnectionSecretUnavailable") from None
         raise UnhandledError("connection Secret write kept conflicting")
 
+    def _secret_ownership(self, run: Pass, namespace: str) -> dict[str, Any]:
+        """Owner annotation always; a controller ownerReference only in the owner's namespace.
+
+        Kubernetes garbage-collects a dependent whose namespaced owner is in
+        another namespace, so a cross-namespace Secret carries only the annotation.
+        """
+        meta = run.obj["metadata"]
+        annotations = {OWNER_UID: meta["uid"]}
+        if self.kind.namespaced and namespace != meta.get("namespace"):
+            return {"annotations": annotations}
+        owner = {"apiVersion": self.kind.api_version, "kind": self.kind.kind,
+                 "name": meta["name"], "uid": meta["uid"], "controller": True,
+                 "blockOwnerDeletion": True}
+        return {"annotations": annotations, "ownerReferences": [owner]}
+
     def _provider_config(self, obj: Mapping[str, Any]) -> ProviderConfig:
-        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-        ref = spec.get("providerConfigRef") or {}
-        name = ref.get("name", "default") if isinstance(ref, Mapping) else "default"
+        ref = _mapping(_mapping(obj.get("spec")).get("providerConfigRef"))
+        name = ref.get("name") or "default"
         try:
             config = self.api.get(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None, str(name))
         except NotFound:
             raise CredentialsError(f"provider config {name!r} not found",
                                    reason="ProviderConfigMissing") from None
-        cspec = config.get("spec") or {}
-        sref = (cspec.get("credentials") or {}).get("secretRef") or {}
-        if not sref.get("name"):
+        cspec = _mapping(config.get("spec"))
+        sref = _mapping(_mapping(cspec.get("credentials")).get("secretRef"))
+        if not isinstance(sref.get("name"), str) or not sref["name"]:
             raise CredentialsError(f"provider config {name!r} has no credentials.secretRef",
                                    reason="CredentialsMissing")
-        sns = sref.get("namespace") or "default"
+        sns = str(sref.get("namespace") or "default")
         secret = self._read_secret(sns, sref["name"])
         if secret is None:
             raise CredentialsError(
@@ -597,52 +633,6 @@ class Reconciler:
             return {}
         return ns["metadata"].get("annotations") or {}
 
-    def _policy(self, annotations: Mapping[str, str], ns_annotations: Mapping[str, str],
-                run: Pass) -> ReconcilePolicy:
-        for where, source in (("object", annotations), ("namespace", ns_annotations)):
-            value = source.get(RECONCILE_POLICY)
-            if value is None:
-                continue
-            try:
-                return ReconcilePolicy(value)
-            except ValueError:
-                run.notes.append(_config_note(
-                    "UnknownReconcilePolicy",
-                    f"{where} annotation {RECONCILE_POLICY} has unknown value "
-                    f"{str(value)[:64]!r}; using the operator default "
-                    f"{self.default_policy.value!r}",
-                    run.generation,
-                ))
-                return self.default_policy
-        return self.default_policy
-
-    def _deletion_policy(self, run: Pass) -> DeletionPolicy:
-        spec = run.obj.get("spec") if isinstance(run.obj.get("spec"), Mapping) else {}
-        value = spec.get("deletionPolicy", "Delete")
-        try:
-            return DeletionPolicy(value)
-        except ValueError:
-            run.notes.append(_config_note(
-                "UnknownDeletionPolicy",
-                f"spec.deletionPolicy {str(value)[:64]!r} is not Delete or Orphan; using Delete",
-                run.generation,
-            ))
-            return DeletionPolicy.DELETE
-
-    def _stored_state(self, obj: Mapping[str, Any], notes: list[Condition]) -> str:
-        status = obj.get("status")
-        state = status.get("state") if isinstance(status, Mapping) else None
-        restored = restore(self.kind.machine, status)
-        if state is not None and restored != state:
-            # Transitions are chosen from fresh observations, so restarting from
-            # the initial state is always safe; say so instead of crashing.
-            message = (f"stored state {str(state)[:64]!r} is not a state of "
-                       f"{self.table.name}; restarted from {restored}")
-            self._event(obj, "Warning", "StateRepaired", message)
-            notes.append(Condition("StatusValid", F, "StateRepaired", message,
-                                   _generation(obj)))
-        return restored
-
     def _event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         try:
             self.api.record_event(obj, type_, reason, message)
@@ -654,6 +644,18 @@ class Reconciler:
 
 def _config_note(reason: str, message: str, generation: int) -> Condition:
     return Condition("ConfigValid", F, reason, message, generation)
+
+
+def _secret_owner(secret: Mapping[str, Any]) -> str | None:
+    """The uid of the resource a connection Secret belongs to, if any."""
+    meta = _mapping(secret.get("metadata"))
+    owner = _mapping(meta.get("annotations")).get(OWNER_UID)
+    if isinstance(owner, str):
+        return owner
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
 
 
 def _remove_finalizer(meta: dict[str, Any]) -> None:
@@ -697,9 +699,3 @@ def _int(value: Any) -> int:
 
 def _operation_of(state: str) -> str | None:
     return {"creating": "create", "updating": "update", "deleting": "delete"}.get(state)
-
-
-def _already_exists() -> type[ApiError]:
-    from lifecycle.apiserver import AlreadyExists
-
-    return AlreadyExists

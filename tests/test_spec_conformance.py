@@ -95,8 +95,6 @@ class Wrapped:
 
 
 # ------------------------------------------------------------- SPEC 2.3
-@pytest.mark.xfail(strict=True, reason="SPEC 2.3: the reconcile annotation is removed from an "
-                   "object in a namespace owned by another operator before ownership is checked")
 def test_spec_2_3_object_in_foreign_namespace_is_never_touched_even_when_forced() -> None:
     env, cloud = make()
     env.namespace("team-a", {OWNER: "other-operator"})
@@ -110,9 +108,6 @@ def test_spec_2_3_object_in_foreign_namespace_is_never_touched_even_when_forced(
     assert cloud.calls == []
 
 
-@pytest.mark.xfail(strict=True, reason="SPEC 2.3 (surprise): a typo in the object's policy "
-                   "annotation jumps to the operator default 'manage', overriding the namespace's "
-                   "'skip', so the operator creates and modifies where the namespace forbids it")
 def test_spec_2_3_unknown_object_policy_falls_back_past_a_namespace_skip() -> None:
     env, cloud = make()
     env.namespace("team", {RECONCILE_POLICY: "skip"})
@@ -168,8 +163,6 @@ def test_spec_2_8_skip_policy_does_not_late_initialise_the_spec() -> None:
 
 
 # ------------------------------------------------------------- SPEC 2.10
-@pytest.mark.xfail(strict=True, reason="SPEC 2.10: a 409 on the late-init spec write is retried "
-                   "with fields computed from the stale read, overwriting the user's new value")
 def test_spec_2_10_late_init_conflict_never_loses_the_users_write() -> None:
     env, _ = make(create_polls=0)
     env.apply(database_manifest("db"))
@@ -193,9 +186,6 @@ def test_spec_2_10_late_init_conflict_never_loses_the_users_write() -> None:
 
 
 # ------------------------------------------------------------- SPEC 3
-@pytest.mark.xfail(strict=True, reason="SPEC 3: late-init marks the pass dirty without checking "
-                   "the write changed anything; a field the API server prunes (CRD schema) or a "
-                   "webhook reverts makes every pass requeue now: a hot loop")
 def test_spec_3_late_init_that_does_not_persist_is_not_a_hot_loop() -> None:
     env, _ = make(create_polls=0)
     real_replace = env.api.replace
@@ -212,9 +202,6 @@ def test_spec_3_late_init_that_does_not_persist_is_not_a_hot_loop() -> None:
     assert [r.kind for r in results].count(ResultKind.REQUEUE_NOW) <= 1
 
 
-@pytest.mark.xfail(strict=True, reason="SPEC 3 / 4: a connection Secret namespace that does not "
-                   "exist raises NotFound, which reconcile() mistakes for 'object not found': "
-                   "done, no condition, never retried")
 def test_spec_3_missing_connection_secret_namespace_is_a_handled_error() -> None:
     env, cloud = make()
     manifest = database_manifest("db")
@@ -228,8 +215,6 @@ def test_spec_3_missing_connection_secret_namespace_is_a_handled_error() -> None
     assert cloud.count("create") == 0
 
 
-@pytest.mark.xfail(strict=True, reason="SPEC 4: an invalid connection Secret name in the spec "
-                   "(a user mistake) surfaces as UnhandledError with no condition, retried forever")
 def test_spec_4_invalid_connection_secret_name_is_a_handled_error() -> None:
     env, _ = make()
     manifest = database_manifest("db")
@@ -257,8 +242,6 @@ def test_spec_3_terminal_error_while_deleting_is_retried() -> None:
 
 
 # ------------------------------------------------------------- SPEC 2.6 / 2.7: escapes
-@pytest.mark.xfail(strict=True, reason="SPEC 2.6: a malformed ProviderConfig (secretRef given as "
-                   "a string) raises AttributeError out of reconcile() instead of a handled error")
 def test_spec_2_6_malformed_provider_config_is_a_handled_error() -> None:
     env, cloud = make()
     config = env.api.get(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None, "default")
@@ -345,8 +328,6 @@ def test_spec_4_condition_reasons_are_always_camel_case() -> None:
 
 
 # ------------------------------------------------------------- SPEC 5
-@pytest.mark.xfail(strict=True, reason="SPEC 5 / seed 003 owner checks: a connection Secret "
-                   "owned by another resource is read (its password reused) and overwritten")
 def test_spec_5_connection_secret_of_another_resource_is_not_taken_over() -> None:
     env, cloud = make()
     ready(env, "first")
@@ -360,9 +341,6 @@ def test_spec_5_connection_secret_of_another_resource_is_not_taken_over() -> Non
     assert second not in cloud.instances() or cloud.password_of(second) != theirs["password"]
 
 
-@pytest.mark.xfail(strict=True, reason="SPEC 5: a connection Secret in another namespace gets a "
-                   "controller ownerReference to a namespaced owner elsewhere, which Kubernetes "
-                   "garbage collection treats as absent: the Secret (and password) is deleted")
 def test_spec_5_no_cross_namespace_owner_reference_on_connection_secret() -> None:
     env, _ = make()
     env.namespace("apps")
