@@ -127,12 +127,16 @@ class Effects:
         self.connection: dict[str, str] = {}
 
     def create(self) -> None:
-        """Journal, then create (the password, if any, was persisted before connect)."""
-        self.operation = "create"
-        self._journalled("create", self._create)
+        """Journal, then create (the password, if any, was persisted before connect).
 
-    def _create(self, resource: ManagedResource) -> None:
-        self.connection.update(self.client.create(resource).connection)
+        A provider that assigns the resource's identity returns it in
+        ``Creation.external_name``; it is committed with the journal's outcome.
+        """
+        self.operation = "create"
+        creation = self._journalled("create", self.client.create)
+        self.connection.update(creation.connection)
+        if creation.external_name and creation.external_name != self.resource.external_name:
+            self.reconciler.set_annotation(self.run, EXTERNAL_NAME, creation.external_name)
 
     def update(self) -> None:
         """Journal, then update the external resource."""
@@ -144,23 +148,44 @@ class Effects:
         self.operation = "delete"
         self._journalled("delete", self.client.delete)
 
-    def _journalled(self, operation: str, call: Callable[[ManagedResource], Any]) -> None:
+    def _journalled(self, operation: str, call: Callable[[ManagedResource], Any]) -> Any:
         r = self.reconciler
-        meta = self.run.obj["metadata"]
-        key = f"{meta['uid']}/{operation}"
-        if operation == "update":
-            key = f"{key}/{self.run.generation}"
-        intent = Intent(operation, key, self.run.generation, rfc3339(r.clock()))
+        intent = self._intent(operation)
         r.set_annotation(self.run, INTENT, json.dumps(intent.to_dict(), sort_keys=True))
-        resource = attrs.evolve(self.resource, idempotency_key=key)
+        resource = attrs.evolve(self.resource, idempotency_key=intent.key)
         try:
-            r.guarded_call(lambda: call(resource))
+            result = r.guarded_call(lambda: call(resource))
         except HandledError:
             done = attrs.evolve(intent, outcome="failed")
             r.set_annotation(self.run, INTENT, json.dumps(done.to_dict(), sort_keys=True))
             raise
         done = attrs.evolve(intent, outcome="succeeded")
         r.set_annotation(self.run, INTENT, json.dumps(done.to_dict(), sort_keys=True))
+        return result
+
+    def _intent(self, operation: str) -> Intent:
+        """The journal entry for this call: a pending entry for the same operation and
+        generation is resumed with its key (a crash interrupted it); otherwise a new
+        key is minted, so a new intent is never mistaken for an old one by a
+        provider that remembers client tokens."""
+        meta = self.run.obj["metadata"]
+        raw = (meta.get("annotations") or {}).get(INTENT)
+        previous = None
+        if isinstance(raw, str):
+            try:
+                previous = Intent.from_dict(json.loads(raw))
+            except (ValueError, TypeError, AttributeError):
+                previous = None
+        if (previous is not None and previous.outcome == "pending"
+                and previous.operation == operation
+                and previous.generation == self.run.generation):
+            return previous
+        sequence = 1
+        if previous is not None:
+            tail = previous.key.rsplit("/", 1)[-1]
+            sequence = int(tail) + 1 if tail.isdigit() else 1
+        key = f"{meta['uid']}/{operation}/{self.run.generation}/{sequence}"
+        return Intent(operation, key, self.run.generation, rfc3339(self.reconciler.clock()))
 
 
 class Reconciler:

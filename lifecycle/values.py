@@ -159,9 +159,11 @@ class Observation:
 
 @attrs.frozen
 class Creation:
-    """What ``create`` returned: connection details known only at creation."""
+    """What ``create`` returned: connection details known only at creation, and the
+    identity a provider assigned (``external_name``) when it is not the requested name."""
 
     connection: Mapping[str, str] = attrs.field(factory=dict)
+    external_name: str | None = None
 
 
 @attrs.frozen

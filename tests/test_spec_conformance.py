@@ -365,9 +365,6 @@ def test_spec_5_changing_the_external_name_after_claim_leaks_nothing() -> None:
     assert list(cloud.instances()) == [first]
 
 
-@pytest.mark.xfail(strict=True, reason="SPEC 2.5: create cannot report a provider-assigned "
-                   "resource ID (Creation has only connection), so an ID-keyed provider is "
-                   "created again on every pass")
 def test_spec_2_5_create_can_record_a_provider_assigned_id() -> None:
     instances: dict[str, dict[str, Any]] = {}
 
@@ -401,9 +398,6 @@ def test_spec_2_5_create_can_record_a_provider_assigned_id() -> None:
 
 
 # ------------------------------------------------------------- SPEC 7: intent journal
-@pytest.mark.xfail(strict=True, reason="SPEC 7: the idempotency key names the object, not the "
-                   "intent: re-creating a vanished resource reuses 'uid/create', which a provider "
-                   "honouring client tokens answers with the old, deleted resource")
 def test_spec_7_a_new_create_intent_gets_a_new_idempotency_key() -> None:
     cloud = SimCloud(seed=1)
     connector = Wrapped(cloud)
@@ -418,8 +412,6 @@ def test_spec_7_a_new_create_intent_gets_a_new_idempotency_key() -> None:
     assert keys[0] != keys[1]
 
 
-@pytest.mark.xfail(strict=True, reason="SPEC 7: repairing drift twice at one generation reuses "
-                   "'uid/update/<generation>', so a token-honouring provider ignores the repair")
 def test_spec_7_a_new_update_intent_gets_a_new_idempotency_key() -> None:
     cloud = SimCloud(seed=1)
     connector = Wrapped(cloud)
