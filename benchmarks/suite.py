@@ -31,7 +31,7 @@ class Config:
     hot_path_rounds: int = 9
     hot_path_budget: float = 0.3
     sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
-    size_rounds: tuple[int, ...] = (5, 3, 1)
+    size_rounds: tuple[int, ...] = (9, 3, 1)
     workers: tuple[int, ...] = (1, 4, 16, 64)
     latency: float = 0.050
     latency_duration: float = 5.0

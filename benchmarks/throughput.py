@@ -71,7 +71,7 @@ def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run(sizes: Sequence[int] = (1_000, 10_000, 100_000),
-        rounds: Sequence[int] = (5, 3, 1)) -> dict[str, Any]:
+        rounds: Sequence[int] = (9, 3, 1)) -> dict[str, Any]:
     """Every size for its number of rounds; the headline rate and the flatness ratio."""
     if len(sizes) != len(rounds) or not sizes:
         raise ValueError("sizes and rounds must be non-empty and of equal length")

@@ -8,6 +8,7 @@ list doubles as a short history. Types are never removed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -15,6 +16,25 @@ from lifecycle.values import Condition, ConditionStatus
 
 READY = "Ready"
 SYNCED = "Synced"
+
+
+_WORDS = re.compile(r"[A-Za-z0-9]+")
+
+
+def camel_reason(reason: str, default: str = "ReconcileError") -> str:
+    """``reason`` as a valid CamelCase condition reason (an API server rejects others).
+
+    ``"quota exceeded"`` becomes ``"QuotaExceeded"``; a reason with no letter
+    to start it becomes ``default``.
+    """
+    if _VALID_REASON.fullmatch(reason):
+        return reason
+    text = "".join(w[:1].upper() + w[1:] for w in _WORDS.findall(reason))
+    text = text.lstrip("0123456789")
+    return text[:1024] if text else default
+
+
+_VALID_REASON = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
 
 
 def merge(
@@ -38,7 +58,8 @@ def merge(
             stamp = old["lastTransitionTime"]
         else:
             stamp = when
-        by_type[cond.type] = cond.to_dict() | {"lastTransitionTime": stamp}
+        by_type[cond.type] = cond.to_dict() | {"lastTransitionTime": stamp,
+                                               "reason": camel_reason(cond.reason)}
     return list(by_type.values())
 
 
@@ -79,7 +100,7 @@ def phase(conditions: Sequence[Mapping[str, Any]], deleting: bool) -> str:
 
 
 #: Condition types that record activity history rather than health.
-ACTIVITY_TYPES = frozenset({"Creating", "Updating", "Deleting", "Failed", "Stuck"})
+ACTIVITY_TYPES = frozenset({"Creating", "Updating", "Deleting", "Failed", "Stuck", "Informational"})
 
 
 def initial(generation: int) -> list[Condition]:

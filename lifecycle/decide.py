@@ -93,8 +93,7 @@ def gate(
     generation = generation if isinstance(generation, int) else 1
     notes: list[Condition] = []
     stored = status.get("state")
-    state = stored if isinstance(stored, str) and stored in table.states and not (
-        table.states[stored].final) else table.initial
+    state = restore(machine, status)
     repaired = None
     if stored is not None and state != stored:
         repaired = str(stored)[:64]
@@ -158,6 +157,15 @@ def gate(
     return Gate(state, orphan=orphan, **common)
 
 
+def restore(machine: type[LifecycleMachine], status: Any) -> str:
+    """The stored state, or the initial state when it is missing, unknown, final or corrupt."""
+    table = machine.table()
+    state = status.get("state") if isinstance(status, Mapping) else None
+    if isinstance(state, str) and state in table.states and not table.states[state].final:
+        return state
+    return table.initial
+
+
 def _note(type_: str, reason: str, message: str, generation: int) -> Condition:
     return Condition(type_, ConditionStatus.FALSE, reason, message, generation)
 
@@ -219,6 +227,10 @@ def choose_event(facts: Facts) -> Choice:
         return Choice("fail", "ProviderFailed", obs.message or "provider reports failure")
     if obs.status is ProviderStatus.PENDING:
         return Choice("wait", "ProviderPending", obs.message or "provider operation pending")
+    if facts.forced and obs.up_to_date and facts.policy.allows_modify:
+        # The reconcile annotation forces the "already up to date" shortcut to run.
+        return Choice("update", "ReconcileRequested",
+                      "the reconcile annotation asked for a full update")
     if not obs.up_to_date and facts.policy.allows_modify:
         return Choice("update", "UpdateRequested", "external resource differs from spec")
     if not obs.up_to_date:
@@ -245,6 +257,7 @@ def requeue(
     error: HandledError | None = None,
     dirty: bool = False,
     waiting: bool = False,
+    deleting: bool = False,
 ) -> Result:
     """The requeue matrix (SPEC section 3) for the outcome of one reconcile.
 
@@ -258,9 +271,11 @@ def requeue(
     if dirty:
         return Result.now("ObjectChanged")
     if error is not None:
-        if error.severity is Severity.TERMINAL:
+        if error.severity is Severity.TERMINAL and not deleting:
+            # No retry until the spec changes; but a deletion cannot wait for
+            # a spec change (it is ignored while deleting), so it backs off.
             return Result.done("TerminalError")
-        if error.severity is Severity.RETRYABLE:
+        if error.severity is not Severity.INFORMATIONAL:
             retry_after = error.retry_after if isinstance(error, Throttled) else 0.0
             return Result.backoff(error.reason, at_least=retry_after)
     if waiting or state in timing.wait:

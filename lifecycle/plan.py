@@ -1,10 +1,11 @@
 """The whole pure path of one reconcile, without I/O: a dry-run plan.
 
 Given a stored object and what observe returned (or the error it raised),
-:func:`plan` restores the state, chooses the event, picks the transition,
-computes the new status and the requeue result, exactly as the reconciler
-would if every action succeeded. It is the "plan" of SPEC section 7 and the
-hot path measured by the benchmarks.
+:func:`plan` applies the same gate as the reconciler (operation annotation,
+namespace ownership, pause, policies, terminal failures), chooses the event,
+picks the transition, computes the new status and the requeue result, exactly
+as the reconciler would if every action succeeded. It is the "plan" of SPEC
+section 7 and the hot path measured by the benchmarks.
 """
 
 from __future__ import annotations
@@ -15,11 +16,21 @@ from typing import Any
 
 import attrs
 
-from lifecycle.decide import Choice, Facts, ReconcilePolicy, choose_event, requeue
+from lifecycle.decide import (
+    Choice,
+    Facts,
+    ReconcilePolicy,
+    choose_event,
+    gate,
+    requeue,
+    restore,
+)
 from lifecycle.errors import HandledError
 from lifecycle.machine import LifecycleMachine, TransitionSpec
-from lifecycle.status import Settled, settle
+from lifecycle.status import Settled, paused, settle
 from lifecycle.values import Observation, Result
+
+__all__ = ["Plan", "plan", "restore"]
 
 
 @attrs.frozen
@@ -38,55 +49,64 @@ class Plan:
         return self.transition.target if self.transition else self.source
 
 
-def restore(machine: type[LifecycleMachine], status: Any) -> str:
-    """The stored state, or the initial state when it is missing, unknown or corrupt."""
-    table = machine.table()
-    state = status.get("state") if isinstance(status, Mapping) else None
-    if isinstance(state, str) and state in table.states and not table.states[state].final:
-        return state
-    return table.initial
-
-
 def plan(
     machine: type[LifecycleMachine],
     obj: Mapping[str, Any],
     *,
     observation: Observation | None = None,
     error: HandledError | None = None,
+    namespace_annotations: Mapping[str, str] | None = None,
+    operator_id: str | None = None,
     policy: ReconcilePolicy = ReconcilePolicy.MANAGE,
     now: datetime,
 ) -> Plan:
-    """Plan one reconcile of ``obj`` given an observation (or the error observe raised)."""
+    """Plan one reconcile of ``obj`` given an observation (or the error observe raised).
+
+    ``policy`` is the operator default; annotations on the object and
+    ``namespace_annotations`` override it as they do in the reconciler.
+    """
     table = machine.table()
     meta = obj.get("metadata") or {}
     status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
-    source = restore(machine, status)
-    failure = status.get("failure") if isinstance(status.get("failure"), Mapping) else {}
+    g = gate(machine, obj, namespace_annotations or {}, operator_id=operator_id,
+             default_policy=policy)
     generation = meta.get("generation", 1)
+    if g.stop is not None:
+        return Plan(g.state, Choice(None, g.stop, g.stop_message), None, Settled(dict(status)),
+                    Result.done(g.stop))
+    if g.paused:
+        held = paused(status, g.state, generation, "paused", now)
+        return Plan(g.state, Choice(None, "ReconcilePaused"), None, Settled(held),
+                    Result.done("Paused"))
+    failure = status.get("failure") if isinstance(status.get("failure"), Mapping) else {}
     facts = Facts(
-        state=source,
-        deleting=bool(meta.get("deletionTimestamp")),
-        policy=policy,
-        observation=observation,
-        error=error,
+        state=g.state,
+        deleting=g.deleting,
+        policy=ReconcilePolicy.DETACH_ON_DELETE if g.orphan else g.policy,
+        observation=None if g.orphan else observation,
+        error=None if g.orphan else error,
         failed_operation=failure.get("operation"),
         generation=generation,
         observed_generation=status.get("observedGeneration", 0),
+        forced=g.forced,
     )
     choice = choose_event(facts)
     transition = None
     if choice.event is not None:
         host = machine.guard_host()
-        transition = table.fire(source, choice.event, lambda g: getattr(host, g)(facts))
-    target = transition.target if transition else source
-    if choice.event == "fail" and error is None:
+        transition = table.fire(g.state, choice.event, lambda name: getattr(host, name)(facts))
+    target = transition.target if transition else g.state
+    if choice.event == "fail" and facts.error is None:
         error = HandledError(choice.message, reason=choice.reason)
+    elif facts.error is not None:
+        error = facts.error
     settled = settle(
-        machine=machine, old=status, source=source, target=target, generation=generation,
-        deleting=facts.deleting, policy=policy, choice=choice, transition=transition,
-        error=error, failed_operation=None, observation=observation, notes=(), now=now,
+        machine=machine, old=status, source=g.state, target=target, generation=generation,
+        deleting=g.deleting, policy=facts.policy, choice=choice, transition=transition,
+        error=error, failed_operation=None, observation=facts.observation, notes=g.notes,
+        now=now,
     )
     result = requeue(state=target, final=table.states[target].final, timing=machine.timing,
                      key=str(meta.get("uid", "")), error=error,
-                     waiting=choice.event == "wait")
-    return Plan(source, choice, transition, settled, result)
+                     waiting=choice.event == "wait", deleting=g.deleting)
+    return Plan(g.state, choice, transition, settled, result)

@@ -52,6 +52,7 @@ from lifecycle.errors import (
     CredentialsError,
     ExternalError,
     HandledError,
+    Severity,
     TerminalError,
     UnhandledError,
 )
@@ -103,6 +104,8 @@ class Pass:
     forced: bool = False
     notes: list[Condition] = attrs.Factory(list)
     dirty: bool = False
+    #: The external name the client was given in this pass.
+    external_name: str = ""
     #: Connection Secrets as last read or written in this pass, by (namespace, name).
     secrets: dict[tuple[str, str], dict[str, Any] | None] = attrs.Factory(dict)
 
@@ -137,6 +140,7 @@ class Effects:
         self.connection.update(creation.connection)
         if creation.external_name and creation.external_name != self.resource.external_name:
             self.reconciler.set_annotation(self.run, EXTERNAL_NAME, creation.external_name)
+            self.run.external_name = creation.external_name
 
     def update(self) -> None:
         """Journal, then update the external resource."""
@@ -290,19 +294,26 @@ class Reconciler:
         )
         client: ExternalClient | None = None
         try:
-            resource = self._resource(run, deleting)
+            resource = self._resource(run, deleting, policy)
             config = self._provider_config(run.obj)
             client = self.guarded_call(lambda: self.connector.connect(resource, config))
             observation = self.guarded_call(lambda: client.observe(resource))
-        except HandledError as exc:
+            if not isinstance(observation, Observation):
+                raise ExternalError(
+                    f"observe returned {type(observation).__name__}, not an Observation",
+                    reason="InvalidObservation")
+        except BaseException as exc:
             if client is not None:
                 close_client(client)
-            return attrs.evolve(base, error=exc), None
+            if isinstance(exc, HandledError):
+                return attrs.evolve(base, error=exc), None
+            raise
         effects = Effects(self, run, client, resource)
         return attrs.evolve(base, observation=observation), effects
 
-    def _resource(self, run: Pass, deleting: bool) -> ManagedResource:
+    def _resource(self, run: Pass, deleting: bool, policy: ReconcilePolicy) -> ManagedResource:
         meta = run.obj["metadata"]
+        run.external_name = self._claimed_name(run)
         try:
             parameters = self.kind.parse_parameters(run.obj.get("spec"))
         except TerminalError:
@@ -315,20 +326,21 @@ class Reconciler:
             name=meta["name"],
             uid=meta["uid"],
             generation=run.generation,
-            external_name=(meta.get("annotations") or {}).get(EXTERNAL_NAME, ""),
+            external_name=run.external_name,
             parameters=parameters,
-            password=self._password(run, deleting) if self.kind.password else None,
+            password=self._password(run, deleting or not policy.allows_modify)
+            if self.kind.password else None,
         )
 
     def guarded_call(self, call: Callable[[], Any]) -> Any:
-        """Run a provider call; anything but a HandledError or ApiError becomes ExternalError.
+        """Run provider or kind code; anything but a HandledError becomes an ExternalError.
 
         The message names only the exception class: a library's message may
         carry credentials.
         """
         try:
             return call()
-        except (HandledError, ApiError):
+        except HandledError:
             raise
         except Exception as exc:
             raise ExternalError(
@@ -359,35 +371,49 @@ class Reconciler:
         if error is not None:
             failed_operation = "connect" if isinstance(error, CredentialsError) else "observe"
         if choice.event is not None:
-            transition = table.fire(run.state, choice.event, self._guard(facts))
-            if transition is None:
+            try:
+                transition = self._fire_event(run.state, choice.event, facts)
+            except HandledError as exc:
+                error, failed_operation = exc, "guard"
+            if transition is None and error is None:
                 error = HandledError(
                     f"event {choice.event!r} is not allowed in state {run.state!r} "
                     f"of {table.name}",
                     reason="EventNotAllowed",
                 )
-            elif choice.event == "fail" and error is None:
+            elif transition is not None and choice.event == "fail" and error is None:
                 # The provider reports the resource failed: remember what was under way.
                 error = HandledError(choice.message, reason=choice.reason)
                 failed_operation = _operation_of(run.state) or facts.failed_operation
-            else:
+            elif transition is not None:
                 try:
                     for action in transition.actions:
-                        getattr(self.host, action)(effects)
+                        self.guarded_call(lambda a=action: getattr(self.host, a)(effects))
                 except HandledError as exc:
-                    error = exc
-                    failed_operation = effects.operation if effects else None
-                    transition = table.fire(run.state, "fail", self._guard(facts))
-        target = transition.target if transition is not None else run.state
-        if observation is not None and observation.late_init and not facts.deleting:
+                    if exc.severity is Severity.INFORMATIONAL:
+                        run.notes.append(_informational(exc, run.generation))
+                    else:
+                        error = exc
+                        failed_operation = (effects.operation if effects else None) or "action"
+        if observation is not None and observation.late_init and not facts.deleting and (
+            facts.policy.allows_modify
+        ):
             self._late_init(run, observation.late_init)
         connection: dict[str, str] = {}
         if observation is not None:
             connection.update(observation.connection)
         if effects is not None:
             connection.update(effects.connection)
-        if connection and not facts.deleting and target not in table.finals:
-            self._publish(run, connection)
+        final_next = transition is not None and table.states[transition.target].final
+        if connection and not facts.deleting and not final_next and error is None:
+            try:
+                self._publish(run, connection)
+            except HandledError as exc:
+                error, failed_operation = exc, "publish"
+        if error is not None and (transition is None or transition.event != "fail"):
+            # The chosen transition's work failed: the machine takes its fail edge instead.
+            transition = self._fire_fallback(run.state, facts)
+        target = transition.target if transition is not None else run.state
         self._write_status(run, facts, choice, transition, target, error, failed_operation,
                            observation)
         if table.states[target].final:
@@ -400,11 +426,33 @@ class Reconciler:
             error=error,
             dirty=run.dirty,
             waiting=choice.event == "wait",
+            deleting=facts.deleting,
         )
+
+    def _fire_event(self, state: str, event: str, facts: Facts) -> TransitionSpec | None:
+        """Pick the transition of ``event``; a guard that raises is a handled error."""
+        return self.table.fire(state, event, self._guard(facts))
+
+    def _fire_fallback(self, state: str, facts: Facts) -> TransitionSpec | None:
+        """The ``fail`` transition from ``state``, if the machine has one."""
+        try:
+            return self._fire_event(state, "fail", facts)
+        except HandledError:
+            return None
 
     def _guard(self, facts: Facts) -> Callable[[str], bool]:
         host = self.host
-        return lambda name: bool(getattr(host, name)(facts))
+
+        def guard(name: str) -> bool:
+            try:
+                return bool(getattr(host, name)(facts))
+            except HandledError:
+                raise
+            except Exception as exc:
+                raise HandledError(f"guard {name!r} raised {type(exc).__name__}",
+                                   reason="GuardError") from None
+
+        return guard
 
     # ----------------------------------------------------------------- status
     def _write_status(
@@ -425,7 +473,7 @@ class Reconciler:
             generation=run.generation, deleting=facts.deleting, policy=facts.policy,
             choice=choice, transition=transition, error=error,
             failed_operation=failed_operation, observation=observation, notes=run.notes,
-            now=self.clock(),
+            now=self.clock(), external_name=run.external_name,
         )
         for type_, reason, message in settled.events:
             self._event(run.obj, type_, reason, message)
@@ -560,14 +608,27 @@ class Reconciler:
         secret = self._connection_secret(run, *self._secret_ref(run))
         return _decode(secret).get("password") if secret else None
 
-    def _password(self, run: Pass, deleting: bool) -> str | None:
-        """The password for the client; generated and persisted first unless deleting.
+    def _claimed_name(self, run: Pass) -> str:
+        """The external name the object was claimed with; a later edit of the annotation
+        is reported, never followed (following it would leak the claimed resource)."""
+        annotated = str((run.obj["metadata"].get("annotations") or {}).get(EXTERNAL_NAME, ""))
+        claimed = _mapping(run.obj.get("status")).get("externalName")
+        if isinstance(claimed, str) and claimed and claimed != annotated:
+            run.notes.append(_config_note(
+                "ExternalNameChanged",
+                f"annotation {EXTERNAL_NAME} changed from {claimed!r} to {annotated[:64]!r} "
+                f"after the resource was claimed; still managing {claimed!r}", run.generation))
+            return claimed
+        return annotated
+
+    def _password(self, run: Pass, read_only: bool) -> str | None:
+        """The password for the client; generated and persisted first unless ``read_only``.
 
         Persisting it before any external call also covers an adopted resource
         that already existed: its Secret gets a password, and observe reports
         the mismatch so update applies it.
         """
-        return self._stored_password(run) if deleting else self.ensure_password(run)
+        return self._stored_password(run) if read_only else self.ensure_password(run)
 
     def ensure_password(self, run: Pass) -> str:
         """Reuse the password in the connection Secret, or generate and persist one first."""
@@ -681,6 +742,11 @@ def _secret_owner(secret: Mapping[str, Any]) -> str | None:
         if isinstance(ref, Mapping) and ref.get("controller"):
             return str(ref.get("uid"))
     return None
+
+
+def _informational(error: HandledError, generation: int) -> Condition:
+    return Condition("Informational", ConditionStatus.TRUE, error.reason, error.message,
+                     generation)
 
 
 def _remove_finalizer(meta: dict[str, Any]) -> None:

@@ -24,7 +24,7 @@ T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
 #: Status keys the engine owns; any other key a kind keeps in status is preserved.
 ENGINE_KEYS = frozenset({
     "state", "observedGeneration", "conditions", "phase", "stateSince", "history",
-    "failure", "atProvider",
+    "failure", "atProvider", "externalName", "operationSince",
 })
 
 
@@ -57,6 +57,7 @@ def settle(
     observation: Observation | None,
     notes: Sequence[Condition],
     now: datetime,
+    external_name: str = "",
 ) -> Settled:
     """Compute the new status after one reconcile (SPEC section 4)."""
     when = rfc3339(now)
@@ -66,7 +67,10 @@ def settle(
     events: list[tuple[str, str, str]] = []
     updates: list[Condition] = []
     observed_before = old.get("observedGeneration")
-    if observation is None and error is not None and gen != observed_before:
+    stored_ready = cond.get(stored, cond.READY)
+    unobserved = gen != observed_before or (
+        stored_ready is not None and stored_ready.reason == "GenerationNotObserved")
+    if observation is None and error is not None and unobserved:
         # A new generation that could not be observed: Ready is unknown, not stale.
         updates.append(Condition(cond.READY, U, "GenerationNotObserved", error.message, gen))
     else:
@@ -94,7 +98,8 @@ def settle(
     since = old.get("stateSince") if target == source else when
     if not isinstance(since, str):
         since = when
-    stuck = _stuck(machine, target, since, stored, gen, now)
+    operation_since = _operation_since(machine, old, source, target, since)
+    stuck = _stuck(machine, target, operation_since or since, stored, gen, now)
     if stuck is not None:
         updates.append(stuck)
         previous = cond.get(stored, "Stuck")
@@ -122,6 +127,8 @@ def settle(
         "stateSince": since,
         "history": history[-machine.history_limit:],
     }
+    if operation_since is not None:
+        status["operationSince"] = operation_since
     if error is not None:
         status["failure"] = {
             "operation": failed_operation or "reconcile",
@@ -129,6 +136,10 @@ def settle(
             "severity": error.severity.value,
             "generation": gen,
         }
+    if external_name:
+        status["externalName"] = external_name
+    elif "externalName" in old:
+        status["externalName"] = old["externalName"]
     if observation is not None and observation.observed:
         status["atProvider"] = dict(observation.observed)
     elif "atProvider" in old:
@@ -141,11 +152,29 @@ def paused(old: Mapping[str, Any], state: str, generation: int, message: str,
     """The status of a paused object: Synced False ReconcilePaused, nothing else moves."""
     stored = old.get("conditions") if isinstance(old.get("conditions"), list) else []
     updates = [Condition(cond.SYNCED, F, "ReconcilePaused", message, generation)]
-    if cond.get(stored, cond.READY) is None:
+    ready = cond.get(stored, cond.READY)
+    if ready is None or ready.observed_generation != generation:
+        # Nothing of this generation has been observed while paused.
         updates.append(Condition(cond.READY, U, "ReconcilePaused", message, generation))
     merged = cond.merge(stored, updates, rfc3339(now))
     return {**old, "conditions": merged, "observedGeneration": generation,
             "phase": cond.phase(merged, False), "state": state}
+
+
+def _operation_since(machine: type[LifecycleMachine], old: Mapping[str, Any], source: str,
+                     target: str, since: str) -> str | None:
+    """When the operation under way began: kept across detours through Failed.
+
+    A create that keeps failing and resuming (creating -> failed -> creating)
+    is one operation, so its time towards Stuck is not reset by each blip.
+    """
+    kept = old.get("operationSince")
+    kept = kept if isinstance(kept, str) else None
+    if target in machine.timing.max_in_state:
+        return kept if kept and (source == target or source == "failed") else since
+    if target == "failed":
+        return kept
+    return None
 
 
 def _stuck(machine: type[LifecycleMachine], state: str, since: str,

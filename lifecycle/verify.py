@@ -31,8 +31,10 @@ external system, a manifest, a spec update). :func:`targets` discovers every
 :class:`~lifecycle.kind.Kind` in the ``machines`` package and pairs it with a
 target: kinds whose module defines ``verify_target(kind) -> Target | None``
 use it; kinds with the simulated cloud's parameters get the built-in
-simulated-cloud target; the PostgreSQL kinds need a server and are included
-only when ``LIFECYCLE_POSTGRES_DSN`` is set (see :func:`targets`).
+simulated-cloud target. The PostgreSQL kinds (:func:`postgres_target`) run
+on a real server and are included only when ``LIFECYCLE_POSTGRES_DSN`` is
+set; the claim kind (:func:`claim_target`) runs the claim reconciler beside
+the managed-resource reconciler on the simulated cloud.
 """
 
 from __future__ import annotations
@@ -125,6 +127,18 @@ class Target:
     setup: Callable[[Environment, ExternalSystem], None] | None = None
     #: Builds the engine; a target may substitute a subclass (tests use broken ones).
     reconciler: Callable[..., Reconciler] = Reconciler
+    #: Installs more reconcilers on each fresh engine, writing through the given crashing API
+    #: (the claim target adds the claim reconciler); called as ``extend(env, api, recorder)``.
+    extend: Callable[[Environment, Any, Recorder], None] | None = None
+    #: Kinds a restarted engine lists and queues (default: ``kind``).
+    listed: tuple[Kind, ...] = ()
+    #: The kind whose external-name annotations track external resources (default: ``kind``).
+    tracking: Kind | None = None
+    #: How the user applies a changed manifest (default: :meth:`Environment.apply`).
+    apply: Callable[[Environment, dict[str, Any]], Any] | None = None
+    #: Replaces the per-object convergence check: ``converged(env, manifests, expect)``
+    #: returns the problems found (``expect`` is "ready" or "gone").
+    converged: Callable[[Environment, Mapping[str, dict[str, Any]], str], list[str]] | None = None
 
     @property
     def name(self) -> str:
@@ -474,20 +488,28 @@ class Run:
 
 def _engine(target: Target, api: Any, clock: VirtualClock, connector: CrashingConnector,
             recorder: Recorder) -> Environment:
-    """A fresh engine: new reconcilers and an empty work queue over the same store."""
-    env = Environment([(target.kind, connector)], api=api, clock=clock)
-    reconciler = target.reconciler(CrashingAPI(api, recorder), target.kind, connector,
+    """A fresh engine: new reconcilers and an empty work queue over the same store.
+
+    The managed-resource reconciler runs ``target.tracking`` (default: the
+    target's kind); ``target.extend`` adds the others (a claim reconciler).
+    """
+    managed = target.tracking or target.kind
+    env = Environment([(managed, connector)], api=api, clock=clock)
+    reconciler = target.reconciler(CrashingAPI(api, recorder), managed, connector,
                                     clock=clock.now)
-    env.reconcilers[target.kind.kind] = TracedReconciler(reconciler, recorder)  # type: ignore[assignment]
+    env.reconcilers[managed.kind] = TracedReconciler(reconciler, recorder)  # type: ignore[assignment]
+    if target.extend is not None:
+        target.extend(env, CrashingAPI(api, recorder), recorder)
     return env
 
 
-def _enqueue_all(env: Environment, kind: Kind) -> None:
+def _enqueue_all(env: Environment, kinds: Iterable[Kind]) -> None:
     """What a restarted operator does first: list every object and queue it."""
-    items, _ = env.api.list(kind.api_version, kind.kind)
-    for obj in items:
-        meta = obj["metadata"]
-        env.enqueue(kind.kind, meta["name"], meta.get("namespace"))
+    for kind in kinds:
+        items, _ = env.api.list(kind.api_version, kind.kind)
+        for obj in items:
+            meta = obj["metadata"]
+            env.enqueue(kind.kind, meta["name"], meta.get("namespace"))
 
 
 def _settle(env: Environment) -> str | None:
@@ -536,7 +558,7 @@ def _run(target: Target, crash: CrashPoint | None, clock: VirtualClock, recorder
                     env.apply(manifests[name])
                 elif phase.name == "update":
                     manifests[name] = target.update(manifests[name])
-                    env.apply(manifests[name])
+                    (target.apply or Environment.apply)(env, manifests[name])
                 else:
                     env.delete(kind.kind, name, _namespace(manifests[name], kind))
         try:
@@ -552,10 +574,11 @@ def _run(target: Target, crash: CrashPoint | None, clock: VirtualClock, recorder
                         env.api.delete(kind.api_version, kind.kind,
                                        _namespace(manifests[name], kind), name)
             recorder.engine += 1
+            listed = " and ".join(k.kind for k in (target.listed or (kind,)))
             recorder.trace.append(f"engine {recorder.engine} starts: lists and queues every "
-                                  f"{kind.kind}")
+                                  f"{listed}")
             env = _engine(target, api, clock, connector, recorder)
-            _enqueue_all(env, kind)
+            _enqueue_all(env, target.listed or (kind,))
             try:
                 failure = _settle(env)
             except Crash:  # only one crash is ever armed
@@ -576,13 +599,33 @@ def _check(env: Environment, target: Target, manifests: Mapping[str, dict[str, A
            connector: CrashingConnector, expect: str) -> list[str]:
     """The invariants of SPEC section 5 after one phase."""
     kind = target.kind
+    tracking = target.tracking or kind
     problems: list[str] = []
     tracked: dict[str, str] = {}
-    items, _ = env.api.list(kind.api_version, kind.kind)
+    items, _ = env.api.list(tracking.api_version, tracking.kind)
     for obj in items:
         external = (obj["metadata"].get("annotations") or {}).get(EXTERNAL_NAME)
         if external:
             tracked[external] = obj["metadata"]["name"]
+    if target.converged is not None:
+        problems += target.converged(env, manifests, expect)
+    else:
+        problems += _converged(env, kind, manifests, expect)
+    existing = connector.system.names()
+    for external in sorted(existing | connector.seen):
+        created = connector.creations(external)
+        if created > 1:
+            problems.append(f"external resource {external} was created {created} times")
+    for external in sorted(existing):
+        if external not in tracked:
+            problems.append(f"external resource {external} leaked: no object tracks it")
+    return problems
+
+
+def _converged(env: Environment, kind: Kind, manifests: Mapping[str, dict[str, Any]],
+               expect: str) -> list[str]:
+    """Every managed object Ready with its generation observed, or gone."""
+    problems: list[str] = []
     for name, manifest in manifests.items():
         ns = _namespace(manifest, kind)
         try:
@@ -610,14 +653,6 @@ def _check(env: Environment, target: Target, manifests: Mapping[str, dict[str, A
                             f"{status.get('observedGeneration')} != generation {generation}")
         if FINALIZER not in (obj["metadata"].get("finalizers") or []):
             problems.append(f"{name} is not claimed (no finalizer {FINALIZER})")
-    existing = connector.system.names()
-    for external in sorted(existing | connector.seen):
-        created = connector.creations(external)
-        if created > 1:
-            problems.append(f"external resource {external} was created {created} times")
-    for external in sorted(existing):
-        if external not in tracked:
-            problems.append(f"external resource {external} leaked: no object tracks it")
     return problems
 
 
@@ -960,6 +995,131 @@ def postgres_settings() -> PostgresSettings | None:
     """The server named by ``LIFECYCLE_POSTGRES_DSN``, or None when it is not set."""
     dsn = os.environ.get(POSTGRES_DSN_ENV)
     return PostgresSettings.from_dsn(dsn) if dsn else None
+
+
+def claim_target(kind: Kind, label: str = "") -> Target:
+    """Exercise the bundled DatabaseClaim: dynamic provisioning on the simulated cloud.
+
+    One default DatabaseInstanceClass (reclaim policy Delete); the claim
+    names no class, so it is defaulted, provisions a DatabaseInstance,
+    binds when that is Ready and propagates its connection Secret. The
+    update changes the claim's ``storageGB`` (a portable field, applied only
+    when provisioning, so the binding must simply survive the new
+    generation); the delete releases and deletes the managed resource. Both
+    reconcilers, the claim's and the managed resource's, write through the
+    crashing API, so every point of either is explored; a restarted engine
+    lists and queues claims and managed resources.
+
+    Converged means: after create and update, the claim is Bound with its
+    generation observed, exactly one managed resource carries the claim's
+    labels, it is the one ``spec.resourceRef`` names, its ``spec.claimRef``
+    has the claim's uid, it is Ready, and the claim's Secret exists; after
+    delete, the claim and every managed resource provisioned for it are
+    gone. External resources are tracked by the managed resources.
+    """
+    from lifecycle.claims import (
+        CLAIM_NAME,
+        CLAIM_NAMESPACE,
+        ClaimEnvironment,
+        claim_manifest,
+        class_manifest,
+    )
+    from machines.claim import DATABASE_BINDING
+
+    binding = DATABASE_BINDING
+    if kind is not binding.claim:
+        raise ValueError(f"{kind.kind} is not the bundled claim kind")
+    managed = binding.managed
+    base = simcloud_target(managed)
+
+    def extend(env: Environment, api: Any, recorder: Recorder) -> None:
+        claims = ClaimEnvironment(env, binding)
+        claims.reconciler.api = api
+        informed = env.reconcilers[kind.kind]
+        informed.inner = TracedReconciler(claims.reconciler, recorder)  # type: ignore[attr-defined]
+
+    def setup(env: Environment, system: ExternalSystem) -> None:
+        env.api.create(class_manifest("standard", default=True))
+
+    def manifest(name: str) -> dict[str, Any]:
+        return claim_manifest(name, secret_name=f"{name}-db", storageGB=30)
+
+    def update(data: dict[str, Any]) -> dict[str, Any]:
+        changed = json.loads(json.dumps(data))
+        changed["spec"]["storageGB"] = 50
+        return changed
+
+    def apply(env: Environment, data: dict[str, Any]) -> None:
+        """Change only the fields the user wrote; keep classRef and resourceRef."""
+        meta = data["metadata"]
+        stored = env.api.get(kind.api_version, kind.kind, meta["namespace"], meta["name"])
+        stored["spec"] = {**(stored.get("spec") or {}), **data["spec"]}
+        env.api.replace(stored)
+        env.enqueue(kind.kind, meta["name"], meta["namespace"])
+
+    def converged(env: Environment, manifests: Mapping[str, dict[str, Any]],
+                  expect: str) -> list[str]:
+        problems: list[str] = []
+        resources, _ = env.api.list(managed.api_version, managed.kind)
+        for name, data in manifests.items():
+            ns = data["metadata"]["namespace"]
+            mine = sorted(
+                f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o in resources
+                if (o["metadata"].get("labels") or {}).get(CLAIM_NAME) == name
+                and (o["metadata"].get("labels") or {}).get(CLAIM_NAMESPACE) == ns)
+            try:
+                claim = env.api.get(kind.api_version, kind.kind, ns, name)
+            except NotFound:
+                claim = None
+            if expect == "gone":
+                if claim is not None:
+                    problems.append(f"claim {name} was not deleted (state="
+                                    f"{(claim.get('status') or {}).get('state')}, finalizers="
+                                    f"{claim['metadata'].get('finalizers')})")
+                if mine:
+                    problems.append(f"managed resource(s) {', '.join(mine)} of claim {name} "
+                                    "left behind (reclaim policy Delete)")
+                continue
+            if claim is None:
+                problems.append(f"claim {name} vanished")
+                continue
+            if len(mine) != 1:
+                problems.append(f"{len(mine)} managed resources provisioned for claim {name}: "
+                                f"{', '.join(mine) or 'none'}")
+            status = claim.get("status") or {}
+            ready = get_condition(status.get("conditions") or [], "Ready")
+            if status.get("state") != "bound" or ready is None or ready.status.value != "True":
+                problems.append(f"claim {name} did not bind (state={status.get('state')}, "
+                                f"Ready={ready.status.value if ready else None} "
+                                f"{ready.reason if ready else ''})")
+            elif status.get("observedGeneration") != claim["metadata"].get("generation"):
+                problems.append(f"claim {name} is Bound but observedGeneration "
+                                f"{status.get('observedGeneration')} != generation "
+                                f"{claim['metadata'].get('generation')}")
+            ref = (claim.get("spec") or {}).get("resourceRef") or {}
+            try:
+                resource = env.api.get(managed.api_version, managed.kind,
+                                       ref.get("namespace"), ref.get("name", ""))
+            except NotFound:
+                resource = None
+            if resource is None:
+                problems.append(f"claim {name} names no existing managed resource ({ref})")
+            else:
+                claim_ref = (resource.get("spec") or {}).get("claimRef") or {}
+                if claim_ref.get("uid") != claim["metadata"]["uid"]:
+                    problems.append(f"managed resource {ref.get('name')} does not point back "
+                                    f"at claim {name} (claimRef={claim_ref})")
+                if (resource.get("status") or {}).get("state") != "ready":
+                    problems.append(f"managed resource {ref.get('name')} is not Ready")
+            try:
+                env.api.get("v1", "Secret", ns, data["spec"]["writeConnectionSecretToRef"]["name"])
+            except NotFound:
+                problems.append(f"claim {name} has no propagated connection Secret")
+        return problems
+
+    return Target(kind, base.system, manifest, update, label=label, objects=("app",),
+                  setup=setup, extend=extend, listed=(kind, managed), tracking=managed,
+                  apply=apply, converged=converged)
 
 
 def _kind_modules() -> Iterator[str]:

@@ -225,3 +225,12 @@ DATABASE_BINDING = ClaimBinding(
     managed=database.DatabaseInstance,
     configurators=(configure_object_meta, configure_from_class, configure_database),
 )
+
+
+def verify_target(kind: Kind) -> object | None:
+    """The crash-point explorer's target for the bundled claim kind (None for any other)."""
+    from lifecycle import verify
+
+    if kind is not DatabaseClaim:
+        return None
+    return verify.claim_target(kind)

@@ -8,6 +8,7 @@ import pytest
 
 from benchmarks import hot_path
 from lifecycle.errors import ExternalError
+from lifecycle.kind import FINALIZER
 from lifecycle.plan import plan, restore
 from lifecycle.values import Observation, ProviderStatus, ResultKind
 from machines.managed import ManagedResourceMachine as M
@@ -16,7 +17,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def obj(state: object = None, deleting: bool = False) -> dict:
-    meta = {"name": "x", "uid": "u", "generation": 1}
+    meta = {"name": "x", "uid": "u", "generation": 1, "finalizers": [FINALIZER]}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     return {"metadata": meta, "status": {"state": state} if state is not None else {}}

@@ -20,6 +20,7 @@ from lifecycle.client import ManagedResource, ProviderConfig
 from lifecycle.errors import HandledError, Severity
 from lifecycle.kind import (
     EXTERNAL_NAME,
+    FINALIZER,
     OPERATION,
     OWNER,
     PAUSED,
@@ -119,8 +120,6 @@ def test_spec_2_3_unknown_object_policy_falls_back_past_a_namespace_skip() -> No
 
 
 # ------------------------------------------------------------- SPEC 2.2
-@pytest.mark.xfail(strict=True, reason="SPEC 2.2 / seed 004: the 'reconcile' annotation does not "
-                   "force the up-to-date shortcut; Facts.forced is never read by choose_event")
 def test_spec_2_2_reconcile_annotation_forces_the_update_shortcut() -> None:
     env, cloud = make()
     ready(env)
@@ -130,9 +129,6 @@ def test_spec_2_2_reconcile_annotation_forces_the_update_shortcut() -> None:
 
 
 # ------------------------------------------------------------- SPEC 2.8 skip
-@pytest.mark.xfail(strict=True, reason="SPEC 2.8: reconcile policy 'skip' only refreshes status, "
-                   "but the engine generates a password and writes it to the connection Secret, "
-                   "where it is not the adopted resource's password")
 def test_spec_2_8_skip_policy_does_not_fabricate_a_connection_password() -> None:
     env, cloud = make(create_polls=0)
     cloud.create_instance(("AKIDEXAMPLE", "s3cr3t"), "legacy",
@@ -148,8 +144,6 @@ def test_spec_2_8_skip_policy_does_not_fabricate_a_connection_password() -> None
     assert secret.get("password") in (None, cloud.password_of("legacy"))
 
 
-@pytest.mark.xfail(strict=True, reason="SPEC 2.8: reconcile policy 'skip' only refreshes status, "
-                   "but late-initialised provider defaults are written into the spec")
 def test_spec_2_8_skip_policy_does_not_late_initialise_the_spec() -> None:
     env, cloud = make(create_polls=0)
     cloud.create_instance(("AKIDEXAMPLE", "s3cr3t"), "legacy",
@@ -226,9 +220,6 @@ def test_spec_4_invalid_connection_secret_name_is_a_handled_error() -> None:
     assert "Not_A_Valid_Name" in env.condition(KIND, "db", "Synced").message
 
 
-@pytest.mark.xfail(strict=True, reason="SPEC 3: a terminal error while deleting returns done, so "
-                   "the delete is never retried (the engine skips its own terminal shortcut while "
-                   "deleting, but requeue() still says done) and Stuck never fires")
 def test_spec_3_terminal_error_while_deleting_is_retried() -> None:
     env, cloud = make()
     ready(env)
@@ -255,9 +246,6 @@ def test_spec_2_6_malformed_provider_config_is_a_handled_error() -> None:
     assert cloud.count("create") == 0
 
 
-@pytest.mark.xfail(strict=True, reason="SPEC 2.7: observe's return value is not checked: None "
-                   "reads as 'not observed' (no event, no condition, polled as if healthy) and any "
-                   "other non-Observation crashes reconcile() with AttributeError")
 @pytest.mark.parametrize("garbage", [None, {"exists": True}])
 def test_spec_2_7_observe_returning_garbage_is_a_handled_error(garbage: Any) -> None:
     cloud = SimCloud(seed=1)
@@ -269,8 +257,6 @@ def test_spec_2_7_observe_returning_garbage_is_a_handled_error(garbage: Any) -> 
 
 
 # ------------------------------------------------------------- SPEC 4
-@pytest.mark.xfail(strict=True, reason="SPEC 4: an Informational handled error still sends the "
-                   "resource to Failed (Ready False, Synced False) instead of being recorded only")
 def test_spec_4_informational_error_does_not_fail_the_resource() -> None:
     def update(real: Any, res: ManagedResource) -> None:
         real(res)
@@ -287,9 +273,6 @@ def test_spec_4_informational_error_does_not_fail_the_resource() -> None:
     assert env.state(KIND, "db") == "ready"
 
 
-@pytest.mark.xfail(strict=True, reason="SPEC 4: Ready is Unknown only on the first failed pass of "
-                   "a new generation; observedGeneration is then written, so the second failed "
-                   "pass shows Ready False as if the generation had been observed")
 def test_spec_4_new_generation_keeps_ready_unknown_until_observed() -> None:
     env, cloud = make()
     ready(env)
@@ -301,8 +284,6 @@ def test_spec_4_new_generation_keeps_ready_unknown_until_observed() -> None:
     assert ready_cond.status.value == "Unknown"
 
 
-@pytest.mark.xfail(strict=True, reason="SPEC 4: while paused, a new generation is recorded as "
-                   "observedGeneration but Ready stays True from the old generation")
 def test_spec_4_new_generation_while_paused_resets_ready_to_unknown() -> None:
     env, _ = make()
     ready(env)
@@ -313,9 +294,6 @@ def test_spec_4_new_generation_while_paused_resets_ready_to_unknown() -> None:
     assert env.condition(KIND, "db", "Ready").status.value == "Unknown"
 
 
-@pytest.mark.xfail(strict=True, reason="SPEC 4: a provider's error reason is copied verbatim into "
-                   "conditions; a non-CamelCase reason makes a real API server reject the status "
-                   "write (Invalid), turning a handled error into an endless unhandled one")
 def test_spec_4_condition_reasons_are_always_camel_case() -> None:
     def observe(real: Any, res: ManagedResource) -> Observation:
         raise HandledError("quota exceeded in region", reason="quota exceeded")
@@ -353,8 +331,6 @@ def test_spec_5_no_cross_namespace_owner_reference_on_connection_secret() -> Non
     assert all(ref.get("uid") != uid for ref in secret["metadata"].get("ownerReferences") or [])
 
 
-@pytest.mark.xfail(strict=True, reason="SPEC 5: the external name may be changed after the claim; "
-                   "the engine then creates a second resource and leaks the first")
 def test_spec_5_changing_the_external_name_after_claim_leaks_nothing() -> None:
     env, cloud = make()
     ready(env)
@@ -427,9 +403,6 @@ def test_spec_7_a_new_update_intent_gets_a_new_idempotency_key() -> None:
 
 
 # ------------------------------------------------------------- SPEC 7: max time per state
-@pytest.mark.xfail(strict=True, reason="SPEC 7: Stuck counts from the last state entry, so a "
-                   "create that never finishes but has an occasional observe blip "
-                   "(creating -> failed -> creating) is never reported Stuck")
 def test_spec_7_stuck_counts_from_when_the_operation_started() -> None:
     env, cloud = make(create_polls=10_000)
     env.apply(database_manifest("db"))
@@ -447,23 +420,19 @@ def test_spec_7_stuck_counts_from_when_the_operation_started() -> None:
 # ------------------------------------------------------------- SPEC 7: plan
 def _deleting_obj(**spec: Any) -> dict[str, Any]:
     return {
-        "metadata": {"name": "db", "uid": "u", "generation": 1,
+        "metadata": {"name": "db", "uid": "u", "generation": 1, "finalizers": [FINALIZER],
                      "deletionTimestamp": "2026-01-01T00:00:00Z", "annotations": {}},
         "spec": {"forProvider": {}, **spec},
         "status": {"state": "ready", "observedGeneration": 1},
     }
 
 
-@pytest.mark.xfail(strict=True, reason="SPEC 7: plan() re-implements the pure path without the "
-                   "deletion policy: it says 'delete' for an object the reconciler would orphan")
 def test_spec_7_plan_agrees_with_the_reconciler_on_orphan_deletion() -> None:
     p = plan(DatabaseInstance.machine, _deleting_obj(deletionPolicy="Orphan"),
              observation=Observation(exists=True), now=datetime(2026, 1, 1, tzinfo=UTC))
     assert p.choice.event == "orphan"
 
 
-@pytest.mark.xfail(strict=True, reason="SPEC 7: plan() ignores the operation annotation: for an "
-                   "'ignore'd object it plans a transition the reconciler would never make")
 def test_spec_7_plan_agrees_with_the_reconciler_on_ignore() -> None:
     obj = _deleting_obj()
     obj["metadata"]["annotations"] = {OPERATION: "ignore"}
