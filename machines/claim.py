@@ -89,7 +89,11 @@ class ClaimMachine(LifecycleMachine):
         | lost.to.itself(on="withdraw_secret")
     )
     release = (
-        binding.to(released, cond="reclaim_delete", on="delete_resource")
+        # From Unbound too: a crash after provisioning but before the Binding status
+        # write leaves a resource that is ours while the stored state is Unbound.
+        unbound.to(released, cond="reclaim_delete", on="delete_resource")
+        | unbound.to(released, on="retain_resource")
+        | binding.to(released, cond="reclaim_delete", on="delete_resource")
         | binding.to(released, on="retain_resource")
         | bound.to(released, cond="reclaim_delete", on="delete_resource")
         | bound.to(released, on="retain_resource")
