@@ -11,7 +11,9 @@
   ``workqueue_unfinished_work_seconds``, ``workqueue_longest_running_processor_seconds``
   (label ``name``);
 - ``leader_election_master_status{name}``;
-- ``lifecycle_resources{kind,state}``: cached objects per machine state, and
+- ``lifecycle_resources{kind,state}``: cached objects per machine state,
+  ``lifecycle_stuck_resources{kind,state}``: those whose ``Stuck`` condition is
+  True (held in a state past its ``Timing.max_in_state``), and
   ``lifecycle_watch_relists_total{kind}``/``lifecycle_watch_errors_total{kind}``.
 
 :class:`ProbeServer` serves ``/metrics``, ``/healthz`` and ``/readyz``.
@@ -175,19 +177,36 @@ class _InformerCollector:
                                       labels=["kind"])
         errors = CounterMetricFamily("lifecycle_watch_errors",
                                      "Failed list or watch requests", labels=["kind"])
+        stuck = GaugeMetricFamily("lifecycle_stuck_resources",
+                                  "Objects held in a state longer than its maximum time",
+                                  labels=["kind", "state"])
         for kind, informer in self.metrics.informers():
             counts: collections.Counter[str] = collections.Counter()
+            stuck_counts: collections.Counter[str] = collections.Counter()
             for obj in informer.items():
                 status = obj.get("status")
                 state = status.get("state") if isinstance(status, dict) else None
                 counts[str(state or "unknown")] += 1
+                if _is_stuck(status):
+                    stuck_counts[str(state or "unknown")] += 1
             for state, count in sorted(counts.items()):
                 resources.add_metric([kind, state], count)
+            for state, count in sorted(stuck_counts.items()):
+                stuck.add_metric([kind, state], count)
             relists.add_metric([kind], informer.stats.relists_after_gone)
             errors.add_metric([kind], informer.stats.errors)
         yield resources
+        yield stuck
         yield relists
         yield errors
+
+
+def _is_stuck(status: Any) -> bool:
+    """Whether a stored status carries ``Stuck=True``."""
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    return isinstance(conditions, list) and any(
+        isinstance(c, dict) and c.get("type") == "Stuck" and c.get("status") == "True"
+        for c in conditions)
 
 
 class ProbeServer:
