@@ -101,6 +101,26 @@ def test_add_after_keeps_the_earliest_time_and_an_immediate_add_wins() -> None:
     assert queue.get(timeout=0) is None  # the superseded delayed add does not fire again
 
 
+def test_a_retry_scheduled_before_an_immediate_rerun_does_not_fire_early() -> None:
+    # A pass ends with a backoff while an event already re-queued the key: the
+    # re-run supersedes that delayed retry, and the re-run's own (later)
+    # retry is the one that counts.
+    clock = FakeClock()
+    queue = WorkQueue(clock=clock)
+    queue.add("a")
+    assert queue.get(timeout=0) == "a"
+    queue.add("a")  # an event arrives during the pass
+    queue.add_after("a", 1)  # the pass's result: retry in 1 s
+    queue.done("a")
+    assert queue.get(timeout=0) == "a"  # the event's re-run, at once
+    queue.add_after("a", 5)  # its result: retry no sooner than 5 s
+    queue.done("a")
+    clock.now += 1
+    assert queue.get(timeout=0) is None  # the stale 1 s retry must not fire
+    clock.now += 4
+    assert queue.get(timeout=0) == "a"
+
+
 def test_get_wakes_up_when_a_delayed_key_falls_due() -> None:
     queue = WorkQueue()
     queue.add_after("a", 0.05)

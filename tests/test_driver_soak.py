@@ -126,6 +126,9 @@ class Probe:
         self.backoffs = 0
         self.early: list[tuple[str, float]] = []
         self.triggered: set[str] = set()
+        #: Per key: when a worker last took it from the queue, and when an event last queued it.
+        self.dequeued_at: dict[str, float] = {}
+        self.triggered_at: dict[str, float] = {}
         self._calls_seen = 0
         self._calls_by_name: collections.Counter[str] = collections.Counter()
 
@@ -188,11 +191,25 @@ class Probe:
                     name = objs[-1]["metadata"]["name"]
                     with probe.lock:
                         probe.backoff_until.pop(name, None)
+                        probe.triggered_at[name] = time.monotonic()
                         if name in probe.active:  # queued again as soon as it is done
                             probe.triggered.add(name)
                 _original(*objs)
 
             setattr(controller, hook, wrapped)
+        # An event may arrive after a worker took the key but before its reconcile
+        # starts: the queue then re-queues the key as soon as it is done, which is
+        # an event-driven retry, not an early one. Record when keys are taken.
+        original_get = controller.queue.get
+
+        def get(*args: Any, **kwargs: Any) -> Any:
+            key = original_get(*args, **kwargs)
+            if key is not None:
+                with probe.lock:
+                    probe.dequeued_at[key[1]] = time.monotonic()
+            return key
+
+        controller.queue.get = get
 
     def _after(self, namespace: str | None, name: str, result: Result | None) -> None:
         state = None
@@ -204,7 +221,8 @@ class Probe:
                 state = None
         with self.lock:
             self.active.discard(name)
-            excused = name in self.triggered
+            excused = name in self.triggered or (
+                self.triggered_at.get(name, -1.0) >= self.dequeued_at.get(name, 0.0))
             self.triggered.discard(name)
             if (result is not None and result.kind is ResultKind.BACKOFF and result.after > 0
                     and not excused):

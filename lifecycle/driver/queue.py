@@ -275,6 +275,10 @@ class WorkQueue:
                 if self._queue:
                     key = self._queue.popleft()
                     self._dirty.discard(key)
+                    # This reconcile supersedes any delayed retry still pending for the
+                    # key (one scheduled just before an event re-queued it): the result
+                    # of this pass schedules the next one.
+                    self._due.pop(key, None)
                     moment = self._clock()
                     self._processing[key] = moment
                     waited = moment - self._added_at.pop(key, moment)
