@@ -194,10 +194,10 @@ class Runner:
         if not keys:
             self._all_settled.set()
         self._all_settled.wait(limit)
-        wall = time.perf_counter() - start
         self.queue.close()
         for thread in threads:
             thread.join()
+        wall = time.perf_counter() - start  # reconciles still in flight at the limit count
         return RunStats(self.workers, self._reconciles, self._errors, wall, self._cpu,
                         len(keys) - len(self._outstanding))
 

@@ -8,6 +8,7 @@ list doubles as a short history. Types are never removed.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -21,6 +22,7 @@ SYNCED = "Synced"
 _WORDS = re.compile(r"[A-Za-z0-9]+")
 
 
+@functools.lru_cache(maxsize=4096)  # pure, and called for every condition of every reconcile
 def camel_reason(reason: str, default: str = "ReconcileError") -> str:
     """``reason`` as a valid CamelCase condition reason (an API server rejects others).
 
@@ -65,6 +67,7 @@ def merge(
 
 _KEYS = ("type", "status", "reason", "message", "observedGeneration", "lastTransitionTime")
 _STATUSES = frozenset(s.value for s in ConditionStatus)
+_TRUE = ConditionStatus.TRUE.value
 
 
 def _normal(entry: Any) -> bool:
@@ -80,7 +83,7 @@ def _normal(entry: Any) -> bool:
 def get(conditions: Sequence[Mapping[str, Any]], type_: str) -> Condition | None:
     """The condition of ``type_`` in a stored list, if present."""
     for entry in conditions:
-        if isinstance(entry, Mapping) and entry.get("type") == type_:
+        if (entry.__class__ is dict or isinstance(entry, Mapping)) and entry.get("type") == type_:
             return Condition.from_dict(entry)
     return None
 
@@ -94,7 +97,7 @@ def phase(conditions: Sequence[Mapping[str, Any]], deleting: bool) -> str:
     if deleting:
         return "Terminating"
     relevant = [c for c in conditions if c.get("type") not in ACTIVITY_TYPES]
-    if relevant and all(c.get("status") == ConditionStatus.TRUE.value for c in relevant):
+    if relevant and all(c.get("status") == _TRUE for c in relevant):
         return "Ready"
     return "Progressing"
 

@@ -7,6 +7,7 @@ stored one so an unchanged status is never written) and the Events to record.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -194,5 +195,6 @@ def _stuck(machine: type[LifecycleMachine], state: str, since: str,
     return Condition("Stuck", F, "NotStuck", "", gen) if had else None
 
 
+@functools.lru_cache(maxsize=256)  # state and event names: a small, fixed set
 def _camel(text: str) -> str:
     return "".join(p.capitalize() for p in text.split("_"))

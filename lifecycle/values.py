@@ -40,6 +40,9 @@ class ConditionStatus(enum.StrEnum):
     UNKNOWN = "Unknown"
 
 
+_STATUS_BY_VALUE = {s.value: s for s in ConditionStatus}
+
+
 @attrs.frozen
 class Condition:
     """One entry of ``status.conditions``, with the fields of ``metav1.Condition``.
@@ -69,10 +72,7 @@ class Condition:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Condition:
         """Parse one condition; unknown status values read as ``Unknown``."""
-        try:
-            status = ConditionStatus(str(data.get("status", "Unknown")))
-        except ValueError:
-            status = ConditionStatus.UNKNOWN
+        status = _STATUS_BY_VALUE.get(str(data.get("status", "Unknown")), ConditionStatus.UNKNOWN)
         generation = data.get("observedGeneration", 0)
         return cls(
             type=str(data.get("type", "")),
