@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from lifecycle.apiserver import EmbeddedAPI, ResourceType
+from lifecycle.driver.manager import ManagerOptions
 from lifecycle.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
 from lifecycle.reconciler import Reconciler
 from machines.database import DatabaseInstance
@@ -68,7 +69,9 @@ def build(n: int, *, latency: float = 0.0, create_polls: int = 0) -> Operator:
     })
     cloud = SimCloud(seed=0, create_polls=create_polls, modify_polls=0, delete_polls=0,
                      latency=latency)
-    reconciler = Reconciler(api, kind, DatabaseConnector(cloud))
+    # As the driver runs it (ManagerOptions.reads_ttl): supporting reads reused briefly.
+    reconciler = Reconciler(api, kind, DatabaseConnector(cloud),
+                            reads_ttl=ManagerOptions().reads_ttl)
     keys: list[tuple[str | None, str]] = []
     for i in range(n):
         name = f"db-{i:06d}"

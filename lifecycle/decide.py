@@ -88,7 +88,7 @@ def gate(
     table = machine.table()
     meta = obj.get("metadata") or {}
     annotations = meta.get("annotations") or {}
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
     generation = meta.get("generation", 1)
     generation = generation if isinstance(generation, int) else 1
     notes: list[Condition] = []
@@ -126,7 +126,7 @@ def gate(
         notes.append(_note("ConfigValid", "UnknownReconcilePolicy",
                            f"{where} annotation {RECONCILE_POLICY} has unknown value {value!r}; "
                            f"using {policy.value!r} from the {source}", generation))
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
     raw = spec.get("deletionPolicy", "Delete")
     try:
         deletion_policy = DeletionPolicy(raw)
@@ -145,7 +145,7 @@ def gate(
         return Gate(state, paused=True, **common)
     orphan = deleting and (
         not policy.allows_delete or deletion_policy is DeletionPolicy.ORPHAN)
-    failure = status.get("failure") if isinstance(status.get("failure"), Mapping) else {}
+    failure = status.get("failure") if isinstance(status.get("failure"), dict) else {}
     if (
         state == "failed"
         and failure.get("severity") == Severity.TERMINAL.value
@@ -160,7 +160,7 @@ def gate(
 def restore(machine: type[LifecycleMachine], status: Any) -> str:
     """The stored state, or the initial state when it is missing, unknown, final or corrupt."""
     table = machine.table()
-    state = status.get("state") if isinstance(status, Mapping) else None
+    state = status.get("state") if isinstance(status, dict) else None
     if isinstance(state, str) and state in table.states and not table.states[state].final:
         return state
     return table.initial

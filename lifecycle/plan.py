@@ -67,7 +67,7 @@ def plan(
     """
     table = machine.table()
     meta = obj.get("metadata") or {}
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
     g = gate(machine, obj, namespace_annotations or {}, operator_id=operator_id,
              default_policy=policy)
     generation = meta.get("generation", 1)
@@ -78,7 +78,7 @@ def plan(
         held = paused(status, g.state, generation, "paused", now)
         return Plan(g.state, Choice(None, "ReconcilePaused"), None, Settled(held),
                     Result.done("Paused"))
-    failure = status.get("failure") if isinstance(status.get("failure"), Mapping) else {}
+    failure = status.get("failure") if isinstance(status.get("failure"), dict) else {}
     facts = Facts(
         state=g.state,
         deleting=g.deleting,

@@ -17,6 +17,7 @@ import base64
 import json
 import logging
 import secrets
+import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
@@ -197,7 +198,11 @@ class Reconciler:
 
     ``operator_id`` names this operator instance for namespace ownership;
     ``default_policy`` is the operator-wide reconcile policy; ``clock`` and
-    ``password_factory`` are injectable for tests.
+    ``password_factory`` are injectable for tests. ``reads_ttl`` (seconds,
+    default 0: off) lets the supporting reads every pass makes (the
+    namespace's annotations, the provider config and its credentials) be
+    reused for that long, the way an operator reads them from a cache; a
+    change to them then takes effect within ``reads_ttl``.
     """
 
     def __init__(
@@ -210,8 +215,10 @@ class Reconciler:
         default_policy: ReconcilePolicy = ReconcilePolicy.MANAGE,
         clock: Callable[[], datetime] = now,
         password_factory: Callable[[], str] = generate_password,
+        reads_ttl: float = 0.0,
     ) -> None:
         self.api = api
+        self.reads = _TTLCache(reads_ttl)
         self.kind = kind
         self.connector = connector
         self.operator_id = operator_id
@@ -243,7 +250,8 @@ class Reconciler:
         except NotFound:
             return Result.done("NotFound")
         # 2-4. Operation annotation, ownership, policies: decided before any write.
-        g = gate(kind.machine, obj, self._namespace_annotations(namespace),
+        g = gate(kind.machine, obj,
+                 self.reads.get(("ns", namespace), lambda: self._namespace_annotations(namespace)),
                  operator_id=self.operator_id, default_policy=self.default_policy)
         if g.stop == "NotOwned":
             self._event(obj, "Warning", "NotOwned", g.stop_message)
@@ -295,7 +303,9 @@ class Reconciler:
         client: ExternalClient | None = None
         try:
             resource = self._resource(run, deleting, policy)
-            config = self._provider_config(run.obj)
+            ref = _mapping(_mapping(run.obj.get("spec")).get("providerConfigRef"))
+            name = str(ref.get("name") or "default")
+            config = self.reads.get(("config", name), lambda: self._provider_config(name))
             client = self.guarded_call(lambda: self.connector.connect(resource, config))
             observation = self.guarded_call(lambda: client.observe(resource))
             if not isinstance(observation, Observation):
@@ -688,9 +698,7 @@ class Reconciler:
                  "blockOwnerDeletion": True}
         return {"annotations": annotations, "ownerReferences": [owner]}
 
-    def _provider_config(self, obj: Mapping[str, Any]) -> ProviderConfig:
-        ref = _mapping(_mapping(obj.get("spec")).get("providerConfigRef"))
-        name = ref.get("name") or "default"
+    def _provider_config(self, name: str) -> ProviderConfig:
         try:
             config = self.api.get(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None, str(name))
         except NotFound:
@@ -773,6 +781,29 @@ def _decode(secret: Mapping[str, Any]) -> dict[str, str]:
         except (ValueError, TypeError):
             continue
     return out
+
+
+class _TTLCache:
+    """Values reused for ``ttl`` seconds (``ttl`` 0: every call loads afresh).
+
+    Only successful loads are kept: an error (a missing provider config) is
+    seen again on the next pass.
+    """
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._entries: dict[Any, tuple[float, Any]] = {}
+
+    def get(self, key: Any, load: Callable[[], Any]) -> Any:
+        if self.ttl <= 0:
+            return load()
+        moment = time.monotonic()
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] > moment:
+            return entry[1]
+        value = load()
+        self._entries[key] = (moment + self.ttl, value)
+        return value
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

@@ -21,6 +21,7 @@ from lifecycle.machine import LifecycleMachine, TransitionSpec
 from lifecycle.values import Condition, ConditionStatus, HistoryEntry, Observation, rfc3339
 
 T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
+_STATUS = {s.value: s for s in ConditionStatus}
 
 #: Status keys the engine owns; any other key a kind keeps in status is preserved.
 ENGINE_KEYS = frozenset({
@@ -76,7 +77,7 @@ def settle(
         updates.append(Condition(cond.READY, U, "GenerationNotObserved", error.message, gen))
     else:
         message = error.message if error else (choice.message if transition else "")
-        updates.append(Condition(cond.READY, ConditionStatus(spec.ready[0]), spec.ready[1],
+        updates.append(Condition(cond.READY, _STATUS[spec.ready[0]], spec.ready[1],
                                  message, gen))
     if error is not None:
         updates.append(Condition(cond.SYNCED, F, "ReconcileError", error.message, gen))
@@ -107,7 +108,7 @@ def settle(
         if stuck.status is T and (previous is None or previous.status is not T):
             events.append(("Warning", "Stuck", stuck.message))
     stored_history = old.get("history")
-    history = [h for h in stored_history if isinstance(h, Mapping)] if isinstance(
+    history = [h for h in stored_history if isinstance(h, dict)] if isinstance(
         stored_history, list) else []
     if transition is not None and transition.source != transition.target:
         reason = error.reason if error else choice.reason

@@ -279,7 +279,10 @@ class ManagerOptions:
     for ``lease_name`` in ``lease_namespace`` (suffixed with the shard when
     ``shard_count`` > 1). ``probe_address`` ``(host, port)`` serves metrics and
     probes; ``None`` disables it. ``drain_timeout`` bounds the wait for
-    in-flight reconciles on shutdown.
+    in-flight reconciles on shutdown. ``reads_ttl`` is how long a reconciler
+    reuses a namespace's annotations and a provider config with its
+    credentials (saving three API reads per reconcile; a rotated credential
+    is picked up within that time).
     """
 
     workers: int = 2
@@ -303,6 +306,7 @@ class ManagerOptions:
     default_policy: ReconcilePolicy = ReconcilePolicy.MANAGE
     probe_address: tuple[str, int] | None = None
     drain_timeout: float = 30.0
+    reads_ttl: float = 5.0
 
     def __attrs_post_init__(self) -> None:
         if self.shard_count < 1 or not 0 <= self.shard_index < self.shard_count:
@@ -325,7 +329,7 @@ def engine_reconciler(cluster: Any, kind: Kind, connector: Connector,
                       options: ManagerOptions) -> Reconciles:
     """The engine's :class:`~lifecycle.reconciler.Reconciler` for one kind."""
     return Reconciler(cluster, kind, connector, operator_id=options.operator_id,
-                      default_policy=options.default_policy)
+                      default_policy=options.default_policy, reads_ttl=options.reads_ttl)
 
 
 class Manager:
