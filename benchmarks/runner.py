@@ -1,9 +1,9 @@
 """A minimal in-process operator for the benchmarks: a work queue and N worker threads.
 
-:class:`WorkQueue` behaves like a controller work queue: a key is queued at
-most once, a key being processed is never handed to a second worker (adding
-it meanwhile queues it again once that worker is done), and delayed adds wait
-in a heap until due. :class:`Runner` drives a
+The operator's own :class:`~lifecycle.driver.queue.WorkQueue` hands out keys
+(a key queued at most once, never to two workers at a time, delayed adds
+waiting until due); its rate limiter is not used, so the benchmark measures
+the engine rather than the overall retry limit. :class:`Runner` drives a
 :class:`~lifecycle.reconciler.Reconciler` from it with ``workers`` threads and
 follows the requeue matrix, with every requeue delay multiplied by
 ``time_scale`` (0 runs waiting states back to back, so a benchmark measures the
@@ -18,102 +18,20 @@ on a shared machine.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import threading
 import time
-from collections import deque
 from collections.abc import Hashable, Iterable
 from typing import Any
 
 import attrs
 
+from lifecycle.driver.queue import WorkQueue
 from lifecycle.errors import UnhandledError
 from lifecycle.reconciler import Reconciler
 from lifecycle.values import ResultKind
 
 #: The result reason of a Ready object's next poll.
 POLL = "Poll"
-
-
-class WorkQueue:
-    """A deduplicating, delay-capable work queue safe for many threads."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._queue: deque[Hashable] = deque()
-        self._queued: set[Hashable] = set()
-        self._processing: set[Hashable] = set()
-        self._again: set[Hashable] = set()
-        self._delayed: list[tuple[float, int, Hashable]] = []
-        self._seq = itertools.count()
-        self._closed = False
-
-    def __len__(self) -> int:
-        """Keys waiting now or later (not those being processed)."""
-        with self._cond:
-            return len(self._queue) + len(self._delayed)
-
-    def add(self, key: Hashable) -> None:
-        """Queue ``key`` now, unless it is already queued."""
-        with self._cond:
-            self._add_locked(key)
-
-    def _add_locked(self, key: Hashable) -> None:
-        if self._closed or key in self._queued:
-            return
-        if key in self._processing:
-            self._again.add(key)
-            return
-        self._queued.add(key)
-        self._queue.append(key)
-        self._cond.notify()
-
-    def add_after(self, key: Hashable, delay: float) -> None:
-        """Queue ``key`` once ``delay`` seconds have passed (at once when not positive)."""
-        if delay <= 0:
-            self.add(key)
-            return
-        with self._cond:
-            if self._closed:
-                return
-            heapq.heappush(self._delayed, (time.monotonic() + delay, next(self._seq), key))
-            self._cond.notify()
-
-    def get(self) -> Hashable | None:
-        """The next key to process, blocking until one is due; ``None`` once closed."""
-        with self._cond:
-            while True:
-                if self._closed:
-                    return None
-                self._promote_locked()
-                if self._queue:
-                    key = self._queue.popleft()
-                    self._queued.discard(key)
-                    self._processing.add(key)
-                    return key
-                timeout = self._delayed[0][0] - time.monotonic() if self._delayed else None
-                self._cond.wait(timeout)
-
-    def _promote_locked(self) -> None:
-        now = time.monotonic()
-        while self._delayed and self._delayed[0][0] <= now:
-            _, _, key = heapq.heappop(self._delayed)
-            self._add_locked(key)
-
-    def done(self, key: Hashable) -> None:
-        """Mark ``key`` processed; re-queue it if it was added meanwhile."""
-        with self._cond:
-            self._processing.discard(key)
-            if key in self._again:
-                self._again.discard(key)
-                self._add_locked(key)
-
-    def close(self) -> None:
-        """Wake every waiting worker with ``None``; later adds are ignored."""
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
 
 
 @attrs.define
@@ -194,7 +112,7 @@ class Runner:
         if not keys:
             self._all_settled.set()
         self._all_settled.wait(limit)
-        self.queue.close()
+        self.queue.shut_down()
         for thread in threads:
             thread.join()
         wall = time.perf_counter() - start  # reconciles still in flight at the limit count

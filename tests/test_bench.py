@@ -6,14 +6,13 @@ Nothing here asserts a speed: timings belong to the benchmarks themselves.
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 
 from benchmarks import suite
 from benchmarks.cache import ObjectCache
 from benchmarks.operator import build
-from benchmarks.runner import Runner, WorkQueue
+from benchmarks.runner import Runner
 from lifecycle import cli
 
 TINY = suite.Config(hot_path_rounds=1, hot_path_budget=0.01, sizes=(20, 40),
@@ -89,27 +88,6 @@ def test_cli_rejects_out_that_is_a_file(tmp_path, capsys):
     target.write_text("x")
     assert cli.main(["bench", "--quick", "--out", str(target)]) == 2
     assert "not a directory" in capsys.readouterr().err
-
-
-def test_work_queue_dedups_and_never_hands_a_key_to_two_workers():
-    queue = WorkQueue()
-    queue.add("a")
-    queue.add("a")
-    assert len(queue) == 1
-    assert queue.get() == "a"
-    queue.add("a")  # re-added while processing: queued again once done
-    assert len(queue) == 0
-    queue.done("a")
-    assert queue.get() == "a"
-    queue.done("a")
-    queue.add_after("b", 0.01)
-    assert queue.get() == "b"
-    seen: list[object] = []
-    thread = threading.Thread(target=lambda: seen.append(queue.get()))
-    thread.start()
-    queue.close()
-    thread.join(2)
-    assert seen == [None]
 
 
 def test_runner_brings_every_object_to_ready_with_many_workers():
