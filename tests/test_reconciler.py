@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import pytest
+from helpers import KIND, cond, external, make, ready
 
 from lifecycle.apiserver import Conflict, ServerError, TooManyRequests
 from lifecycle.errors import UnhandledError
@@ -22,32 +23,9 @@ from lifecycle.kind import (
     PAUSED,
     RECONCILE_POLICY,
 )
-from lifecycle.testing import Environment, database_manifest, simulated_environment
+from lifecycle.testing import Environment, database_manifest
 from lifecycle.values import ResultKind
 from providers.simcloud import CloudThrottled, CloudUnavailable, SimCloud
-
-KIND = "DatabaseInstance"
-
-
-def make(**cloud_options: Any) -> tuple[Environment, SimCloud]:
-    return simulated_environment(cloud=SimCloud(seed=1, **cloud_options))
-
-
-def ready(env: Environment, name: str = "db", **params: Any) -> dict[str, Any]:
-    env.apply(database_manifest(name, **params))
-    env.run_until_idle()
-    assert env.state(KIND, name) == "ready"
-    return env.get(KIND, name)
-
-
-def external(env: Environment, name: str = "db") -> str:
-    return env.get(KIND, name)["metadata"]["annotations"][EXTERNAL_NAME]
-
-
-def cond(env: Environment, type_: str, name: str = "db") -> tuple[str, str]:
-    c = env.condition(KIND, name, type_)
-    assert c is not None, f"no {type_} condition"
-    return c.status.value, c.reason
 
 
 # ---------------------------------------------------------------- happy path

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from helpers import KIND, external, make, ready
 
 from lifecycle.client import ManagedResource, ProviderConfig
 from lifecycle.errors import HandledError, Severity
@@ -29,7 +30,7 @@ from lifecycle.kind import (
     RECONCILE_POLICY,
 )
 from lifecycle.plan import plan
-from lifecycle.testing import Environment, database_manifest, simulated_environment
+from lifecycle.testing import Environment, database_manifest
 from lifecycle.values import Creation, Observation, ResultKind
 from machines.database import DatabaseInstance
 from providers.simcloud import (
@@ -39,24 +40,14 @@ from providers.simcloud import (
     SimCloud,
 )
 
-KIND = "DatabaseInstance"
 #: metav1.Condition.reason validation pattern of the Kubernetes API server.
 REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 
 
-def make(**cloud_options: Any) -> tuple[Environment, SimCloud]:
-    return simulated_environment(cloud=SimCloud(seed=1, **cloud_options))
 
 
-def ready(env: Environment, name: str = "db", **params: Any) -> dict[str, Any]:
-    env.apply(database_manifest(name, **params))
-    env.run_until_idle()
-    assert env.state(KIND, name) == "ready"
-    return env.get(KIND, name)
 
 
-def external(env: Environment, name: str = "db") -> str:
-    return env.get(KIND, name)["metadata"]["annotations"][EXTERNAL_NAME]
 
 
 def with_connector(connector: Any) -> Environment:

@@ -1,0 +1,36 @@
+"""Shared helpers of the reconciler tests: the bundled kind on a seeded simulated cloud."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lifecycle.kind import EXTERNAL_NAME
+from lifecycle.testing import Environment, database_manifest, simulated_environment
+from providers.simcloud import SimCloud
+
+KIND = "DatabaseInstance"
+
+
+def make(**cloud_options: Any) -> tuple[Environment, SimCloud]:
+    """An Environment with the bundled kind on a SimCloud seeded with 1."""
+    return simulated_environment(cloud=SimCloud(seed=1, **cloud_options))
+
+
+def ready(env: Environment, name: str = "db", **params: Any) -> dict[str, Any]:
+    """Apply a DatabaseInstance and run until it is Ready; return the object."""
+    env.apply(database_manifest(name, **params))
+    env.run_until_idle()
+    assert env.state(KIND, name) == "ready"
+    return env.get(KIND, name)
+
+
+def external(env: Environment, name: str = "db") -> str:
+    """The external name the object was claimed with."""
+    return env.get(KIND, name)["metadata"]["annotations"][EXTERNAL_NAME]
+
+
+def cond(env: Environment, type_: str, name: str = "db") -> tuple[str, str]:
+    """(status, reason) of one condition, which must exist."""
+    c = env.condition(KIND, name, type_)
+    assert c is not None, f"no {type_} condition"
+    return c.status.value, c.reason
