@@ -18,6 +18,7 @@ from lifecycle.errors import LifecycleError
 COMMANDS = (
     "lifecycle.demo",
     "lifecycle.diagram",
+    "lifecycle.plan",
     "lifecycle.verify",
     "lifecycle.driver.cli",
     "lifecycle.bench",

@@ -28,9 +28,9 @@ from lifecycle.decide import (
 from lifecycle.errors import HandledError
 from lifecycle.machine import LifecycleMachine, TransitionSpec
 from lifecycle.status import Settled, paused, settle
-from lifecycle.values import Observation, Result
+from lifecycle.values import Observation, ProviderStatus, Result, now
 
-__all__ = ["Plan", "plan", "restore"]
+__all__ = ["OBSERVATIONS", "Plan", "describe", "plan", "register", "restore"]
 
 
 @attrs.frozen
@@ -110,3 +110,77 @@ def plan(
                      key=str(meta.get("uid", "")), error=error,
                      waiting=choice.event == "wait", deleting=g.deleting)
     return Plan(g.state, choice, transition, settled, result)
+
+
+#: What ``lifecycle plan --observed`` can pretend observe returned.
+OBSERVATIONS = {
+    "absent": Observation.absent(),
+    "available": Observation(exists=True),
+    "drifted": Observation(exists=True, up_to_date=False),
+    "pending": Observation(exists=True, status=ProviderStatus.PENDING,
+                           message="provider operation pending"),
+    "failed": Observation(exists=True, status=ProviderStatus.FAILED,
+                          message="provider reports the resource failed"),
+}
+
+
+def describe(p: Plan) -> str:
+    """A few lines a person can read: what the next reconcile would do, and why."""
+    lines = [f"state:      {p.source}"]
+    detail = f": {p.choice.message}" if p.choice.message else ""
+    if p.choice.event is None:
+        lines.append(f"event:      none ({p.choice.reason}{detail})")
+    else:
+        lines.append(f"event:      {p.choice.event} ({p.choice.reason}{detail})")
+    if p.transition is not None:
+        actions = ", ".join(p.transition.actions) or "none"
+        guards = ", ".join(p.transition.guards) or "none"
+        lines.append(f"transition: {p.transition.source} -> {p.transition.target} "
+                     f"(guards: {guards}; actions: {actions})")
+    conditions = {c["type"]: c for c in p.settled.status.get("conditions") or []
+                  if isinstance(c, dict)}
+    for type_ in ("Ready", "Synced"):
+        c = conditions.get(type_)
+        if c is not None:
+            lines.append(f"{type_ + ':':<11} {c['status']} ({c['reason']})")
+    lines.append(f"phase:      {p.settled.status.get('phase', '-')}")
+    after = f" after {p.result.after:g}s" if p.result.after else ""
+    lines.append(f"result:     {p.result.kind.value}{after} ({p.result.reason})")
+    return "\n".join(lines)
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``plan`` subcommand: a dry run of the next reconcile of a dumped object."""
+    parser = subparsers.add_parser(
+        "plan", help="show what the next reconcile of an object would do, without doing it",
+        description="Dry run: read an object dumped as YAML or JSON, assume what observe "
+                    "returns, and print the event, transition, conditions and requeue result "
+                    "the reconciler would choose. Nothing is called or written.")
+    parser.add_argument("--object", required=True, metavar="FILE",
+                        help="a YAML/JSON dump of one object")
+    parser.add_argument("--name", help="pick this object from a List")
+    parser.add_argument("--machine", metavar="MODULE:CLASS",
+                        help="the machine (default: found from the object's kind)")
+    parser.add_argument("--observed", choices=sorted(OBSERVATIONS), default="available",
+                        help="what observe returns (default: available)")
+    parser.add_argument("--error", metavar="MESSAGE",
+                        help="assume connect/observe raised a handled error instead")
+    parser.set_defaults(func=_main)
+
+
+def _main(args: Any) -> int:
+    from lifecycle.cli import UsageError, load
+    from lifecycle.diagram import load_object, machine_for
+
+    obj = load_object(args.object, args.name)
+    if args.machine:
+        machine = load(args.machine)
+        if not (isinstance(machine, type) and issubclass(machine, LifecycleMachine)):
+            raise UsageError(f"{args.machine} is not a lifecycle machine class")
+    else:
+        machine = machine_for(obj)
+    error = HandledError(args.error, reason="ExternalError") if args.error else None
+    result = plan(machine, obj, observation=None if error else OBSERVATIONS[args.observed],
+                  error=error, now=now())
+    print(describe(result))
+    return 0

@@ -61,3 +61,41 @@ def test_hot_path_benchmark_measures_all_three() -> None:
         assert report[key] > 0
     assert hot_path.hot_path().target == "ready"
     assert hot_path.statemachine_build_and_send().current_state_value == "ready"
+
+
+def test_plan_command_explains_the_next_reconcile(tmp_path, capsys) -> None:
+    from lifecycle.cli import main
+
+    dump = tmp_path / "orders.yaml"
+    dump.write_text(
+        "apiVersion: db.lifecycle.dev/v1alpha1\nkind: DatabaseInstance\n"
+        "metadata: {name: orders, uid: u-1, generation: 3, "
+        "finalizers: [lifecycle.dev/finalizer]}\n"
+        "spec: {forProvider: {engine: postgres}}\nstatus: {state: ready}\n")
+    assert main(["plan", "--object", str(dump), "--observed", "drifted"]) == 0
+    out = capsys.readouterr().out
+    assert "event:      update (UpdateRequested" in out
+    assert "transition: ready -> updating" in out and "update_external" in out
+    assert main(["plan", "--object", str(dump), "--error", "provider down"]) == 0
+    out = capsys.readouterr().out
+    assert "ready -> failed" in out and "result:     backoff" in out
+    dump.write_text(dump.read_text().replace(
+        "generation: 3,", "generation: 3, deletionTimestamp: '2026-01-01T00:00:00Z',"))
+    assert main(["plan", "--object", str(dump), "--observed", "absent"]) == 0
+    out = capsys.readouterr().out
+    assert "ready -> deleted" in out and "event:      gone" in out
+    dump.write_text(dump.read_text().replace("lifecycle.dev/finalizer", "someone-else"))
+    assert main(["plan", "--object", str(dump)]) == 0
+    assert "event:      none (NotClaimed" in capsys.readouterr().out
+
+
+def test_plan_command_errors_are_one_line(tmp_path, capsys) -> None:
+    from lifecycle.cli import main
+
+    assert main(["plan", "--object", str(tmp_path / "missing.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot read" in err
+    dump = tmp_path / "x.yaml"
+    dump.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    assert main(["plan", "--object", str(dump)]) == 2
+    assert "no bundled kind" in capsys.readouterr().err
