@@ -159,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         shard_index=shard_index, shard_count=shard_count, operator_id=args.operator_id,
         probe_address=_address(args.probe_address) if args.probe_address else None,
         drain_timeout=args.drain_timeout,
+        reads_ttl=args.reads_ttl,
     )
     from prometheus_client import disable_created_metrics
 
@@ -246,6 +247,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--operator-id", help="operator instance id for namespace ownership")
     p.add_argument("--probe-address", metavar="HOST:PORT",
                    help="serve /metrics, /healthz and /readyz here (port 0: any free port)")
+    p.add_argument("--reads-ttl", type=float, default=5.0, metavar="SECONDS",
+                   help="reuse namespace annotations and provider configs with their "
+                        "credentials this long (0: read them on every reconcile)")
     p.add_argument("--drain-timeout", type=float, default=30.0,
                    help="seconds to wait for in-flight reconciles on shutdown")
     p.add_argument("--log-json", action="store_true", help="JSON log lines")
