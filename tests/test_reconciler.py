@@ -602,3 +602,34 @@ def test_one_broken_resource_does_not_stop_others() -> None:
     assert env.state(KIND, "bad") == "failed"
     assert env.state(KIND, "mangled") == "failed"
     assert env.condition(KIND, "mangled", "Failed").reason == "InvalidSpec"
+
+
+# ------------------------------------------------------- supporting reads
+def test_supporting_reads_are_reused_for_reads_ttl_and_errors_are_not() -> None:
+    from lifecycle.reconciler import Reconciler
+    from machines.database import DatabaseInstance
+    from providers.simcloud import DatabaseConnector
+
+    env, cloud = make()
+    config = env.api.get("lifecycle.dev/v1alpha1", "ProviderConfig", None, "default")
+    env.api.delete("lifecycle.dev/v1alpha1", "ProviderConfig", None, "default")
+    cached = Reconciler(env.api, DatabaseInstance, DatabaseConnector(cloud), reads_ttl=3600.0,
+                        clock=env.clock.now)
+    env.apply(database_manifest("db"))
+    cached.reconcile("default", "db")
+    assert cond(env, "Failed") == ("True", "ProviderConfigMissing")  # a miss is not cached
+    env.api.create({k: config[k] for k in ("apiVersion", "kind", "spec")}
+                   | {"metadata": {"name": "default"}})
+    cached.reconcile("default", "db")
+    assert env.state(KIND, "db") == "creating"
+    gets = env.api.stats["get"]
+    cached.reconcile("default", "db")
+    # Only the object and its connection Secret were read: namespace, provider
+    # config and credentials came from the cache.
+    assert env.api.stats["get"] - gets == 2
+    env.api.delete("lifecycle.dev/v1alpha1", "ProviderConfig", None, "default")
+    cached.reconcile("default", "db")
+    assert env.state(KIND, "db") in ("creating", "ready")  # still within the TTL
+    fresh = Reconciler(env.api, DatabaseInstance, DatabaseConnector(cloud), clock=env.clock.now)
+    fresh.reconcile("default", "db")
+    assert cond(env, "Failed") == ("True", "ProviderConfigMissing")
