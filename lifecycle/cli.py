@@ -38,13 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name is not None and name.startswith(exc.name):
-                continue  # feature module not installed in this build
-            raise
-        module.register(sub)
+        importlib.import_module(name).register(sub)
     return parser
 
 
