@@ -46,8 +46,9 @@ from lifecycle.apiserver import AlreadyExists, ApiError, Conflict, NotFound, Res
 from lifecycle.cluster import Cluster
 from lifecycle.decide import Choice, requeue
 from lifecycle.errors import HandledError, Severity, TerminalError, UnhandledError
-from lifecycle.kind import FINALIZER, Kind
-from lifecycle.machine import TransitionSpec
+from lifecycle.kind import FINALIZER, Kind, connection_secret_ref
+from lifecycle.machine import LifecycleMachine, TransitionSpec, camel
+from lifecycle.status import stuck
 from lifecycle.values import Condition, ConditionStatus, HistoryEntry, Result, now, rfc3339
 
 if TYPE_CHECKING:
@@ -365,17 +366,6 @@ class ResourceView:
             reclaim_policy=policy,
             secret=connection_secret_ref(obj),
         )
-
-
-def connection_secret_ref(obj: Mapping[str, Any]) -> tuple[str, str]:
-    """(namespace, name) of a managed resource's connection Secret, defaulted as the engine does."""
-    meta = obj["metadata"]
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-    ref = spec.get("writeConnectionSecretToRef") or {}
-    if not isinstance(ref, Mapping):
-        ref = {}
-    namespace = ref.get("namespace") or meta.get("namespace") or "default"
-    return str(namespace), str(ref.get("name") or f"{meta['name']}-connection")
 
 
 @attrs.frozen
@@ -744,7 +734,7 @@ class ClaimReconciler:
             else Condition(cond.SYNCED, T, "ReconcileSuccess", "", gen),
         ]
         if transition is not None and transition.source != transition.target:
-            self.event(run.obj, "Normal", _camel(transition.event),
+            self.event(run.obj, "Normal", camel(transition.event),
                        f"{transition.source} -> {transition.target}: {choice.message}")
         elif error is not None:
             self.event(run.obj, "Warning", error.reason, error.message)
@@ -760,8 +750,8 @@ class ClaimReconciler:
                                             transition.event, choice.reason, when).to_dict())
             since = old.get("stateSince") if target == run.state else when
             since = since if isinstance(since, str) else when
-            conditions = cond.merge(_conditions(old),
-                                    [*updates, *self._stuck(target, since, old, gen)], when)
+            held = _stuck(self.machine, target, since, old, gen, self.clock())
+            conditions = cond.merge(_conditions(old), [*updates, *held], when)
             status = {
                 **old,
                 "state": target,
@@ -788,21 +778,6 @@ class ClaimReconciler:
             except Conflict:
                 run.obj = self._refetch(run)
         raise UnhandledError("claim status write kept conflicting")
-
-    def _stuck(self, state: str, since: str, old: Mapping[str, Any],
-               gen: int) -> list[Condition]:
-        """``Stuck=True`` once the claim has been in ``state`` longer than its limit."""
-        limit = self.machine.timing.max_in_state.get(state)
-        had = cond.get(_conditions(old), "Stuck") is not None
-        try:
-            held = self.clock() - datetime.fromisoformat(since.replace("Z", "+00:00"))
-        except ValueError:
-            return []
-        if limit is None or held.total_seconds() <= limit:
-            return [Condition("Stuck", F, "NotStuck", "", gen)] if had else []
-        return [Condition("Stuck", T, f"StuckIn{_camel(state)}",
-                          f"in {state} for {int(held.total_seconds())}s, longer than "
-                          f"{int(limit)}s", gen)]
 
     # -------------------------------------------------------------- writes
     def update_claim(self, run: ClaimPass, change: Callable[[dict[str, Any]], Any]) -> None:
@@ -985,8 +960,11 @@ def _generation(obj: Mapping[str, Any]) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 1
 
 
-def _camel(text: str) -> str:
-    return "".join(p.capitalize() for p in text.split("_"))
+def _stuck(machine: type[LifecycleMachine], state: str, since: str, old: Mapping[str, Any],
+           gen: int, now: datetime) -> list[Condition]:
+    """The Stuck condition the managed status uses, for a claim held in ``state``."""
+    held = stuck(machine, state, since, _conditions(old), gen, now)
+    return [held] if held is not None else []
 
 
 # ---------------------------------------------------------------------------

@@ -21,9 +21,8 @@ from lifecycle.claims import (
     claim_environment,
     claim_manifest,
     class_manifest,
-    connection_secret_ref,
 )
-from lifecycle.kind import EXTERNAL_NAME
+from lifecycle.kind import EXTERNAL_NAME, connection_secret_ref
 from lifecycle.testing import Step
 from providers.simcloud import SimCloud
 

@@ -89,6 +89,21 @@ class Kind:
         return f"{meta['name']}-{meta['uid'][:8]}"
 
 
+def connection_secret_ref(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of a managed resource's connection Secret.
+
+    ``spec.writeConnectionSecretToRef`` names it; the namespace defaults to
+    the object's, the name to ``<name>-connection``.
+    """
+    meta = obj["metadata"]
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    ref = spec.get("writeConnectionSecretToRef") or {}
+    if not isinstance(ref, Mapping):
+        ref = {}
+    namespace = ref.get("namespace") or meta.get("namespace") or "default"
+    return str(namespace), str(ref.get("name") or f"{meta['name']}-connection")
+
+
 def _short(exc: Exception) -> str:
     text = str(exc.args[0]) if exc.args else type(exc).__name__
     return text.splitlines()[0][:200]

@@ -22,6 +22,7 @@ so the declared class still runs as an ordinary machine when sent
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
@@ -136,8 +137,10 @@ class MachineTable:
         return None
 
 
-def _camel(state_id: str) -> str:
-    return "".join(part.capitalize() for part in state_id.split("_"))
+@functools.lru_cache(maxsize=256)  # state and event names: a small, fixed set
+def camel(name: str) -> str:
+    """A state or event id as CamelCase (``stuck_in`` -> ``StuckIn``), for reasons."""
+    return "".join(part.capitalize() for part in name.split("_"))
 
 
 def _callbacks(transition: Any, group: str) -> list[Any]:
@@ -179,7 +182,7 @@ def compile_table(cls: type[LifecycleMachine]) -> MachineTable:
             name=state.name,
             initial=state.initial,
             final=state.final,
-            ready=cls.ready_condition.get(state.id, ("False", _camel(state.id))),
+            ready=cls.ready_condition.get(state.id, ("False", camel(state.id))),
             activity=cls.activity_conditions.get(state.id),
             doc=cls.state_docs.get(state.id, ""),
         )

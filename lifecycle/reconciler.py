@@ -67,6 +67,7 @@ from lifecycle.kind import (
     PROVIDER_CONFIG_API,
     PROVIDER_CONFIG_KIND,
     Kind,
+    connection_secret_ref,
 )
 from lifecycle.machine import TransitionSpec
 from lifecycle.status import paused, settle
@@ -582,15 +583,6 @@ class Reconciler:
             raise ObjectGone from None
 
     # -------------------------------------------------------- secrets, config
-    def _secret_ref(self, run: Pass) -> tuple[str, str]:
-        meta = run.obj["metadata"]
-        spec = run.obj.get("spec") if isinstance(run.obj.get("spec"), Mapping) else {}
-        ref = spec.get("writeConnectionSecretToRef") or {}
-        if not isinstance(ref, Mapping):
-            ref = {}
-        namespace = ref.get("namespace") or meta.get("namespace") or "default"
-        return str(namespace), str(ref.get("name") or f"{meta['name']}-connection")
-
     def _read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             return self.api.get("v1", "Secret", namespace, name)
@@ -615,7 +607,7 @@ class Reconciler:
         return dict(secret)
 
     def _stored_password(self, run: Pass) -> str | None:
-        secret = self._connection_secret(run, *self._secret_ref(run))
+        secret = self._connection_secret(run, *connection_secret_ref(run.obj))
         return _decode(secret).get("password") if secret else None
 
     def _claimed_name(self, run: Pass) -> str:
@@ -651,7 +643,7 @@ class Reconciler:
 
     def _publish(self, run: Pass, details: Mapping[str, str]) -> None:
         """Merge ``details`` into the connection Secret; write only when it changed."""
-        namespace, name = self._secret_ref(run)
+        namespace, name = connection_secret_ref(run.obj)
         for attempt in range(CONFLICT_RETRIES):
             secret = self._connection_secret(run, namespace, name, fresh=attempt > 0)
             current = _decode(secret) if secret else {}

@@ -7,7 +7,6 @@ stored one so an unchanged status is never written) and the Events to record.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -17,7 +16,7 @@ import attrs
 from lifecycle import conditions as cond
 from lifecycle.decide import Choice, ReconcilePolicy
 from lifecycle.errors import HandledError
-from lifecycle.machine import LifecycleMachine, TransitionSpec
+from lifecycle.machine import LifecycleMachine, TransitionSpec, camel
 from lifecycle.values import Condition, ConditionStatus, HistoryEntry, Observation, rfc3339
 
 T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
@@ -101,12 +100,12 @@ def settle(
     if not isinstance(since, str):
         since = when
     operation_since = _operation_since(machine, old, source, target, since)
-    stuck = _stuck(machine, target, operation_since or since, stored, gen, now)
-    if stuck is not None:
-        updates.append(stuck)
+    held = stuck(machine, target, operation_since or since, stored, gen, now)
+    if held is not None:
+        updates.append(held)
         previous = cond.get(stored, "Stuck")
-        if stuck.status is T and (previous is None or previous.status is not T):
-            events.append(("Warning", "Stuck", stuck.message))
+        if held.status is T and (previous is None or previous.status is not T):
+            events.append(("Warning", "Stuck", held.message))
     stored_history = old.get("history")
     history = [h for h in stored_history if isinstance(h, dict)] if isinstance(
         stored_history, list) else []
@@ -115,7 +114,7 @@ def settle(
         history.append(HistoryEntry(transition.source, transition.target, transition.event,
                                     reason, when).to_dict())
         detail = error.message if error else (choice.message or choice.reason)
-        events.append(("Warning" if error else "Normal", _camel(transition.event),
+        events.append(("Warning" if error else "Normal", camel(transition.event),
                        f"{transition.source} -> {transition.target}: {detail}"))
     elif error is not None:
         events.append(("Warning", error.reason, error.message))
@@ -179,7 +178,7 @@ def _operation_since(machine: type[LifecycleMachine], old: Mapping[str, Any], so
     return None
 
 
-def _stuck(machine: type[LifecycleMachine], state: str, since: str,
+def stuck(machine: type[LifecycleMachine], state: str, since: str,
            stored: Sequence[Mapping[str, Any]], gen: int, now: datetime) -> Condition | None:
     """The Stuck condition (SPEC section 7): True once a state is held past its limit."""
     limit = machine.timing.max_in_state.get(state)
@@ -191,11 +190,6 @@ def _stuck(machine: type[LifecycleMachine], state: str, since: str,
         except ValueError:
             held = 0.0
     if limit is not None and held > limit:
-        return Condition("Stuck", T, f"StuckIn{_camel(state)}",
+        return Condition("Stuck", T, f"StuckIn{camel(state)}",
                          f"in {state} for {int(held)}s, longer than {int(limit)}s", gen)
     return Condition("Stuck", F, "NotStuck", "", gen) if had else None
-
-
-@functools.lru_cache(maxsize=256)  # state and event names: a small, fixed set
-def _camel(text: str) -> str:
-    return "".join(p.capitalize() for p in text.split("_"))

@@ -26,12 +26,11 @@ from lifecycle.claims import (
     claim_environment,
     claim_manifest,
     class_manifest,
-    connection_secret_ref,
     dynamic_name,
     select_class,
 )
 from lifecycle.errors import HandledError, MachineDefinitionError, TerminalError
-from lifecycle.kind import EXTERNAL_NAME, FINALIZER
+from lifecycle.kind import EXTERNAL_NAME, FINALIZER, connection_secret_ref
 from lifecycle.machine import validate
 from lifecycle.testing import database_manifest
 from machines.claim import ClaimMachine
