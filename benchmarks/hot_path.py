@@ -1,6 +1,6 @@
 """Hot path per reconcile against python-statemachine build-and-send, in one run.
 
-The hot path is :func:`lifecycle.plan.plan`: restore the stored state, choose
+The hot path is :func:`lifecycle.core.plan.plan`: restore the stored state, choose
 the event, fire it through the compiled table, compute conditions and status,
 and pick the requeue result, with no I/O. The baselines, measured in the same
 process one after another: building a python-statemachine instance of the same
@@ -18,10 +18,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from lifecycle.decide import Facts
-from lifecycle.plan import plan
-from lifecycle.values import Observation
-from machines.managed import ManagedResourceMachine
+from lifecycle.core.decide import Facts
+from lifecycle.core.plan import plan
+from lifecycle.core.values import Observation
+from lifecycle.machines.managed import ManagedResourceMachine
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 OBJ: dict[str, Any] = {

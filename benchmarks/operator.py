@@ -1,9 +1,9 @@
 """The operator under test: an embedded API, the bundled database kind and a simulated cloud.
 
-:func:`build` wires a fresh :class:`~lifecycle.apiserver.EmbeddedAPI`, a
+:func:`build` wires a fresh :class:`~lifecycle.sim.apiserver.EmbeddedAPI`, a
 ProviderConfig with its credentials Secret, a
-:class:`~providers.simcloud.SimCloud` and a
-:class:`~lifecycle.reconciler.Reconciler` for ``DatabaseInstance``, then
+:class:`~lifecycle.providers.simcloud.SimCloud` and a
+:class:`~lifecycle.runtime.reconciler.Reconciler` for ``DatabaseInstance``, then
 creates ``n`` objects (not timed by any benchmark).
 """
 
@@ -14,12 +14,14 @@ from typing import Any
 
 import attrs
 
-from lifecycle.apiserver import EmbeddedAPI, ResourceType
+from lifecycle.kube.resources import ResourceType
+
+from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.driver.manager import ManagerOptions
-from lifecycle.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
-from lifecycle.reconciler import Reconciler
-from machines.database import DatabaseInstance
-from providers.simcloud import DatabaseConnector, SimCloud
+from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
+from lifecycle.runtime.reconciler import Reconciler
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 
 NAMESPACE = "default"
 

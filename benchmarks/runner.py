@@ -4,7 +4,7 @@ The operator's own :class:`~lifecycle.driver.queue.WorkQueue` hands out keys
 (a key queued at most once, never to two workers at a time, delayed adds
 waiting until due); its rate limiter is not used, so the benchmark measures
 the engine rather than the overall retry limit. :class:`Runner` drives a
-:class:`~lifecycle.reconciler.Reconciler` from it with ``workers`` threads and
+:class:`~lifecycle.runtime.reconciler.Reconciler` from it with ``workers`` threads and
 follows the requeue matrix, with every requeue delay multiplied by
 ``time_scale`` (0 runs waiting states back to back, so a benchmark measures the
 engine rather than its poll intervals).
@@ -26,9 +26,9 @@ from typing import Any
 import attrs
 
 from lifecycle.driver.queue import WorkQueue
-from lifecycle.errors import UnhandledError
-from lifecycle.reconciler import Reconciler
-from lifecycle.values import ResultKind
+from lifecycle.core.errors import UnhandledError
+from lifecycle.runtime.reconciler import Reconciler
+from lifecycle.core.values import ResultKind
 
 #: The result reason of a Ready object's next poll.
 POLL = "Poll"

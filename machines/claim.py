@@ -1,9 +1,9 @@
 """The resource-claim lifecycle (seed 002), and the bundled database claim.
 
 A claim is an application team's namespaced request for a service. The
-claim reconciler (:mod:`lifecycle.claims`) observes the claim, its class and
+claim reconciler (:mod:`lifecycle.runtime.claims`) observes the claim, its class and
 the managed resource it names, picks one event with
-:func:`lifecycle.claims.choose_claim_event`, and fires it through this
+:func:`lifecycle.runtime.claims.choose_claim_event`, and fires it through this
 machine's compiled table. Events are named after what was observed:
 
 ========= =====================================================================
@@ -37,20 +37,20 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from statemachine import State
 
-from lifecycle.claims import (
+from lifecycle.runtime.claims import (
     ClaimBinding,
     ClassKind,
     ResourceClass,
     configure_from_class,
     configure_object_meta,
 )
-from lifecycle.errors import TerminalError
-from lifecycle.kind import Kind
-from lifecycle.machine import LifecycleMachine, Timing
-from machines import database
+from lifecycle.core.errors import TerminalError
+from lifecycle.core.kind import Kind
+from lifecycle.core.machine import LifecycleMachine, Timing
+from lifecycle.machines import database
 
 if TYPE_CHECKING:
-    from lifecycle.claims import ClaimEffects, ClaimFacts
+    from lifecycle.runtime.claims import ClaimEffects, ClaimFacts
 
 
 class ClaimMachine(LifecycleMachine):

@@ -1,15 +1,15 @@
 """A database instance on the simulated cloud, in the spirit of seed 002's FavouriteDB.
 
 The whole kind: a machine subclass tuning its intervals, and a Kind binding
-the machine to its parameters. The client lives in :mod:`providers.simcloud`.
+the machine to its parameters. The client lives in :mod:`lifecycle.providers.simcloud`.
 """
 
 from __future__ import annotations
 
-from lifecycle.kind import Kind
-from lifecycle.machine import Timing
-from machines.managed import ManagedResourceMachine
-from providers.simcloud import DatabaseParameters
+from lifecycle.core.kind import Kind
+from lifecycle.core.machine import Timing
+from lifecycle.machines.managed import ManagedResourceMachine
+from lifecycle.providers.simcloud import DatabaseParameters
 
 
 class DatabaseInstanceMachine(ManagedResourceMachine):

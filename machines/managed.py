@@ -2,7 +2,7 @@
 
 Events are named after what the reconciler *observed*, never after where the
 resource should go; the machine alone decides the target. The reconciler's
-pure :func:`lifecycle.decide.choose_event` picks one event per reconcile:
+pure :func:`lifecycle.core.decide.choose_event` picks one event per reconcile:
 
 ======== =====================================================================
 event    chosen when
@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING
 
 from statemachine import State
 
-from lifecycle.machine import LifecycleMachine
+from lifecycle.core.machine import LifecycleMachine
 
 if TYPE_CHECKING:
-    from lifecycle.decide import Facts
-    from lifecycle.reconciler import Effects
+    from lifecycle.core.decide import Facts
+    from lifecycle.runtime.reconciler import Effects
 
 
 class ManagedResourceMachine(LifecycleMachine):

@@ -3,18 +3,18 @@
 Each kind is the standard managed lifecycle with PostgreSQL's timing: every
 statement completes before it returns, so a pending state is re-observed
 after a second, and a Ready object is polled every minute for drift. The
-clients live in :mod:`providers.postgres`.
+clients live in :mod:`lifecycle.providers.postgres`.
 """
 
 from __future__ import annotations
 
-from lifecycle.kind import Kind
-from lifecycle.machine import Timing
-from machines.managed import ManagedResourceMachine
-from providers.postgres.config import PostgresConnector
-from providers.postgres.database import DatabaseClient, DatabaseParameters
-from providers.postgres.grant import GrantClient, GrantParameters
-from providers.postgres.role import RoleClient, RoleParameters
+from lifecycle.core.kind import Kind
+from lifecycle.core.machine import Timing
+from lifecycle.machines.managed import ManagedResourceMachine
+from lifecycle.providers.postgres.config import PostgresConnector
+from lifecycle.providers.postgres.database import DatabaseClient, DatabaseParameters
+from lifecycle.providers.postgres.grant import GrantClient, GrantParameters
+from lifecycle.providers.postgres.role import RoleClient, RoleParameters
 
 #: API group of the PostgreSQL kinds.
 GROUP = "postgresql.lifecycle.dev"

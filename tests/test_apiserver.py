@@ -1,4 +1,4 @@
-"""Behaviour of the embedded API server (lifecycle.apiserver)."""
+"""Behaviour of the embedded API server (lifecycle.sim.apiserver)."""
 
 from __future__ import annotations
 
@@ -9,24 +9,15 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lifecycle.apiserver import (
-    AlreadyExists,
-    ApiError,
-    Conflict,
-    EmbeddedAPI,
-    FaultInjector,
-    Gone,
-    Invalid,
-    NotFound,
-    ResourceType,
-    ServerError,
-    TooManyRequests,
-    WatchEvent,
-    clone,
-    error_from_status,
-    merge_patch,
-    parse_label_selector,
-)
+from lifecycle.kube.errors import AlreadyExists, ApiError, Conflict, Gone, Invalid, NotFound, ServerError, TooManyRequests, error_from_status
+
+from lifecycle.kube.objects import clone, merge_patch
+
+from lifecycle.kube.resources import ResourceType
+
+from lifecycle.kube.selectors import parse_label_selector
+
+from lifecycle.sim.apiserver import EmbeddedAPI, FaultInjector, WatchEvent
 
 WIDGET = ResourceType("example.test", "v1", "Widget", "widgets", namespaced=True)
 GADGET = ResourceType("example.test", "v1", "Gadget", "gadgets", namespaced=False)

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from statemachine import State
 
-from lifecycle.apiserver import ServerError
-from lifecycle.claims import (
+from lifecycle.kube.errors import ServerError
+from lifecycle.runtime.claims import (
     DEFAULT_CLASS,
     PROPAGATED_FROM,
     RELEASED,
@@ -29,11 +29,11 @@ from lifecycle.claims import (
     dynamic_name,
     select_class,
 )
-from lifecycle.errors import HandledError, MachineDefinitionError, TerminalError
-from lifecycle.kind import EXTERNAL_NAME, FINALIZER, connection_secret_ref
-from lifecycle.machine import validate
+from lifecycle.core.errors import HandledError, MachineDefinitionError, TerminalError
+from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, connection_secret_ref
+from lifecycle.core.machine import validate
 from lifecycle.testing import database_manifest
-from machines.claim import ClaimMachine
+from lifecycle.machines.claim import ClaimMachine
 
 CREDS = ("AKIDEXAMPLE", "s3cr3t")
 
@@ -600,7 +600,7 @@ def test_secrets_never_appear_in_claim_conditions_or_events(world: Any) -> None:
 def test_claim_demo_runs_clean_and_prints_no_secret() -> None:
     import io
 
-    from lifecycle.claims_demo import ROTATED, run_claim_demo
+    from lifecycle.providers.simcloud.claims_demo import ROTATED, run_claim_demo
 
     out = io.StringIO()
     assert run_claim_demo(out) is True

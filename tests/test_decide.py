@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from lifecycle.decide import Facts, ReconcilePolicy, choose_event, poll_interval, requeue
-from lifecycle.errors import ExternalError, HandledError, Severity, TerminalError, Throttled
-from lifecycle.machine import Timing
-from lifecycle.values import Observation, ProviderStatus, ResultKind
+from lifecycle.core.decide import Facts, ReconcilePolicy, choose_event, poll_interval, requeue
+from lifecycle.core.errors import ExternalError, HandledError, Severity, TerminalError, Throttled
+from lifecycle.core.machine import Timing
+from lifecycle.core.values import Observation, ProviderStatus, ResultKind
 
 ABSENT = Observation.absent()
 READY = Observation(exists=True)

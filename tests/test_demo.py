@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from lifecycle.cli import main
-from lifecycle.demo import run_demo
+from lifecycle.cli.demo import run_demo
 
 
 def test_demo_scenario_succeeds_and_reports() -> None:
@@ -30,7 +30,7 @@ def test_demo_command_exit_code(capsys) -> None:
 
 
 def test_demo_reports_failure_when_a_resource_does_not_end_as_expected(monkeypatch) -> None:
-    from providers.simcloud import SimCloud
+    from lifecycle.providers.simcloud import SimCloud
 
     monkeypatch.setattr(SimCloud, "delete_instance", lambda self, creds, name: None)
     out = io.StringIO()

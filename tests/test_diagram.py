@@ -11,9 +11,9 @@ import pytest
 import yaml
 from statemachine import State
 
-from lifecycle import diagram
+from lifecycle import diagrams as diagram
 from lifecycle.cli import main
-from lifecycle.diagram import (
+from lifecycle.diagrams import (
     DiagramError,
     LiveObject,
     cluster_diagram,
@@ -25,8 +25,8 @@ from lifecycle.diagram import (
     write_generated,
 )
 from lifecycle.testing import database_manifest, simulated_environment
-from machines.database import DatabaseInstance, DatabaseInstanceMachine
-from machines.managed import ManagedResourceMachine
+from lifecycle.machines.database import DatabaseInstance, DatabaseInstanceMachine
+from lifecycle.machines.managed import ManagedResourceMachine
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -113,8 +113,8 @@ def test_deletion_is_grouped_not_a_hairball():
 
 
 def test_dot_and_mermaid_are_byte_identical_across_processes():
-    code = ("import sys; from lifecycle.diagram import to_dot, to_mermaid; "
-            "from machines.managed import ManagedResourceMachine as M; "
+    code = ("import sys; from lifecycle.diagrams import to_dot, to_mermaid; "
+            "from lifecycle.machines.managed import ManagedResourceMachine as M; "
             "sys.stdout.write(to_dot(M) + to_mermaid(M))")
     outputs = {
         subprocess.run([sys.executable, "-c", code], capture_output=True, check=True,
@@ -222,14 +222,14 @@ def test_live_object_from_a_yaml_dump_on_the_command_line(settled_env, tmp_path,
     dump = tmp_path / "orders.yaml"
     dump.write_text(yaml.safe_dump(settled_env.get("DatabaseInstance", "orders")))
     out = tmp_path / "orders.dot"
-    assert main(["diagram", "machines.database:DatabaseInstanceMachine",
+    assert main(["diagram", "lifecycle.machines.database:DatabaseInstanceMachine",
                  "--object", str(dump), "-o", str(out)]) == 0
     assert '[xlabel="4. available"' in out.read_text()
     # JSON is read too, and an object not yet reconciled shows its initial state
     fresh = tmp_path / "fresh.json"
     fresh.write_text('{"apiVersion": "db.lifecycle.dev/v1alpha1", "kind": "DatabaseInstance",'
                      ' "metadata": {"name": "new", "namespace": "default"}}')
-    assert main(["diagram", "machines.database:DatabaseInstanceMachine", "--object",
+    assert main(["diagram", "lifecycle.machines.database:DatabaseInstanceMachine", "--object",
                  str(fresh), "-f", "dot"]) == 0
     assert "not reconciled yet" in capsys.readouterr().out
 
@@ -245,7 +245,7 @@ def test_live_object_from_a_yaml_dump_on_the_command_line(settled_env, tmp_path,
 def test_bad_object_dumps_are_one_line_errors(tmp_path, capsys, content, message):
     dump = tmp_path / "bad.yaml"
     dump.write_text(content)
-    code = main(["diagram", "machines.managed:ManagedResourceMachine", "--object", str(dump)])
+    code = main(["diagram", "lifecycle.machines.managed:ManagedResourceMachine", "--object", str(dump)])
     err = capsys.readouterr().err
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1
@@ -273,7 +273,7 @@ def run_cli(args, path):
 
 def test_without_dot_svg_fails_plainly_and_text_formats_still_work(tmp_path, monkeypatch,
                                                                    capsys):
-    target = "machines.managed:ManagedResourceMachine"
+    target = "lifecycle.machines.managed:ManagedResourceMachine"
     empty = str(tmp_path)  # a PATH holding no dot
     svg = run_cli(["diagram", target, "-f", "svg"], empty)  # the real command, end to end
     assert svg.returncode == 2
@@ -295,13 +295,13 @@ def test_format_follows_the_output_suffix(tmp_path):
             PNG_SIGNATURE)), (".mmd", lambda b: b.startswith(b"---\ntitle")),
             (".dot", lambda b: b.startswith(b"digraph"))):
         out = tmp_path / f"m{suffix}"
-        assert main(["diagram", "machines.managed:ManagedResourceMachine", "-o", str(out)]) == 0
+        assert main(["diagram", "lifecycle.machines.managed:ManagedResourceMachine", "-o", str(out)]) == 0
         assert check(out.read_bytes()), suffix
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["lifecycle.kind:Kind"], "is not a LifecycleMachine class"),
-    (["machines.managed:Nope"], "has no 'Nope'"),
+    (["lifecycle.core.kind:Kind"], "is not a LifecycleMachine class"),
+    (["lifecycle.machines.managed:Nope"], "has no 'Nope'"),
     (["nonsense"], "expected MODULE:NAME"),
     ([], "name a machine as MODULE:CLASS"),
 ])
@@ -319,7 +319,7 @@ def test_bundled_machines_are_discovered_from_the_machines_package():
     assert ManagedResourceMachine in found and DatabaseInstanceMachine in found
     assert SuspendableMachine not in found  # defined here, not in machines/
     modules = {m.__module__ for m in found}
-    on_disk = {f"machines.{p.stem}" for p in (ROOT / "machines").glob("*.py")
+    on_disk = {f"lifecycle.machines.{p.stem}" for p in (ROOT / "machines").glob("*.py")
                if not p.stem.startswith("_")}
     assert modules <= on_disk
 

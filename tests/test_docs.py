@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lifecycle import diagram, docgen
-from machines.managed import ManagedResourceMachine
+from lifecycle import diagrams as diagram
+from lifecycle.diagrams import reference as docgen
+from lifecycle.machines.managed import ManagedResourceMachine
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -51,7 +52,7 @@ def test_reference_page_lists_every_transition_state_and_event():
 
 
 def test_reference_page_names_the_kinds_using_a_machine():
-    from machines.database import DatabaseInstance, DatabaseInstanceMachine
+    from lifecycle.machines.database import DatabaseInstance, DatabaseInstanceMachine
 
     page = docgen.machine_page(DatabaseInstanceMachine, [DatabaseInstance])
     assert "Used by: `DatabaseInstance` (db.lifecycle.dev/v1alpha1)." in page
@@ -82,7 +83,7 @@ def test_guide_kind_matches_the_bundled_one():
     namespace: dict[str, object] = {}
     for block in python_blocks("adding-a-kind.md")[:4]:
         exec(block, namespace)
-    from machines.database import DatabaseInstance
+    from lifecycle.machines.database import DatabaseInstance
 
     guide = namespace["DatabaseInstance"]
     for field in ("group", "version", "kind", "plural", "password", "namespaced"):

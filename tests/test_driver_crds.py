@@ -11,7 +11,7 @@ import yaml
 from lifecycle.cli import main
 from lifecycle.driver.crds import check_crd, check_structural, crd, schema_for_type
 from lifecycle.driver.manifests import cluster_rules
-from machines.database import DatabaseInstance
+from lifecycle.machines.database import DatabaseInstance
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -134,7 +134,7 @@ def test_lifecycle_manifests_grants_least_privilege(capsys: pytest.CaptureFixtur
 
 
 def test_bad_kind_arguments_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(capsys, "crds", "--kinds", "machines.database:DatabaseInstanceMachine")
-    assert code == 2 and "is not a lifecycle.kind.Kind" in err and "Traceback" not in err
+    code, _, err = run_cli(capsys, "crds", "--kinds", "lifecycle.machines.database:DatabaseInstanceMachine")
+    assert code == 2 and "is not a lifecycle.core.kind.Kind" in err and "Traceback" not in err
     code, _, err = run_cli(capsys, "run", "--kinds", "no.such.module:X")
     assert code == 2 and "cannot import" in err

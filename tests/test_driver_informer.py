@@ -9,15 +9,19 @@ from typing import Any
 
 import pytest
 
-from lifecycle.apiserver import EmbeddedAPI, ResourceType, ServerError
-from lifecycle.driver.http import APIServerHTTP
+from lifecycle.kube.errors import ServerError
+
+from lifecycle.kube.resources import ResourceType
+
+from lifecycle.sim.apiserver import EmbeddedAPI
+from lifecycle.sim.http import APIServerHTTP
 from lifecycle.driver.informer import Informer, InformerOptions
-from lifecycle.driver.kube import KubeCluster, api_client
+from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.driver.manager import Controller, shard_of, update_triggers
 from lifecycle.driver.queue import ItemExponentialBackoff, WorkQueue
-from lifecycle.errors import UnhandledError
-from lifecycle.kind import OPERATION, PAUSED
-from lifecycle.values import Result
+from lifecycle.core.errors import UnhandledError
+from lifecycle.core.kind import OPERATION, PAUSED
+from lifecycle.core.values import Result
 
 WIDGET = ResourceType("example.test", "v1", "Widget", "widgets", namespaced=True)
 AV = WIDGET.api_version

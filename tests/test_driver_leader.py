@@ -17,13 +17,17 @@ from typing import Any
 
 import pytest
 
-from lifecycle.apiserver import LEASE, Conflict, EmbeddedAPI, ServerError
-from lifecycle.driver.embedded import InProcessCluster, register_kinds
+from lifecycle.kube.errors import Conflict, ServerError
+
+from lifecycle.kube.resources import LEASE
+
+from lifecycle.sim.apiserver import EmbeddedAPI
+from lifecycle.sim.embedded import InProcessCluster, register_kinds
 from lifecycle.driver.informer import InformerOptions
 from lifecycle.driver.leader import LEASE_API, LeaderElector, LeaseOptions
 from lifecycle.driver.manager import Manager, ManagerOptions
-from machines.database import DatabaseInstance
-from providers.simcloud import DatabaseConnector, SimCloud
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 
 NAME, NAMESPACE = "operator-lease", "default"
 

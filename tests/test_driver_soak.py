@@ -1,7 +1,7 @@
 """Fault soak through the driver: the Manager's informers, queue and workers under faults.
 
 The :class:`~lifecycle.driver.manager.Manager` runs against the embedded API
-in process (:class:`~lifecycle.driver.embedded.InProcessCluster`: the engine's
+in process (:class:`~lifecycle.sim.embedded.InProcessCluster`: the engine's
 ``Cluster`` protocol plus in-process list-and-watch, no HTTP) on real time.
 The simulated cloud fails 20% of calls with a transient 5xx and throttles 5%
 with a retry-after; the API answers 10% of object and status writes with a
@@ -23,8 +23,10 @@ from typing import Any
 
 import attrs
 
-from lifecycle.apiserver import Conflict, EmbeddedAPI
-from lifecycle.driver.embedded import InProcessCluster, register_kinds
+from lifecycle.kube.errors import Conflict
+
+from lifecycle.sim.apiserver import EmbeddedAPI
+from lifecycle.sim.embedded import InProcessCluster, register_kinds
 from lifecycle.driver.informer import InformerOptions
 from lifecycle.driver.manager import (
     Manager,
@@ -35,9 +37,9 @@ from lifecycle.driver.manager import (
     update_triggers,
 )
 from lifecycle.testing import database_manifest
-from lifecycle.values import Result, ResultKind
-from machines.database import DatabaseInstance
-from providers.simcloud import DatabaseConnector, SimCloud
+from lifecycle.core.values import Result, ResultKind
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 
 KIND = DatabaseInstance
 #: Cloud error codes the soak injects.

@@ -8,11 +8,11 @@ from pathlib import Path
 import attrs
 import pytest
 
-from lifecycle.client import ManagedResource, ProviderConfig
-from lifecycle.kind import Kind
+from lifecycle.runtime.contract import ManagedResource, ProviderConfig
+from lifecycle.core.kind import Kind
 from lifecycle.testing import Backoff, Environment, database_manifest
-from lifecycle.values import Creation, Observation
-from machines.managed import ManagedResourceMachine
+from lifecycle.core.values import Creation, Observation
+from lifecycle.machines.managed import ManagedResourceMachine
 
 
 def test_fixture_builds_the_bundled_kind(lifecycle_env) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from statemachine import State
 
-from lifecycle.decide import Facts
-from lifecycle.errors import MachineDefinitionError
-from lifecycle.machine import LifecycleMachine, MachineTable, Timing, compile_table, validate
-from machines.managed import ManagedResourceMachine
+from lifecycle.core.decide import Facts
+from lifecycle.core.errors import MachineDefinitionError
+from lifecycle.core.machine import LifecycleMachine, MachineTable, Timing, compile_table, validate
+from lifecycle.machines.managed import ManagedResourceMachine
 
 STANDARD = ManagedResourceMachine.table()
 NON_FINAL = ["unclaimed", "creating", "ready", "updating", "deleting", "failed"]
@@ -173,7 +173,7 @@ def test_timing_wait_lookup() -> None:
 def _table(transitions: list[tuple[str, str, str]], finals: set[str]) -> MachineTable:
     from types import MappingProxyType
 
-    from lifecycle.machine import StateSpec, TransitionSpec
+    from lifecycle.core.machine import StateSpec, TransitionSpec
 
     names = sorted({s for t in transitions for s in (t[0], t[2])} | finals)
     states = {n: StateSpec(n, n, n == "start", n in finals, ("False", n), None) for n in names}

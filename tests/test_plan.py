@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 import pytest
 
 from benchmarks import hot_path
-from lifecycle.errors import ExternalError
-from lifecycle.kind import FINALIZER
-from lifecycle.plan import plan, restore
-from lifecycle.values import Observation, ProviderStatus, ResultKind
-from machines.managed import ManagedResourceMachine as M
+from lifecycle.core.errors import ExternalError
+from lifecycle.core.kind import FINALIZER
+from lifecycle.core.plan import plan, restore
+from lifecycle.core.values import Observation, ProviderStatus, ResultKind
+from lifecycle.machines.managed import ManagedResourceMachine as M
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

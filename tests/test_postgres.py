@@ -16,13 +16,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from lifecycle.errors import Severity
-from lifecycle.kind import EXTERNAL_NAME
+from lifecycle.core.errors import Severity
+from lifecycle.core.kind import EXTERNAL_NAME
 from lifecycle.testing import Environment
-from providers.postgres import demo, scram
-from providers.postgres.config import translate
-from providers.postgres.demo import DATABASE_NAME, ROLE_NAME, demo_environment
-from providers.postgres.testing import (
+from lifecycle.providers.postgres import demo, scram
+from lifecycle.providers.postgres.config import translate
+from lifecycle.providers.postgres.demo import DATABASE_NAME, ROLE_NAME, demo_environment
+from lifecycle.providers.postgres.testing import (
     PostgresServer,
     manifest,
     postgres_environment,

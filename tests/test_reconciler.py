@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from helpers import KIND, cond, external, make, ready
 
-from lifecycle.apiserver import Conflict, ServerError, TooManyRequests
-from lifecycle.errors import UnhandledError
-from lifecycle.kind import (
+from lifecycle.kube.errors import Conflict, ServerError, TooManyRequests
+from lifecycle.core.errors import UnhandledError
+from lifecycle.core.kind import (
     EXTERNAL_NAME,
     FINALIZER,
     INTENT,
@@ -24,8 +24,8 @@ from lifecycle.kind import (
     RECONCILE_POLICY,
 )
 from lifecycle.testing import Environment, database_manifest
-from lifecycle.values import ResultKind
-from providers.simcloud import CloudThrottled, CloudUnavailable, SimCloud
+from lifecycle.core.values import ResultKind
+from lifecycle.providers.simcloud import CloudThrottled, CloudUnavailable, SimCloud
 
 
 # ---------------------------------------------------------------- happy path
@@ -282,8 +282,8 @@ def test_connect_failures_are_handled(setup: str, reason: str) -> None:
     env = Environment(
         [
             (
-                __import__("machines.database").database.DatabaseInstance,
-                __import__("providers.simcloud").simcloud.DatabaseConnector(cloud),
+                __import__("lifecycle.machines.database").machines.database.DatabaseInstance,
+                __import__("lifecycle.providers.simcloud").providers.simcloud.DatabaseConnector(cloud),
             )
         ]
     )
@@ -606,9 +606,9 @@ def test_one_broken_resource_does_not_stop_others() -> None:
 
 # ------------------------------------------------------- supporting reads
 def test_supporting_reads_are_reused_for_reads_ttl_and_errors_are_not() -> None:
-    from lifecycle.reconciler import Reconciler
-    from machines.database import DatabaseInstance
-    from providers.simcloud import DatabaseConnector
+    from lifecycle.runtime.reconciler import Reconciler
+    from lifecycle.machines.database import DatabaseInstance
+    from lifecycle.providers.simcloud import DatabaseConnector
 
     env, cloud = make()
     config = env.api.get("lifecycle.dev/v1alpha1", "ProviderConfig", None, "default")

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from lifecycle.apiserver import Conflict
-from lifecycle.errors import UnhandledError
+from lifecycle.kube.errors import Conflict
+from lifecycle.core.errors import UnhandledError
 from lifecycle.testing import database_manifest, simulated_environment
-from providers.simcloud import DatabaseClient, DatabaseConnector, SimCloud
+from lifecycle.providers.simcloud import DatabaseClient, DatabaseConnector, SimCloud
 
 KIND = "DatabaseInstance"
 KEY_ID = "AKIDHYGIENE"
@@ -192,7 +192,7 @@ def test_unhandled_api_errors_carry_no_secret(world: Any) -> None:
 def test_the_search_catches_a_leak(world: Any, caplog: pytest.LogCaptureFixture,
                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Control: a client that puts the password in a handled error's message is found."""
-    from lifecycle.errors import ExternalError
+    from lifecycle.core.errors import ExternalError
 
     env, cloud, generated = world
 

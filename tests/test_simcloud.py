@@ -8,8 +8,8 @@ import time
 import attrs
 import pytest
 
-from lifecycle.client import ExternalClient, ManagedResource, ProviderConfig
-from lifecycle.errors import (
+from lifecycle.runtime.contract import ExternalClient, ManagedResource, ProviderConfig
+from lifecycle.core.errors import (
     CredentialsError,
     ExternalError,
     HandledError,
@@ -17,8 +17,8 @@ from lifecycle.errors import (
     TerminalError,
     Throttled,
 )
-from lifecycle.values import Creation, ProviderStatus
-from providers.simcloud import (
+from lifecycle.core.values import Creation, ProviderStatus
+from lifecycle.providers.simcloud import (
     CloudAlreadyExists,
     CloudAuthError,
     CloudBusy,

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from helpers import KIND, external, make, ready
 
-from lifecycle.client import ManagedResource, ProviderConfig
-from lifecycle.errors import HandledError, Severity
-from lifecycle.kind import (
+from lifecycle.runtime.contract import ManagedResource, ProviderConfig
+from lifecycle.core.errors import HandledError, Severity
+from lifecycle.core.kind import (
     EXTERNAL_NAME,
     FINALIZER,
     OPERATION,
@@ -29,11 +29,11 @@ from lifecycle.kind import (
     PROVIDER_CONFIG_KIND,
     RECONCILE_POLICY,
 )
-from lifecycle.plan import plan
+from lifecycle.core.plan import plan
 from lifecycle.testing import Environment, database_manifest
-from lifecycle.values import Creation, Observation, ResultKind
-from machines.database import DatabaseInstance
-from providers.simcloud import (
+from lifecycle.core.values import Creation, Observation, ResultKind
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.simcloud import (
     CloudInvalidParameter,
     CloudUnavailable,
     DatabaseConnector,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from lifecycle.errors import TerminalError
-from lifecycle.subresources import (
+from lifecycle.core.errors import TerminalError
+from lifecycle.runtime.children import (
     ParentKind,
     ParentReconciler,
     SubResource,
@@ -26,7 +26,7 @@ from lifecycle.subresources import (
     owned_by,
 )
 from lifecycle.testing import simulated_environment
-from lifecycle.values import ResultKind
+from lifecycle.core.values import ResultKind
 
 
 def v1alpha1_up(obj: dict[str, Any]) -> dict[str, Any]:

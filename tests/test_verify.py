@@ -13,10 +13,10 @@ import pytest
 
 from lifecycle import verify
 from lifecycle.cli import UsageError, main
-from lifecycle.kind import FINALIZER, INTENT
-from lifecycle.reconciler import Reconciler
+from lifecycle.core.kind import FINALIZER, INTENT
+from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.verify import Crash, CrashPoint, explore, run_scenario, simcloud_target
-from machines.database import DatabaseInstance
+from lifecycle.machines.database import DatabaseInstance
 
 
 def _create_committed(meta: dict[str, Any]) -> bool:
@@ -116,7 +116,7 @@ class ForgetfulClient:
 
 
 def test_broken_client_that_leaks_is_caught() -> None:
-    from providers.simcloud import DatabaseConnector, SimCloud
+    from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 
     class Connector:
         def __init__(self, cloud: SimCloud) -> None:
@@ -158,20 +158,20 @@ def test_generic_creation_count_without_a_system_counter() -> None:
 
 def test_discover_finds_the_bundled_kind() -> None:
     found = dict(verify.discover())
-    assert found["machines.database:DatabaseInstance"] is DatabaseInstance
+    assert found["lifecycle.machines.database:DatabaseInstance"] is DatabaseInstance
     chosen, skipped = verify.targets()
-    assert "machines.database:DatabaseInstance" in [t.name for t in chosen]
+    assert "lifecycle.machines.database:DatabaseInstance" in [t.name for t in chosen]
     for spec, reason in skipped:
         assert reason, spec
 
 
 def test_targets_reject_non_kinds() -> None:
     with pytest.raises(UsageError):
-        verify.targets(["machines.managed:ManagedResourceMachine"])
+        verify.targets(["lifecycle.machines.managed:ManagedResourceMachine"])
 
 
 def test_cli_ok_prints_every_point(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["verify", "machines.database:DatabaseInstance", "--side", "after",
+    assert main(["verify", "lifecycle.machines.database:DatabaseInstance", "--side", "after",
                  "--variant", "restart"]) == 0
     out = capsys.readouterr().out
     assert "ok   #1   after  restart" in out
@@ -191,7 +191,7 @@ def broken_module(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     (tmp_path / "broken_kind.py").write_text(textwrap.dedent("""
         import attrs
         from lifecycle import verify
-        from machines.database import DatabaseInstance as Broken
+        from lifecycle.machines.database import DatabaseInstance as Broken
         from tests.test_verify import LateFinalizerReconciler
 
         def verify_target(kind):
@@ -228,10 +228,10 @@ def test_postgres_kinds_skipped_without_a_server(monkeypatch: pytest.MonkeyPatch
     chosen, skipped = verify.targets()
     reasons = dict(skipped)
     for name in ("Role", "Database", "Grant"):
-        assert verify.POSTGRES_DSN_ENV in reasons[f"machines.postgres:{name}"]
-    assert not [t for t in chosen if t.name.startswith("machines.postgres")]
+        assert verify.POSTGRES_DSN_ENV in reasons[f"lifecycle.machines.postgres:{name}"]
+    assert not [t for t in chosen if t.name.startswith("lifecycle.machines.postgres")]
     with pytest.raises(UsageError, match=verify.POSTGRES_DSN_ENV):
-        verify.targets(["machines.postgres:Role"])
+        verify.targets(["lifecycle.machines.postgres:Role"])
 
 
 @pytest.mark.parametrize("dsn", ["host=127.0.0.1 port=", "postgresql://127.0.0.1/postgres",
@@ -239,18 +239,18 @@ def test_postgres_kinds_skipped_without_a_server(monkeypatch: pytest.MonkeyPatch
 def test_bad_postgres_dsn_is_a_usage_error(dsn: str, monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv(verify.POSTGRES_DSN_ENV, dsn)
-    assert main(["verify", "machines.postgres:Role"]) == 2
+    assert main(["verify", "lifecycle.machines.postgres:Role"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_unreachable_postgres_is_a_usage_error_without_the_password(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from providers.postgres.testing import free_port
+    from lifecycle.providers.postgres.testing import free_port
 
     monkeypatch.setenv(verify.POSTGRES_DSN_ENV,
                        f"postgresql://admin:pw-s3cret-xyz@127.0.0.1:{free_port()}/postgres")
-    assert main(["verify", "machines.postgres:Grant"]) == 2
+    assert main(["verify", "lifecycle.machines.postgres:Grant"]) == 2
     err = capsys.readouterr().err
     assert "cannot connect to PostgreSQL at 127.0.0.1:" in err
     assert "pw-s3cret-xyz" not in err and err.count("\n") == 1
@@ -263,9 +263,9 @@ def test_unreachable_postgres_is_a_usage_error_without_the_password(
 @pytest.fixture(scope="module")
 def claim_report() -> verify.Report:
     """One exploration of the bundled DatabaseClaim, shared by the claim tests."""
-    from machines.claim import DatabaseClaim
+    from lifecycle.machines.claim import DatabaseClaim
 
-    (target,), _ = verify.targets(["machines.claim:DatabaseClaim"])
+    (target,), _ = verify.targets(["lifecycle.machines.claim:DatabaseClaim"])
     assert target.kind is DatabaseClaim
     return explore(target)
 

@@ -15,8 +15,8 @@ import pytest
 
 from lifecycle import verify
 from lifecycle.cli import main
-from providers.postgres.role import RoleClient
-from providers.postgres.testing import (
+from lifecycle.providers.postgres.role import RoleClient
+from lifecycle.providers.postgres.testing import (
     PostgresServer,
     postgres_server,  # noqa: F401  (the session fixture)
 )
@@ -24,7 +24,7 @@ from tests.test_verify import LateFinalizerReconciler
 
 pytestmark = pytest.mark.postgres
 
-KINDS = ("machines.postgres:Role", "machines.postgres:Database", "machines.postgres:Grant")
+KINDS = ("lifecycle.machines.postgres:Role", "lifecycle.machines.postgres:Database", "lifecycle.machines.postgres:Grant")
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def test_bundled_discovery_includes_the_postgres_kinds(dsn: str) -> None:
     names = [t.name for t in chosen]
     for spec in KINDS:
         assert spec in names
-    assert not [s for s, _ in skipped if s.startswith("machines.postgres")]
+    assert not [s for s, _ in skipped if s.startswith("lifecycle.machines.postgres")]
 
 
 @pytest.mark.parametrize("spec", KINDS)
@@ -80,7 +80,7 @@ def test_postgres_kind_has_no_counterexample(spec: str, dsn: str,
 
 
 def _role_target() -> verify.Target:
-    (target,), _ = verify.targets(["machines.postgres:Role"])
+    (target,), _ = verify.targets(["lifecycle.machines.postgres:Role"])
     return target
 
 
@@ -122,7 +122,7 @@ def test_role_created_twice_is_caught(dsn: str) -> None:
 
 
 def test_cli_covers_a_postgres_kind(dsn: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["verify", "machines.postgres:Grant", "--side", "after",
+    assert main(["verify", "lifecycle.machines.postgres:Grant", "--side", "after",
                  "--variant", "restart"]) == 0
     out = capsys.readouterr().out
     assert "ok   #1   after  restart" in out

@@ -1,6 +1,6 @@
 """CustomResourceDefinitions generated from kinds, and a checker of structural schemas.
 
-:func:`crd` builds an ``apiextensions.k8s.io/v1`` CRD for a :class:`~lifecycle.kind.Kind`:
+:func:`crd` builds an ``apiextensions.k8s.io/v1`` CRD for a :class:`~lifecycle.core.kind.Kind`:
 the spec schema comes from the kind's attrs parameters class
 (``spec.forProvider``) plus the engine's common spec fields; the status
 schema lists the engine's status fields with ``state`` restricted to the
@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from lifecycle.kind import GROUP, PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
+from lifecycle.core.kind import GROUP, PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 
 __all__ = ["check_crd", "check_structural", "crd", "crds", "provider_config_crd",
            "schema_for_type"]

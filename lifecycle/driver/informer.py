@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from lifecycle.apiserver import ApiError, Gone, error_from_status
+from lifecycle.kube.errors import ApiError, Gone, error_from_status
 
 __all__ = ["Handler", "Informer", "InformerOptions", "ListWatcher", "object_key"]
 
@@ -42,7 +42,7 @@ def object_key(obj: dict[str, Any]) -> Key:
 
 
 class ListWatcher(Protocol):
-    """Lists and watches one kind; :class:`lifecycle.driver.kube.KubeCluster` provides it."""
+    """Lists and watches one kind; :class:`lifecycle.driver.cluster.KubeCluster` provides it."""
 
     def list(self) -> tuple[list[dict[str, Any]], str]:
         """All objects and the list's resourceVersion."""

@@ -24,8 +24,8 @@ from typing import Any
 
 import attrs
 
-from lifecycle.apiserver import AlreadyExists, ApiError, Conflict, NotFound
-from lifecycle.cluster import Cluster
+from lifecycle.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
+from lifecycle.kube.cluster import Cluster
 
 __all__ = ["LeaderElector", "LeaseOptions"]
 

@@ -3,7 +3,7 @@
 A :class:`Controller` feeds a :class:`~lifecycle.driver.queue.WorkQueue` from
 an :class:`~lifecycle.driver.informer.Informer` through the event filters of
 seed 004 and runs N workers that call the engine's reconciler and turn its
-:class:`~lifecycle.values.Result` into queue operations (the requeue matrix):
+:class:`~lifecycle.core.values.Result` into queue operations (the requeue matrix):
 
 =====================  =================================================  ==============
 result                 queue                                              metric result
@@ -34,16 +34,16 @@ from typing import Any, Protocol
 
 import attrs
 
-from lifecycle.client import Connector
-from lifecycle.decide import ReconcilePolicy
+from lifecycle.runtime.contract import Connector
+from lifecycle.core.decide import ReconcilePolicy
 from lifecycle.driver.informer import Informer, InformerOptions, ListWatcher, object_key
 from lifecycle.driver.leader import LeaderElector, LeaseOptions
 from lifecycle.driver.metrics import OperatorMetrics, ProbeServer
 from lifecycle.driver.queue import WorkQueue, default_rate_limiter
-from lifecycle.errors import UnhandledError
-from lifecycle.kind import OPERATION, PAUSED, RECONCILE_POLICY, Kind
-from lifecycle.reconciler import Reconciler
-from lifecycle.values import Result, ResultKind
+from lifecycle.core.errors import UnhandledError
+from lifecycle.core.kind import OPERATION, PAUSED, RECONCILE_POLICY, Kind
+from lifecycle.runtime.reconciler import Reconciler
+from lifecycle.core.values import Result, ResultKind
 
 __all__ = [
     "Controller",
@@ -110,7 +110,7 @@ def shard_of(key: Key, count: int) -> int:
 
 # -------------------------------------------------------------- controller
 class Reconciles(Protocol):
-    """What a controller calls: the engine's :class:`~lifecycle.reconciler.Reconciler`."""
+    """What a controller calls: the engine's :class:`~lifecycle.runtime.reconciler.Reconciler`."""
 
     def reconcile(self, namespace: str | None, name: str) -> Result:
         """One reconcile of ``namespace/name``."""
@@ -327,7 +327,7 @@ ReconcilerFactory = Callable[[Any, Kind, Connector, "ManagerOptions"], Reconcile
 
 def engine_reconciler(cluster: Any, kind: Kind, connector: Connector,
                       options: ManagerOptions) -> Reconciles:
-    """The engine's :class:`~lifecycle.reconciler.Reconciler` for one kind."""
+    """The engine's :class:`~lifecycle.runtime.reconciler.Reconciler` for one kind."""
     return Reconciler(cluster, kind, connector, operator_id=options.operator_id,
                       default_policy=options.default_policy, reads_ttl=options.reads_ttl)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lifecycle.kind import GROUP, Kind
+from lifecycle.core.kind import GROUP, Kind
 
 __all__ = ["manifests"]
 

@@ -1,13 +1,13 @@
 """The PostgreSQL provider: roles, databases and grants on a real server.
 
-* :mod:`providers.postgres.config`: the ProviderConfig reader, the admin
+* :mod:`lifecycle.providers.postgres.config`: the ProviderConfig reader, the admin
   session, error translation and the connector;
-* :mod:`providers.postgres.role`, :mod:`providers.postgres.database`,
-  :mod:`providers.postgres.grant`: one small client per kind;
-* :mod:`providers.postgres.scram`: password verifiers as PostgreSQL stores them;
-* :mod:`providers.postgres.testing`: a throwaway server for tests and demos;
-* :mod:`providers.postgres.demo`: the ``lifecycle demo --provider postgres`` scenario.
+* :mod:`lifecycle.providers.postgres.role`, :mod:`lifecycle.providers.postgres.database`,
+  :mod:`lifecycle.providers.postgres.grant`: one small client per kind;
+* :mod:`lifecycle.providers.postgres.scram`: password verifiers as PostgreSQL stores them;
+* :mod:`lifecycle.providers.postgres.testing`: a throwaway server for tests and demos;
+* :mod:`lifecycle.providers.postgres.demo`: the ``lifecycle demo --provider postgres`` scenario.
 
 The kinds themselves (machines and ``Kind`` declarations) live in
-:mod:`machines.postgres`.
+:mod:`lifecycle.machines.postgres`.
 """

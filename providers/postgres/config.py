@@ -13,7 +13,7 @@ A ``lifecycle.dev/v1alpha1`` ProviderConfig points at a server::
 
 and its Secret holds ``username`` and ``password`` of a role allowed to
 create roles and databases. The engine resolves both into a
-:class:`lifecycle.client.ProviderConfig`; :class:`PostgresConnector` turns
+:class:`lifecycle.runtime.contract.ProviderConfig`; :class:`PostgresConnector` turns
 that into one admin connection per reconcile.
 
 Every psycopg error is translated into the engine's taxonomy by
@@ -32,8 +32,8 @@ import attrs
 import psycopg
 from psycopg import sql
 
-from lifecycle.client import ManagedResource, ProviderConfig
-from lifecycle.errors import CredentialsError, ExternalError, HandledError, TerminalError
+from lifecycle.runtime.contract import ManagedResource, ProviderConfig
+from lifecycle.core.errors import CredentialsError, ExternalError, HandledError, TerminalError
 
 #: libpq's sslmode values.
 SSLMODES = frozenset({"disable", "allow", "prefer", "require", "verify-ca", "verify-full"})

@@ -15,11 +15,11 @@ from typing import Any
 import attrs
 from psycopg import sql
 
-from lifecycle.client import ManagedResource
-from lifecycle.errors import TerminalError
-from lifecycle.values import Creation, Observation, ProviderStatus
-from providers.postgres import fields
-from providers.postgres.config import SqlClient, check_name
+from lifecycle.runtime.contract import ManagedResource
+from lifecycle.core.errors import TerminalError
+from lifecycle.core.values import Creation, Observation, ProviderStatus
+from lifecycle.providers.postgres import fields
+from lifecycle.providers.postgres.config import SqlClient, check_name
 
 
 @attrs.frozen

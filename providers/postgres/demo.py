@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from lifecycle.testing import Environment
-from providers.postgres.testing import manifest, postgres_environment
+from lifecycle.providers.postgres.testing import manifest, postgres_environment
 
 #: The PostgreSQL names the demo creates (and deletes again when asked).
 ROLE_NAME = "lifecycle_demo_app"

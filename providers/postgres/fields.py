@@ -1,7 +1,7 @@
 """Typed, validated fields shared by the parameters of the three kinds.
 
 Validators raise ``TypeError``/``ValueError`` with the field's name, which
-:meth:`lifecycle.kind.Kind.parse_parameters` turns into a terminal
+:meth:`lifecycle.core.kind.Kind.parse_parameters` turns into a terminal
 ``InvalidSpec`` condition.
 """
 

@@ -18,10 +18,10 @@ from typing import Any
 import attrs
 from psycopg import sql
 
-from lifecycle.client import ManagedResource
-from lifecycle.values import Creation, Observation
-from providers.postgres import fields
-from providers.postgres.config import SqlClient, check_name
+from lifecycle.runtime.contract import ManagedResource
+from lifecycle.core.values import Creation, Observation
+from lifecycle.providers.postgres import fields
+from lifecycle.providers.postgres.config import SqlClient, check_name
 
 #: The privileges a database has, as ``aclexplode`` names them.
 DATABASE_PRIVILEGES = ("CONNECT", "CREATE", "TEMPORARY")

@@ -17,10 +17,10 @@ from __future__ import annotations
 import attrs
 from psycopg import sql
 
-from lifecycle.client import ManagedResource
-from lifecycle.values import Creation, Observation
-from providers.postgres import fields, scram
-from providers.postgres.config import SqlClient
+from lifecycle.runtime.contract import ManagedResource
+from lifecycle.core.values import Creation, Observation
+from lifecycle.providers.postgres import fields, scram
+from lifecycle.providers.postgres.config import SqlClient
 
 
 @attrs.frozen

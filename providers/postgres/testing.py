@@ -34,10 +34,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from lifecycle.apiserver import EmbeddedAPI
-from lifecycle.kind import EXTERNAL_NAME, PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
+from lifecycle.sim.apiserver import EmbeddedAPI
+from lifecycle.core.kind import EXTERNAL_NAME, PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
 from lifecycle.testing import Environment, VirtualClock
-from machines.postgres import GROUP, kinds
+from lifecycle.machines.postgres import GROUP, kinds
 
 #: The admin role the throwaway server is initialised with.
 ADMIN_USER = "lifecycle_admin"

@@ -1,0 +1,7 @@
+"""``python -m lifecycle``: the command line."""
+
+import sys
+
+from lifecycle.cli import main
+
+sys.exit(main())

@@ -1,0 +1,76 @@
+"""The ``lifecycle`` command line: one subcommand per feature module.
+
+Each module in :data:`COMMANDS` exposes ``register(subparsers)``, adding its
+subcommand with a ``func(args) -> int`` default. Errors a user can fix are
+printed as one line on stderr with exit code 2, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from lifecycle.core.errors import LifecycleError
+
+#: Modules that contribute subcommands, in help order.
+COMMANDS = (
+    "lifecycle.cli.demo",
+    "lifecycle.diagrams",
+    "lifecycle.core.plan",
+    "lifecycle.verify",
+    "lifecycle.cli.run",
+    "lifecycle.cli.bench",
+)
+
+
+class UsageError(LifecycleError):
+    """A command-line mistake: printed as one line, exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="lifecycle",
+        description="Explicit, validated lifecycle machines for Kubernetes managed resources.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMANDS:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def load(spec: str) -> object:
+    """Resolve ``MODULE:NAME`` (e.g. ``lifecycle.machines.managed:ManagedResourceMachine``).
+
+    Raises :class:`UsageError` with a one-line message when it cannot.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"expected MODULE:NAME, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"cannot import {module_name!r}: {exc}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise UsageError(f"module {module_name!r} has no {attr!r}") from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``lifecycle`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (UsageError, LifecycleError, OSError) as exc:
+        print(f"lifecycle {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

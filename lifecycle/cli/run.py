@@ -1,0 +1,270 @@
+"""The ``lifecycle run``, ``lifecycle crds`` and ``lifecycle manifests`` subcommands.
+
+``lifecycle run --kinds MODULE:KIND ... --connector MODULE:NAME`` runs the
+operator against a kubeconfig (``--kubeconfig``) or the in-cluster service
+account. ``--embedded`` instead starts an in-memory API server behind a real
+HTTP endpoint in the same process (its URL is printed first) and, unless a
+connector is given, the simulated cloud; the operator still talks to it
+through the official client. SIGTERM and SIGINT shut down gracefully: no new
+work, in-flight reconciles finish, the lease is released.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from lifecycle.cli import UsageError, load
+from lifecycle.runtime.contract import Connector
+from lifecycle.core.kind import Kind
+
+__all__ = ["JsonFormatter", "configure_logging", "register", "simulated_connector"]
+
+DEFAULT_KINDS = ("lifecycle.machines.database:DatabaseInstance",)
+
+_RESERVED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message",
+                                                                              "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and any ``extra`` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render ``record`` as JSON."""
+        doc: dict[str, Any] = {"ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+                               "level": record.levelname.lower(), "logger": record.name,
+                               "msg": record.getMessage()}
+        for key, value in vars(record).items():
+            if key not in _RESERVED and not key.startswith("_"):
+                doc[key] = value
+        if record.exc_info and record.exc_info[0] is not None:
+            doc["error"] = record.exc_info[0].__name__
+        return json.dumps(doc, default=str)
+
+
+class _KeyValueFormatter(logging.Formatter):
+    """``time level logger message key=value ...``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        base = super().format(record)
+        extras = " ".join(f"{k}={v}" for k, v in vars(record).items()
+                          if k not in _RESERVED and not k.startswith("_"))
+        return f"{base} {extras}" if extras else base
+
+
+def configure_logging(level: str = "info", json_format: bool = False) -> None:
+    """Structured logs on stderr, as JSON lines or ``key=value`` text."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if json_format else _KeyValueFormatter(
+        "%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    logging.getLogger("urllib3").setLevel(logging.WARNING)
+
+
+def simulated_connector() -> Connector:
+    """A connector for the bundled kinds on a fresh simulated cloud (for ``--embedded``)."""
+    from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
+
+    return DatabaseConnector(SimCloud(seed=0, create_polls=1))
+
+
+def _kinds(specs: Sequence[str]) -> list[Kind]:
+    kinds = []
+    for spec in specs:
+        kind = load(spec)
+        if not isinstance(kind, Kind):
+            raise UsageError(f"{spec} is not a lifecycle.core.kind.Kind")
+        kinds.append(kind)
+    names = [k.kind for k in kinds]
+    if len(set(names)) != len(names):
+        raise UsageError("a kind is listed twice in --kinds")
+    return kinds
+
+
+def _connector(spec: str) -> Connector:
+    found = load(spec)
+    if hasattr(found, "connect"):
+        return found  # type: ignore[return-value]
+    if callable(found):
+        made = found()
+        if hasattr(made, "connect"):
+            return made  # type: ignore[no-any-return]
+    raise UsageError(f"{spec} is neither a connector nor a factory returning one")
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise UsageError(f"expected HOST:PORT, got {text!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def _shard(text: str) -> tuple[int, int]:
+    index, sep, count = text.partition("/")
+    if not sep or not index.isdigit() or not count.isdigit() or not 0 <= int(index) < int(
+            count):
+        raise UsageError(f"expected --shard INDEX/COUNT with 0 <= INDEX < COUNT, got {text!r}")
+    return int(index), int(count)
+
+
+# ---------------------------------------------------------------------- run
+def run(args: argparse.Namespace) -> int:
+    """``lifecycle run``: run the operator until SIGTERM/SIGINT."""
+    from lifecycle.sim.embedded import embedded_cluster
+    from lifecycle.driver.informer import InformerOptions
+    from lifecycle.driver.cluster import KubeCluster, api_client
+    from lifecycle.driver.manager import Manager, ManagerOptions, default_identity
+
+    configure_logging(args.log_level, args.log_json)
+    log = logging.getLogger("lifecycle.driver")
+    kinds = _kinds(args.kinds or DEFAULT_KINDS)
+    if args.connector:
+        connector = _connector(args.connector)
+    elif args.embedded:
+        connector = simulated_connector()
+    else:
+        raise UsageError("--connector MODULE:NAME is required (except with --embedded)")
+    if args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    shard_index, shard_count = _shard(args.shard) if args.shard else (0, 1)
+    server = None
+    if args.embedded:
+        server = embedded_cluster(kinds)
+        print(f"embedded API server: {server.url}", flush=True)
+        client = api_client(host=server.url)
+    else:
+        try:
+            client = api_client(kubeconfig=args.kubeconfig, context=args.context)
+        except Exception as exc:
+            raise UsageError(f"cannot load cluster configuration: {type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0][:200] if str(exc) else ''}") from None
+    options = ManagerOptions(
+        workers=args.workers, namespace=args.namespace,
+        informer=InformerOptions(resync=args.resync),
+        backoff_base=args.backoff_base, backoff_cap=args.backoff_cap,
+        leader_election=args.leader_elect, lease_name=args.lease_name,
+        lease_namespace=args.lease_namespace,
+        identity=args.identity or os.environ.get("POD_NAME") or default_identity(),
+        shard_index=shard_index, shard_count=shard_count, operator_id=args.operator_id,
+        probe_address=_address(args.probe_address) if args.probe_address else None,
+        drain_timeout=args.drain_timeout,
+        reads_ttl=args.reads_ttl,
+    )
+    from prometheus_client import disable_created_metrics
+
+    disable_created_metrics()
+    manager = Manager(KubeCluster(client, kinds), [(k, connector) for k in kinds], options)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        log.info("received %s; shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        manager.start()
+        if manager.probes is not None:
+            print(f"probes: {manager.probes.url}", flush=True)
+        while not stop.wait(0.2):
+            if manager.wait(0):
+                break
+        manager.stop()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if server is not None:
+            server.stop()
+    if manager.lost_lease:
+        log.error("leadership lost; exiting so the replica restarts as a standby")
+        return 1
+    return 0
+
+
+# ----------------------------------------------------------- crds, manifests
+def _dump(docs: Sequence[dict[str, Any]]) -> str:
+    return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False)
+
+
+def crds_command(args: argparse.Namespace) -> int:
+    """``lifecycle crds``: print the CRDs of the kinds as YAML."""
+    from lifecycle.driver.crds import check_crd, crds
+
+    docs = crds(_kinds(args.kinds or DEFAULT_KINDS))
+    for doc in docs:
+        problems = check_crd(doc)
+        if problems:
+            raise UsageError(f"generated CRD {doc['metadata']['name']} is invalid: "
+                             f"{problems[0]}")
+    sys.stdout.write(_dump(docs))
+    return 0
+
+
+def manifests_command(args: argparse.Namespace) -> int:
+    """``lifecycle manifests``: print RBAC and a Deployment as YAML."""
+    from lifecycle.driver.manifests import manifests
+
+    specs = args.kinds or list(DEFAULT_KINDS)
+    docs = manifests(_kinds(specs), specs, image=args.image, namespace=args.namespace,
+                     replicas=args.replicas, connector=args.connector)
+    sys.stdout.write(_dump(docs))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``run``, ``crds`` and ``manifests``."""
+    kinds_help = "kinds as MODULE:NAME (default: lifecycle.machines.database:DatabaseInstance)"
+    p = subparsers.add_parser("run", help="run the operator against a cluster",
+                              description=__doc__.split("\n\n")[1])
+    p.add_argument("--kinds", nargs="+", metavar="MODULE:KIND", help=kinds_help)
+    p.add_argument("--connector", metavar="MODULE:NAME",
+                   help="the provider connector, or a factory returning one")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then "
+                                        "$KUBECONFIG or ~/.kube/config)")
+    p.add_argument("--context", help="kubeconfig context")
+    p.add_argument("--embedded", action="store_true",
+                   help="serve an in-memory API on loopback in this process and run on it")
+    p.add_argument("--workers", type=int, default=2, help="concurrent reconciles per kind")
+    p.add_argument("--namespace", help="watch one namespace (default: all)")
+    p.add_argument("--resync", type=float, default=600.0, help="resync period, seconds")
+    p.add_argument("--backoff-base", type=float, default=1.0, help="per-item backoff start, s")
+    p.add_argument("--backoff-cap", type=float, default=60.0, help="per-item backoff cap, s")
+    p.add_argument("--leader-elect", action="store_true", help="elect a leader on a Lease")
+    p.add_argument("--lease-name", default="lifecycle-operator")
+    p.add_argument("--lease-namespace", default="default")
+    p.add_argument("--identity", help="replica identity (default: $POD_NAME or host_pid)")
+    p.add_argument("--shard", metavar="INDEX/COUNT", help="handle one shard of the keys")
+    p.add_argument("--operator-id", help="operator instance id for namespace ownership")
+    p.add_argument("--probe-address", metavar="HOST:PORT",
+                   help="serve /metrics, /healthz and /readyz here (port 0: any free port)")
+    p.add_argument("--reads-ttl", type=float, default=5.0, metavar="SECONDS",
+                   help="reuse namespace annotations and provider configs with their "
+                        "credentials this long (0: read them on every reconcile)")
+    p.add_argument("--drain-timeout", type=float, default=30.0,
+                   help="seconds to wait for in-flight reconciles on shutdown")
+    p.add_argument("--log-json", action="store_true", help="JSON log lines")
+    p.add_argument("--log-level", default="info",
+                   choices=["debug", "info", "warning", "error"])
+    p.set_defaults(func=run)
+
+    c = subparsers.add_parser("crds", help="print CustomResourceDefinition YAML for kinds")
+    c.add_argument("--kinds", nargs="+", metavar="MODULE:KIND", help=kinds_help)
+    c.set_defaults(func=crds_command)
+
+    m = subparsers.add_parser("manifests", help="print RBAC and Deployment YAML")
+    m.add_argument("--kinds", nargs="+", metavar="MODULE:KIND", help=kinds_help)
+    m.add_argument("--image", default="lifecycle:latest", help="operator container image")
+    m.add_argument("--namespace", default="lifecycle-system", help="operator namespace")
+    m.add_argument("--replicas", type=int, default=2)
+    m.add_argument("--connector", metavar="MODULE:NAME", help="connector passed to run")
+    m.set_defaults(func=manifests_command)

@@ -1,0 +1,195 @@
+"""The pure status step: from a decided transition to the new status and its Events.
+
+No I/O: the reconciler hands in the stored status, what it decided and
+observed, and the time; it gets back the status to write (compared with the
+stored one so an unchanged status is never written) and the Events to record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from lifecycle.core import conditions as cond
+from lifecycle.core.decide import Choice, ReconcilePolicy
+from lifecycle.core.errors import HandledError
+from lifecycle.core.machine import LifecycleMachine, TransitionSpec, camel
+from lifecycle.core.values import Condition, ConditionStatus, HistoryEntry, Observation, rfc3339
+
+T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
+_STATUS = {s.value: s for s in ConditionStatus}
+
+#: Status keys the engine owns; any other key a kind keeps in status is preserved.
+ENGINE_KEYS = frozenset({
+    "state", "observedGeneration", "conditions", "phase", "stateSince", "history",
+    "failure", "atProvider", "externalName", "operationSince",
+})
+
+
+#: Condition types that report problems with the object itself (annotations,
+#: policies, a repaired stored state); True once the problem is gone.
+NOTE_TYPES = frozenset({"ConfigValid", "StatusValid"})
+
+
+@attrs.frozen
+class Settled:
+    """The status to write and the Events (type, reason, message) to record."""
+
+    status: dict[str, Any]
+    events: tuple[tuple[str, str, str], ...] = ()
+
+
+def settle(
+    *,
+    machine: type[LifecycleMachine],
+    old: Mapping[str, Any],
+    source: str,
+    target: str,
+    generation: int,
+    deleting: bool,
+    policy: ReconcilePolicy,
+    choice: Choice,
+    transition: TransitionSpec | None,
+    error: HandledError | None,
+    failed_operation: str | None,
+    observation: Observation | None,
+    notes: Sequence[Condition],
+    now: datetime,
+    external_name: str = "",
+) -> Settled:
+    """Compute the new status after one reconcile (SPEC section 4)."""
+    when = rfc3339(now)
+    spec = machine.table().states[target]
+    gen = generation
+    stored = old.get("conditions") if isinstance(old.get("conditions"), list) else []
+    events: list[tuple[str, str, str]] = []
+    updates: list[Condition] = []
+    observed_before = old.get("observedGeneration")
+    stored_ready = cond.get(stored, cond.READY)
+    unobserved = gen != observed_before or (
+        stored_ready is not None and stored_ready.reason == "GenerationNotObserved")
+    if observation is None and error is not None and unobserved:
+        # A new generation that could not be observed: Ready is unknown, not stale.
+        updates.append(Condition(cond.READY, U, "GenerationNotObserved", error.message, gen))
+    else:
+        message = error.message if error else (choice.message if transition else "")
+        updates.append(Condition(cond.READY, _STATUS[spec.ready[0]], spec.ready[1],
+                                 message, gen))
+    if error is not None:
+        updates.append(Condition(cond.SYNCED, F, "ReconcileError", error.message, gen))
+    elif choice.reason == "ReconcileSkipped" or policy is ReconcilePolicy.SKIP:
+        updates.append(Condition(cond.SYNCED, T, "ReconcileSkipped", choice.message, gen))
+    else:
+        updates.append(Condition(cond.SYNCED, T, "ReconcileSuccess", "", gen))
+    for state_id, activity in machine.activity_conditions.items():
+        if state_id == target:
+            failing = error is not None and state_id == "failed"
+            updates.append(Condition(activity, T, error.reason if failing else choice.reason,
+                                     error.message if failing else choice.message, gen))
+        elif cond.get(stored, activity) is not None:
+            updates.append(Condition(activity, F, spec.ready[1], "", gen))
+    updates.extend(notes)
+    noted = {n.type for n in notes}
+    for note_type in NOTE_TYPES - noted:
+        if cond.get(stored, note_type) is not None:
+            updates.append(Condition(note_type, T, "Valid", "", gen))
+    since = old.get("stateSince") if target == source else when
+    if not isinstance(since, str):
+        since = when
+    operation_since = _operation_since(machine, old, source, target, since)
+    held = stuck(machine, target, operation_since or since, stored, gen, now)
+    if held is not None:
+        updates.append(held)
+        previous = cond.get(stored, "Stuck")
+        if held.status is T and (previous is None or previous.status is not T):
+            events.append(("Warning", "Stuck", held.message))
+    stored_history = old.get("history")
+    history = [h for h in stored_history if isinstance(h, dict)] if isinstance(
+        stored_history, list) else []
+    if transition is not None and transition.source != transition.target:
+        reason = error.reason if error else choice.reason
+        history.append(HistoryEntry(transition.source, transition.target, transition.event,
+                                    reason, when).to_dict())
+        detail = error.message if error else (choice.message or choice.reason)
+        events.append(("Warning" if error else "Normal", camel(transition.event),
+                       f"{transition.source} -> {transition.target}: {detail}"))
+    elif error is not None:
+        events.append(("Warning", error.reason, error.message))
+    merged = cond.merge(stored, updates, when)
+    status: dict[str, Any] = {
+        **{k: v for k, v in old.items() if k not in ENGINE_KEYS},
+        "state": target,
+        "observedGeneration": gen,
+        "conditions": merged,
+        "phase": cond.phase(merged, deleting),
+        "stateSince": since,
+        "history": history[-machine.history_limit:],
+    }
+    if operation_since is not None:
+        status["operationSince"] = operation_since
+    if error is not None:
+        status["failure"] = {
+            "operation": failed_operation or "reconcile",
+            "reason": error.reason,
+            "severity": error.severity.value,
+            "generation": gen,
+        }
+    if external_name:
+        status["externalName"] = external_name
+    elif "externalName" in old:
+        status["externalName"] = old["externalName"]
+    if observation is not None and observation.observed:
+        status["atProvider"] = dict(observation.observed)
+    elif "atProvider" in old:
+        status["atProvider"] = old["atProvider"]
+    return Settled(status, tuple(events))
+
+
+def paused(old: Mapping[str, Any], state: str, generation: int, message: str,
+           now: datetime) -> dict[str, Any]:
+    """The status of a paused object: Synced False ReconcilePaused, nothing else moves."""
+    stored = old.get("conditions") if isinstance(old.get("conditions"), list) else []
+    updates = [Condition(cond.SYNCED, F, "ReconcilePaused", message, generation)]
+    ready = cond.get(stored, cond.READY)
+    if ready is None or ready.observed_generation != generation:
+        # Nothing of this generation has been observed while paused.
+        updates.append(Condition(cond.READY, U, "ReconcilePaused", message, generation))
+    merged = cond.merge(stored, updates, rfc3339(now))
+    return {**old, "conditions": merged, "observedGeneration": generation,
+            "phase": cond.phase(merged, False), "state": state}
+
+
+def _operation_since(machine: type[LifecycleMachine], old: Mapping[str, Any], source: str,
+                     target: str, since: str) -> str | None:
+    """When the operation under way began: kept across detours through Failed.
+
+    A create that keeps failing and resuming (creating -> failed -> creating)
+    is one operation, so its time towards Stuck is not reset by each blip.
+    """
+    kept = old.get("operationSince")
+    kept = kept if isinstance(kept, str) else None
+    if target in machine.timing.max_in_state:
+        return kept if kept and (source == target or source == "failed") else since
+    if target == "failed":
+        return kept
+    return None
+
+
+def stuck(machine: type[LifecycleMachine], state: str, since: str,
+           stored: Sequence[Mapping[str, Any]], gen: int, now: datetime) -> Condition | None:
+    """The Stuck condition (SPEC section 7): True once a state is held past its limit."""
+    limit = machine.timing.max_in_state.get(state)
+    had = cond.get(stored, "Stuck") is not None
+    held = 0.0
+    if limit is not None:
+        try:
+            held = (now - datetime.fromisoformat(since.replace("Z", "+00:00"))).total_seconds()
+        except ValueError:
+            held = 0.0
+    if limit is not None and held > limit:
+        return Condition("Stuck", T, f"StuckIn{camel(state)}",
+                         f"in {state} for {int(held)}s, longer than {int(limit)}s", gen)
+    return Condition("Stuck", F, "NotStuck", "", gen) if had else None

@@ -1,0 +1,227 @@
+"""Small immutable values exchanged between the pure core, the reconciler and clients."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+
+
+def now() -> datetime:
+    """The current time in UTC, truncated to seconds as Kubernetes stores it."""
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+_last_rfc3339: tuple[datetime, str] | None = None
+
+
+def rfc3339(moment: datetime) -> str:
+    """Format a time the way Kubernetes serialises ``metav1.Time``."""
+    global _last_rfc3339
+    if moment.tzinfo is UTC and moment.year >= 1000:
+        last = _last_rfc3339  # one reconcile formats the same second several times
+        if last is not None and last[0] == moment:
+            return last[1]
+        text = (f"{moment.year}-{moment.month:02d}-{moment.day:02d}T"
+                f"{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}Z")
+        _last_rfc3339 = (moment, text)
+        return text
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ConditionStatus(enum.StrEnum):
+    """The three values of ``metav1.Condition.status``."""
+
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+_STATUS_BY_VALUE = {s.value: s for s in ConditionStatus}
+
+
+@attrs.frozen
+class Condition:
+    """One entry of ``status.conditions``, with the fields of ``metav1.Condition``.
+
+    ``last_transition_time`` changes only when ``status`` flips; see
+    :func:`lifecycle.core.conditions.merge`.
+    """
+
+    type: str
+    status: ConditionStatus
+    reason: str
+    message: str = ""
+    observed_generation: int = 0
+    last_transition_time: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialise as the Kubernetes API does (camelCase keys)."""
+        return {
+            "type": self.type,
+            "status": self.status.value,
+            "reason": self.reason,
+            "message": self.message,
+            "observedGeneration": self.observed_generation,
+            "lastTransitionTime": self.last_transition_time,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Condition:
+        """Parse one condition; unknown status values read as ``Unknown``."""
+        status = _STATUS_BY_VALUE.get(str(data.get("status", "Unknown")), ConditionStatus.UNKNOWN)
+        generation = data.get("observedGeneration", 0)
+        return cls(
+            type=str(data.get("type", "")),
+            status=status,
+            reason=str(data.get("reason", "")),
+            message=str(data.get("message", "")),
+            observed_generation=generation if isinstance(generation, int) else 0,
+            last_transition_time=str(data.get("lastTransitionTime", "")),
+        )
+
+
+class ResultKind(enum.Enum):
+    """What the work queue should do with the key after a reconcile."""
+
+    DONE = "done"
+    REQUEUE_NOW = "requeue-now"
+    REQUEUE_AFTER = "requeue-after"
+    BACKOFF = "backoff"
+
+
+@attrs.frozen
+class Result:
+    """The outcome of one reconcile, as the requeue matrix (SPEC section 3) reads it.
+
+    ``after`` is seconds for ``REQUEUE_AFTER``; for ``BACKOFF`` it is a lower
+    bound the queue must respect (a provider's retry-after), otherwise 0.
+    """
+
+    kind: ResultKind
+    after: float = 0.0
+    reason: str = ""
+
+    @classmethod
+    def done(cls, reason: str = "") -> Result:
+        """Forget the key until something changes."""
+        return cls(ResultKind.DONE, 0.0, reason)
+
+    @classmethod
+    def now(cls, reason: str = "") -> Result:
+        """Requeue immediately: the object changed in a way the next step depends on."""
+        return cls(ResultKind.REQUEUE_NOW, 0.0, reason)
+
+    @classmethod
+    def later(cls, seconds: float, reason: str = "") -> Result:
+        """Requeue after a fixed delay (waiting on a provider, or polling when Ready)."""
+        return cls(ResultKind.REQUEUE_AFTER, float(seconds), reason)
+
+    @classmethod
+    def backoff(cls, reason: str = "", at_least: float = 0.0) -> Result:
+        """Requeue with per-item exponential backoff (a handled error)."""
+        return cls(ResultKind.BACKOFF, float(at_least), reason)
+
+
+class ProviderStatus(enum.StrEnum):
+    """The external system's own view of the resource."""
+
+    AVAILABLE = "available"
+    PENDING = "pending"
+    FAILED = "failed"
+
+
+@attrs.frozen
+class Observation:
+    """What ``observe`` learned about the external resource.
+
+    ``late_init`` holds provider defaults to write back into the spec's
+    parameters; ``connection`` the connection details to publish; ``observed``
+    provider fields copied into ``status.atProvider``.
+    """
+
+    exists: bool
+    up_to_date: bool = True
+    status: ProviderStatus = ProviderStatus.AVAILABLE
+    message: str = ""
+    late_init: Mapping[str, Any] = attrs.field(factory=dict)
+    connection: Mapping[str, str] = attrs.field(factory=dict)
+    observed: Mapping[str, Any] = attrs.field(factory=dict)
+
+    @classmethod
+    def absent(cls) -> Observation:
+        """The external resource does not exist."""
+        return cls(exists=False, up_to_date=False)
+
+
+@attrs.frozen
+class Creation:
+    """What ``create`` returned: connection details known only at creation, and the
+    identity a provider assigned (``external_name``) when it is not the requested name."""
+
+    connection: Mapping[str, str] = attrs.field(factory=dict)
+    external_name: str | None = None
+
+
+@attrs.frozen
+class HistoryEntry:
+    """One recorded transition, kept in a bounded list in ``status.history``."""
+
+    source: str
+    target: str
+    event: str
+    reason: str
+    time: str
+
+    def to_dict(self) -> dict[str, str]:
+        """Serialise for status."""
+        return {
+            "from": self.source,
+            "to": self.target,
+            "event": self.event,
+            "reason": self.reason,
+            "time": self.time,
+        }
+
+
+@attrs.frozen
+class Intent:
+    """The journal entry written before any mutating external call (SPEC section 7).
+
+    ``operation`` is create, update or delete; ``key`` is an idempotency key
+    derived from the object's uid and generation, passed to the client so a
+    retry after a crash can never act twice.
+    """
+
+    operation: str
+    key: str
+    generation: int
+    started: str
+    outcome: str = "pending"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialise for the journal annotation."""
+        return {
+            "operation": self.operation,
+            "key": self.key,
+            "generation": self.generation,
+            "started": self.started,
+            "outcome": self.outcome,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Intent | None:
+        """Parse a journal entry; anything malformed reads as no entry."""
+        try:
+            return cls(
+                operation=str(data["operation"]),
+                key=str(data["key"]),
+                generation=int(data["generation"]),
+                started=str(data["started"]),
+                outcome=str(data.get("outcome", "pending")),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None

@@ -1,0 +1,432 @@
+"""The engine's :class:`~lifecycle.kube.cluster.Cluster` on the official ``kubernetes`` client.
+
+:class:`KubeCluster` reads and writes objects as plain dicts through the
+client's generated APIs: ``CustomObjectsApi`` for custom kinds, ``CoreV1Api``
+for Secrets, Namespaces, ConfigMaps and Events, ``CoordinationV1Api`` for
+Leases. Responses are taken raw (``_preload_content=False``) and parsed as
+JSON, so objects keep exactly the server's field names.
+
+Errors become the classes of :mod:`lifecycle.sim.apiserver` that the reconciler
+understands: the ``Status`` body when there is one, else the HTTP code
+(404 NotFound, 409 Conflict, 410 Gone, 422 Invalid, 429 TooManyRequests with
+``Retry-After``, 5xx ServerError). Connection failures and timeouts are a 503
+``ServerError``.
+
+:meth:`KubeCluster.list_watcher` gives informers a list-and-watch source using
+``kubernetes.watch.Watch`` with bookmarks, a server-side timeout and a
+client-side read timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import attrs
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes import watch as k8s_watch
+
+from lifecycle.kube.errors import ApiError, Conflict, Gone, Invalid, NotFound, ServerError, TooManyRequests, error_from_status
+from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
+from lifecycle.core.values import now, rfc3339
+
+__all__ = [
+    "KubeCluster",
+    "ResourceInfo",
+    "api_client",
+    "translate",
+]
+
+log = logging.getLogger("lifecycle.driver.cluster")
+
+#: Core kinds served by typed APIs: (api class, method suffix, namespaced).
+_TYPED: dict[tuple[str, str], tuple[str, str, bool]] = {
+    ("v1", "Secret"): ("CoreV1Api", "namespaced_secret", True),
+    ("v1", "ConfigMap"): ("CoreV1Api", "namespaced_config_map", True),
+    ("v1", "Event"): ("CoreV1Api", "namespaced_event", True),
+    ("v1", "Namespace"): ("CoreV1Api", "namespace", False),
+    ("coordination.k8s.io/v1", "Lease"): ("CoordinationV1Api", "namespaced_lease", True),
+}
+
+
+@attrs.frozen
+class ResourceInfo:
+    """Where a kind lives: group, version, plural and scope."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        """``group/version`` (``v1`` for the core group)."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+def api_client(*, kubeconfig: str | None = None, context: str | None = None,
+               host: str | None = None) -> k8s.ApiClient:
+    """An official-client ``ApiClient``: from ``host``, a kubeconfig, or in-cluster config.
+
+    With neither ``host`` nor ``kubeconfig``, the in-cluster service account
+    is tried first, then the default kubeconfig (``$KUBECONFIG`` or
+    ``~/.kube/config``). Only connection failures are retried by the client.
+    """
+    configuration = k8s.Configuration(host=host) if host is not None else k8s.Configuration()
+    if host is None and kubeconfig is not None:
+        k8s_config.load_kube_config(config_file=kubeconfig, context=context,
+                                    client_configuration=configuration)
+    elif host is None:
+        try:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        except k8s_config.ConfigException:
+            k8s_config.load_kube_config(context=context, client_configuration=configuration)
+    # Retry connection failures only. A 429 or 5xx answer goes back to the caller at
+    # once, so a worker never sleeps out a Retry-After: the work queue backs off instead.
+    configuration.retries = urllib3.util.Retry(total=3, connect=3, read=0, status=0,
+                                               respect_retry_after_header=False,
+                                               raise_on_status=False)
+    return k8s.ApiClient(configuration)
+
+
+def translate(exc: BaseException) -> ApiError:
+    """The :mod:`lifecycle.sim.apiserver` error for an exception raised by the client."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, k8s.ApiException):
+        status = int(exc.status or 0)
+        body = exc.body
+        if isinstance(body, bytes):
+            body = body.decode("utf-8", "replace")
+        doc: Any = None
+        if isinstance(body, str) and body:
+            try:
+                doc = json.loads(body)
+            except ValueError:
+                doc = None
+        retry_after = _retry_after(exc)
+        if isinstance(doc, dict) and doc.get("kind") == "Status":
+            if status and not doc.get("code"):
+                doc["code"] = status
+            if retry_after is not None:
+                doc.setdefault("details", {})["retryAfterSeconds"] = retry_after
+            return error_from_status(doc)
+        message = str(exc.reason or f"HTTP {status}")
+        by_code: dict[int, type[ApiError]] = {404: NotFound, 409: Conflict, 410: Gone,
+                                              422: Invalid}
+        if status in by_code:
+            return by_code[status](message)
+        if status == 429:
+            return TooManyRequests(message, retry_after=retry_after or 1.0)
+        if status >= 500:
+            return ServerError(message, status=status)
+        if status == 0:
+            return ServerError(message, status=503, reason="ServiceUnavailable")
+        return ApiError(message, status=status, reason="Unknown")
+    if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
+        return ServerError(f"API server unreachable: {type(exc).__name__}", status=503,
+                           reason="ServiceUnavailable")
+    if isinstance(exc, ValueError):  # the client's own validation of arguments
+        return Invalid(f"request rejected by the client: {type(exc).__name__}")
+    raise exc
+
+
+def _retry_after(exc: k8s.ApiException) -> float | None:
+    headers = exc.headers or {}
+    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class KubeCluster:
+    """Reads, writes, lists and watches objects through the official client.
+
+    ``kinds`` (and the engine's ProviderConfig) are known up front; other
+    kinds are resolved by API discovery the first time they are used.
+    Implements :class:`lifecycle.kube.cluster.Cluster`.
+    """
+
+    def __init__(self, client: k8s.ApiClient, kinds: Sequence[Kind] = (), *,
+                 component: str = "lifecycle", request_timeout: float = 30.0) -> None:
+        self.client = client
+        self.component = component
+        self.request_timeout = request_timeout
+        self.custom = k8s.CustomObjectsApi(client)
+        self._apis: dict[str, Any] = {
+            "CoreV1Api": k8s.CoreV1Api(client),
+            "CoordinationV1Api": k8s.CoordinationV1Api(client),
+        }
+        self._infos: dict[tuple[str, str], ResourceInfo] = {}
+        self._lock = threading.Lock()
+        group, _, version = PROVIDER_CONFIG_API.partition("/")
+        self.register(ResourceInfo(group, version, PROVIDER_CONFIG_KIND, "providerconfigs",
+                                   namespaced=False))
+        for kind in kinds:
+            self.register(ResourceInfo(kind.group, kind.version, kind.kind, kind.plural,
+                                       kind.namespaced))
+        self._events: OrderedDict[tuple[str, ...], tuple[str, str, int]] = OrderedDict()
+
+    def register(self, info: ResourceInfo) -> None:
+        """Make a kind known without discovery."""
+        with self._lock:
+            self._infos[(info.api_version, info.kind)] = info
+
+    def info(self, api_version: str, kind: str) -> ResourceInfo:
+        """Where ``kind`` lives; discovered from the server on first use."""
+        with self._lock:
+            known = self._infos.get((api_version, kind))
+        if known is not None:
+            return known
+        typed = _TYPED.get((api_version, kind))
+        group, _, version = api_version.rpartition("/")
+        if typed is not None:
+            info = ResourceInfo(group, version, kind, kind.lower() + "s", typed[2])
+        else:
+            info = self._discover(group, version, kind)
+        self.register(info)
+        return info
+
+    def _discover(self, group: str, version: str, kind: str) -> ResourceInfo:
+        try:
+            if group:
+                found = self.custom.get_api_resources(group, version)
+            else:
+                found = self._apis["CoreV1Api"].get_api_resources()
+        except Exception as exc:
+            raise translate(exc) from None
+        for resource in found.resources or []:
+            if resource.kind == kind and "/" not in resource.name:
+                return ResourceInfo(group, version, kind, resource.name, bool(resource.namespaced))
+        raise NotFound(f"the server does not serve {kind} in "
+                       f"{group + '/' if group else ''}{version}")
+
+    # ---------------------------------------------------------------- calls
+    def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("_request_timeout", self.request_timeout)
+        try:
+            response = method(*args, _preload_content=False, **kwargs)
+        except Exception as exc:
+            raise translate(exc) from None
+        try:
+            data = response.data
+        finally:
+            response.release_conn()
+        return json.loads(data) if data else None
+
+    def _typed(self, info: ResourceInfo) -> tuple[Any, str] | None:
+        typed = _TYPED.get((info.api_version, info.kind))
+        if typed is None:
+            return None
+        return self._apis[typed[0]], typed[1]
+
+    def _scope(self, info: ResourceInfo, namespace: str | None) -> str | None:
+        if not info.namespaced:
+            return None
+        if not namespace:
+            raise Invalid(f"{info.kind}: metadata.namespace: Required value")
+        return namespace
+
+    def get(self, api_version: str, kind: str, namespace: str | None,
+            name: str) -> dict[str, Any]:
+        """Read one object; ``NotFound`` if absent."""
+        info = self.info(api_version, kind)
+        ns = self._scope(info, namespace)
+        typed = self._typed(info)
+        if typed is not None:
+            api, sfx = typed
+            args = (name, ns) if ns else (name,)
+            return self._call(getattr(api, f"read_{sfx}"), *args)
+        if ns:
+            return self._call(self.custom.get_namespaced_custom_object, info.group,
+                              info.version, ns, info.plural, name)
+        return self._call(self.custom.get_cluster_custom_object, info.group, info.version,
+                          info.plural, name)
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create an object; ``AlreadyExists`` if the name is taken."""
+        info, ns, _ = self._target(obj)
+        typed = self._typed(info)
+        if typed is not None:
+            api, sfx = typed
+            args = (ns, obj) if ns else (obj,)
+            return self._call(getattr(api, f"create_{sfx}"), *args)
+        if ns:
+            return self._call(self.custom.create_namespaced_custom_object, info.group,
+                              info.version, ns, info.plural, obj)
+        return self._call(self.custom.create_cluster_custom_object, info.group, info.version,
+                          info.plural, obj)
+
+    def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Write the object (PUT); ``Conflict`` on a stale resourceVersion."""
+        return self._replace(obj, status=False)
+
+    def replace_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Write the status subresource (PUT .../status); ``Conflict`` if stale."""
+        return self._replace(obj, status=True)
+
+    def _replace(self, obj: dict[str, Any], *, status: bool) -> dict[str, Any]:
+        info, ns, name = self._target(obj)
+        typed = self._typed(info)
+        tail = "_status" if status else ""
+        if typed is not None:
+            api, sfx = typed
+            method = getattr(api, f"replace_{sfx}{tail}", None)
+            if method is None:
+                raise NotFound(f"{info.kind} has no status subresource")
+            args = (name, ns, obj) if ns else (name, obj)
+            return self._call(method, *args)
+        if ns:
+            method = getattr(self.custom, f"replace_namespaced_custom_object{tail}")
+            return self._call(method, info.group, info.version, ns, info.plural, name, obj)
+        method = getattr(self.custom, f"replace_cluster_custom_object{tail}")
+        return self._call(method, info.group, info.version, info.plural, name, obj)
+
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
+        """Request deletion of an object (custom kinds, Secrets, ConfigMaps, Leases)."""
+        info = self.info(api_version, kind)
+        ns = self._scope(info, namespace)
+        typed = self._typed(info)
+        if typed is not None:
+            api, sfx = typed
+            args = (name, ns) if ns else (name,)
+            self._call(getattr(api, f"delete_{sfx}"), *args)
+        elif ns:
+            self._call(self.custom.delete_namespaced_custom_object, info.group, info.version,
+                       ns, info.plural, name)
+        else:
+            self._call(self.custom.delete_cluster_custom_object, info.group, info.version,
+                       info.plural, name)
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None,
+             label_selector: str | None = None) -> tuple[list[dict[str, Any]], str]:
+        """List a custom kind (in one namespace or all) and return items and resourceVersion."""
+        info = self.info(api_version, kind)
+        doc = self._call(*self._list_call(info, namespace), **_selector(label_selector))
+        return list(doc.get("items") or []), str(doc["metadata"].get("resourceVersion", ""))
+
+    def _list_call(self, info: ResourceInfo, namespace: str | None) -> tuple[Any, ...]:
+        if self._typed(info) is not None:
+            raise Invalid(f"listing {info.kind} is not supported by this adapter")
+        if info.namespaced and namespace:
+            return (self.custom.list_namespaced_custom_object, info.group, info.version,
+                    namespace, info.plural)
+        return (self.custom.list_cluster_custom_object, info.group, info.version, info.plural)
+
+    def _target(self, obj: dict[str, Any]) -> tuple[ResourceInfo, str | None, str]:
+        if not isinstance(obj, dict):
+            raise Invalid("the object must be a JSON object")
+        info = self.info(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
+        meta = obj.get("metadata") or {}
+        return info, self._scope(info, meta.get("namespace")), str(meta.get("name", ""))
+
+    # --------------------------------------------------------------- events
+    def record_event(self, involved: dict[str, Any], type: str, reason: str,
+                     message: str) -> dict[str, Any]:
+        """Record a v1 Event; a repeat of a recent one bumps its ``count`` instead."""
+        meta = involved.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        message = message[:1024]
+        key = (namespace, str(meta.get("uid", "")), type, reason, message)
+        stamp = rfc3339(now())
+        core = self._apis["CoreV1Api"]
+        seen = self._events.get(key)
+        if seen is not None:
+            name, _, count = seen
+            try:
+                event = self._call(core.patch_namespaced_event, name, namespace,
+                                   {"count": count + 1, "lastTimestamp": stamp})
+            except NotFound:
+                self._events.pop(key, None)
+            else:
+                self._remember(key, name, namespace, count + 1)
+                return event
+        involved_name = str(meta.get("name", "object"))
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{involved_name}.", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion", ""), "kind": involved.get("kind", ""),
+                "name": involved_name, "namespace": meta.get("namespace", ""),
+                "uid": meta.get("uid", ""), "resourceVersion": meta.get("resourceVersion", ""),
+            },
+            "type": type, "reason": reason, "message": message, "count": 1,
+            "firstTimestamp": stamp, "lastTimestamp": stamp,
+            "source": {"component": self.component}, "reportingComponent": self.component,
+        }
+        event = self._call(core.create_namespaced_event, namespace, body)
+        self._remember(key, event["metadata"]["name"], namespace, 1)
+        return event
+
+    def _remember(self, key: tuple[str, ...], name: str, namespace: str, count: int) -> None:
+        with self._lock:
+            self._events[key] = (name, namespace, count)
+            self._events.move_to_end(key)
+            while len(self._events) > 4096:
+                self._events.popitem(last=False)
+
+    # ----------------------------------------------------------- list/watch
+    def list_watcher(self, api_version: str, kind: str, namespace: str | None = None,
+                     label_selector: str | None = None) -> KubeListWatcher:
+        """A list-and-watch source for an informer of one custom kind."""
+        return KubeListWatcher(self, self.info(api_version, kind), namespace, label_selector)
+
+
+def _selector(label_selector: str | None) -> dict[str, Any]:
+    return {"label_selector": label_selector} if label_selector else {}
+
+
+class KubeListWatcher:
+    """Lists and watches one kind with ``kubernetes.watch.Watch``."""
+
+    def __init__(self, cluster: KubeCluster, info: ResourceInfo, namespace: str | None,
+                 label_selector: str | None) -> None:
+        self.cluster = cluster
+        self.info = info
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self._watch: k8s_watch.Watch | None = None
+        self._lock = threading.Lock()
+
+    def list(self) -> tuple[list[dict[str, Any]], str]:
+        """All objects and the list's resourceVersion."""
+        return self.cluster.list(self.info.api_version, self.info.kind, self.namespace,
+                                 self.label_selector)
+
+    def watch(self, resource_version: str, *, timeout: float,
+              inactivity: float) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Stream events after ``resource_version`` with bookmarks; ``Gone`` on 410."""
+        call = self.cluster._list_call(self.info, self.namespace)
+        watcher = k8s_watch.Watch()
+        with self._lock:
+            self._watch = watcher
+        try:
+            stream = watcher.stream(
+                call[0], *call[1:], resource_version=resource_version,
+                allow_watch_bookmarks=True, timeout_seconds=max(1, int(timeout)),
+                _request_timeout=(10.0, inactivity),
+                **_selector(self.label_selector),
+            )
+            for event in stream:
+                yield str(event.get("type", "")), event.get("raw_object") or {}
+        except Exception as exc:
+            error = translate(exc)
+            raise error from None
+        finally:
+            with self._lock:
+                self._watch = None
+
+    def stop(self) -> None:
+        """Abort the running watch, if any."""
+        with self._lock:
+            watcher = self._watch
+        if watcher is not None:
+            watcher.stop()

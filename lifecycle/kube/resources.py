@@ -1,0 +1,40 @@
+"""Resource types: a kind's group, version, plural and scope, and the built-in ones."""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class ResourceType:
+    """A registered kind: its group, version, kind, plural and scope.
+
+    ``status_subresource`` says whether ``status`` is written only through the
+    status subresource (true for custom kinds); for a type without it, the
+    main resource writes ``status`` like any other field.
+    """
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    status_subresource: bool = True
+
+    @property
+    def api_version(self) -> str:
+        """``group/version``, or just the version for the core group (``v1``)."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def resource(self) -> str:
+        """``plural.group`` as the API server names the resource in messages."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+NAMESPACE = ResourceType("", "v1", "Namespace", "namespaces", namespaced=False)
+SECRET = ResourceType("", "v1", "Secret", "secrets", True, status_subresource=False)
+EVENT = ResourceType("", "v1", "Event", "events", True, status_subresource=False)
+CONFIG_MAP = ResourceType("", "v1", "ConfigMap", "configmaps", True, status_subresource=False)
+LEASE = ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True, status_subresource=False)
+BUILTIN_TYPES = (NAMESPACE, SECRET, EVENT, CONFIG_MAP, LEASE)

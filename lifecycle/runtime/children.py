@@ -1,0 +1,350 @@
+"""Parents that own sub-resources (seed 003).
+
+A parent kind declares the objects it owns (:class:`SubResource`: a
+ConfigMap, a Secret, a managed resource...). One pass of
+:class:`ParentReconciler` follows the seed's loop:
+
+1. get the parent; ignore it if it is gone or being deleted (its children
+   carry owner references, so the garbage collector removes them);
+2. work on a copy: convert an older stored version up to the newest one
+   (:func:`convert_up`), apply spec defaults (:func:`apply_defaults`) and set
+   every declared condition that is unset to Unknown
+   (:func:`initialize_conditions`);
+3. for each sub-resource: build the desired object from the parent; if none
+   exists, create it with a controller owner reference to the parent; if one
+   exists that the parent does not own, report ``<Name>Ready=False``
+   (reason ``NotOwned``) and leave it untouched; otherwise write back every
+   value the parent sets in its compared fields (``spec`` or ``data``) that
+   drifted, leaving values the parent does not set (late-initialised
+   defaults) alone;
+4. copy each sub-resource's status into ``status.subresources.<name>`` and
+   its readiness into ``<Name>Ready``; ``Ready`` is True when all are;
+5. write status only if it changed. Defaults and conversion are never
+   written back: the stored object keeps the version its author used.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from lifecycle.core import conditions as cond
+from lifecycle.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
+from lifecycle.kube.resources import ResourceType
+from lifecycle.kube.cluster import Cluster
+from lifecycle.core.errors import TerminalError, UnhandledError
+from lifecycle.core.values import Condition, ConditionStatus, Result, now, rfc3339
+
+T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
+CONFLICT_RETRIES = 5
+
+
+def _no_status(child: Mapping[str, Any]) -> Mapping[str, Any]:
+    return {}
+
+
+def ready_of(child: Mapping[str, Any]) -> ConditionStatus:
+    """A child's readiness: its ``Ready`` condition if it has one, else True (it exists)."""
+    status = child.get("status") if isinstance(child.get("status"), Mapping) else {}
+    ready = cond.get(status.get("conditions") or [], cond.READY)
+    return T if ready is None else ready.status
+
+
+@attrs.frozen
+class SubResource:
+    """One object a parent owns.
+
+    ``build(parent)`` returns the desired object (``apiVersion``, ``kind``,
+    ``metadata.name`` and the compared fields) from the converted, defaulted
+    parent; the namespace defaults to the parent's. ``compare`` lists the
+    top-level fields the parent manages: every value the desired object sets
+    in them is kept (see :func:`covers`); values it does not set are left
+    alone. ``status(child)`` is what is copied into the parent's ``status.subresources.<name>``;
+    ``ready(child)`` its readiness.
+    """
+
+    name: str
+    build: Callable[[Mapping[str, Any]], dict[str, Any]]
+    compare: tuple[str, ...] = ("spec",)
+    status: Callable[[Mapping[str, Any]], Mapping[str, Any]] = _no_status
+    ready: Callable[[Mapping[str, Any]], ConditionStatus] = ready_of
+
+    @property
+    def condition(self) -> str:
+        """The parent condition type reporting this sub-resource: ``<Name>Ready``."""
+        return f"{self.name[:1].upper()}{self.name[1:]}Ready"
+
+
+@attrs.frozen
+class Version:
+    """One served version of a parent kind; ``up`` converts an object to the next one."""
+
+    name: str
+    up: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+
+@attrs.frozen
+class ParentKind:
+    """A kind that owns sub-resources.
+
+    ``versions`` are oldest first; the last is the one the reconciler works
+    in, and every older one needs an ``up`` conversion. ``defaults`` are spec
+    values filled in where the spec leaves them unset (nested mappings are
+    merged). ``conditions`` are extra condition types initialised to Unknown
+    besides ``Ready`` and each sub-resource's ``<Name>Ready``.
+    """
+
+    group: str
+    kind: str
+    plural: str
+    versions: tuple[Version, ...]
+    subresources: tuple[SubResource, ...]
+    defaults: Mapping[str, Any] = attrs.field(factory=dict)
+    conditions: tuple[str, ...] = ()
+    namespaced: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        if not self.versions:
+            raise ValueError(f"{self.kind}: declare at least one version")
+        missing = [v.name for v in self.versions[:-1] if v.up is None]
+        if missing:
+            raise ValueError(f"{self.kind}: versions {missing} need an 'up' conversion")
+        names = [s.name for s in self.subresources]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.kind}: sub-resource names must be unique: {names}")
+
+    @property
+    def latest(self) -> str:
+        """The newest version's ``group/version``."""
+        return f"{self.group}/{self.versions[-1].name}"
+
+    @property
+    def api_versions(self) -> tuple[str, ...]:
+        """Every served ``group/version``, newest first."""
+        return tuple(f"{self.group}/{v.name}" for v in reversed(self.versions))
+
+    @property
+    def condition_types(self) -> tuple[str, ...]:
+        """Every condition type the reconciler maintains on the parent."""
+        return (cond.READY, *(s.condition for s in self.subresources), *self.conditions)
+
+    def resource_types(self) -> list[ResourceType]:
+        """One type per served version, to register with an API server."""
+        return [ResourceType(self.group, v.name, self.kind, self.plural, self.namespaced)
+                for v in self.versions]
+
+
+def convert_up(obj: Mapping[str, Any], kind: ParentKind) -> dict[str, Any]:
+    """A copy of ``obj`` converted from its version to the newest, one step at a time.
+
+    Raises :class:`TerminalError` for a version the kind does not serve.
+    """
+    converted = copy.deepcopy(dict(obj))
+    group, _, version = str(converted.get("apiVersion", "")).partition("/")
+    names = [v.name for v in kind.versions]
+    if group != kind.group or version not in names:
+        raise TerminalError(f"{kind.kind} apiVersion {converted.get('apiVersion')!r} is not "
+                            f"served; expected one of {', '.join(kind.api_versions)}")
+    for step in kind.versions[names.index(version):-1]:
+        assert step.up is not None  # checked when the kind was declared
+        converted = step.up(converted)
+    converted["apiVersion"] = kind.latest
+    return converted
+
+
+def apply_defaults(spec: Mapping[str, Any] | None, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """``spec`` with every unset (absent or None) field taken from ``defaults``, recursively."""
+    out = dict(spec or {})
+    for key, value in defaults.items():
+        if out.get(key) is None:
+            out[key] = copy.deepcopy(value)
+        elif isinstance(value, Mapping) and isinstance(out[key], Mapping):
+            out[key] = apply_defaults(out[key], value)
+    return out
+
+
+def initialize_conditions(
+    existing: Sequence[Mapping[str, Any]], types: Sequence[str], generation: int, when: str
+) -> list[dict[str, Any]]:
+    """The stored conditions plus every type in ``types`` that is unset, as Unknown."""
+    unset = [Condition(t, U, "Initializing", "", generation) for t in types
+             if cond.get(existing, t) is None]
+    return cond.merge(existing, unset, when)
+
+
+def covers(actual: Any, wanted: Any) -> bool:
+    """Whether ``actual`` holds every value ``wanted`` sets (mappings compared key by key).
+
+    Fields the parent does not set (a provider's late-initialised defaults,
+    keys someone else added) are left alone.
+    """
+    if isinstance(wanted, Mapping):
+        return isinstance(actual, Mapping) and all(
+            covers(actual.get(k), v) for k, v in wanted.items())
+    return actual == wanted
+
+
+def overlay(actual: Any, wanted: Any) -> Any:
+    """``actual`` with every value ``wanted`` sets written over it (mappings merged)."""
+    if isinstance(wanted, Mapping) and isinstance(actual, Mapping):
+        return {**actual, **{k: overlay(actual.get(k), v) for k, v in wanted.items()}}
+    return copy.deepcopy(wanted)
+
+
+def owned_by(child: Mapping[str, Any], uid: str) -> bool:
+    """Whether ``child`` lists the object with ``uid`` among its owner references."""
+    refs = (child.get("metadata") or {}).get("ownerReferences") or []
+    return any(isinstance(r, Mapping) and r.get("uid") == uid for r in refs)
+
+
+def owner_reference(parent: Mapping[str, Any]) -> dict[str, Any]:
+    """A controller owner reference to ``parent`` (as stored: its own apiVersion)."""
+    meta = parent["metadata"]
+    return {"apiVersion": parent["apiVersion"], "kind": parent["kind"], "name": meta["name"],
+            "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+@attrs.frozen
+class Outcome:
+    """What reconciling one sub-resource found: its condition and projected status."""
+
+    name: str
+    condition: Condition
+    status: Mapping[str, Any] | None = None
+
+
+class ParentReconciler:
+    """Reconciles one :class:`ParentKind`: defaults, conditions, conversion, sub-resources.
+
+    ``ready_poll`` is the requeue interval once every sub-resource is Ready,
+    ``wait`` the interval while one is not (there are no watches on the
+    children here, so the parent looks again).
+    """
+
+    def __init__(self, api: Cluster, kind: ParentKind, *, clock: Callable[[], datetime] = now,
+                 ready_poll: float = 60.0, wait: float = 2.0) -> None:
+        self.api: Any = api
+        self.kind = kind
+        self.clock = clock
+        self.ready_poll = ready_poll
+        self.wait = wait
+
+    def reconcile(self, namespace: str | None, name: str) -> Result:
+        """One pass over the parent ``namespace/name``, whichever version it is stored in."""
+        try:
+            return self._reconcile(namespace, name)
+        except ApiError as exc:
+            raise UnhandledError(f"API error during parent reconcile: {exc}") from exc
+
+    def _get(self, namespace: str | None, name: str) -> dict[str, Any] | None:
+        for api_version in self.kind.api_versions:
+            try:
+                return self.api.get(api_version, self.kind.kind, namespace, name)
+            except NotFound:
+                continue
+        return None
+
+    def _reconcile(self, namespace: str | None, name: str) -> Result:
+        obj = self._get(namespace, name)
+        if obj is None:
+            return Result.done("NotFound")
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp"):
+            return Result.done("Deleting")
+        when = rfc3339(self.clock())
+        generation = meta.get("generation", 1)
+        old = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+        conditions = initialize_conditions(old.get("conditions") or [],
+                                           self.kind.condition_types, generation, when)
+        working = convert_up(obj, self.kind)  # read from a served version, so it converts
+        working["spec"] = apply_defaults(working.get("spec"), self.kind.defaults)
+        outcomes = [self._reconcile_one(obj, working, sub, generation)
+                    for sub in self.kind.subresources]
+        statuses = [o.condition.status for o in outcomes]
+        if all(s is T for s in statuses):
+            ready = Condition(cond.READY, T, "SubresourcesReady", "", generation)
+        elif any(s is F for s in statuses):
+            failing = [o.condition.type for o in outcomes if o.condition.status is F]
+            ready = Condition(cond.READY, F, "SubresourcesNotReady",
+                              f"not ready: {', '.join(failing)}", generation)
+        else:
+            ready = Condition(cond.READY, U, "SubresourcesPending", "", generation)
+        conditions = cond.merge(conditions, [*(o.condition for o in outcomes), ready], when)
+        status = {
+            **old,
+            "observedGeneration": generation,
+            "conditions": conditions,
+            "subresources": {o.name: dict(o.status) for o in outcomes if o.status is not None},
+        }
+        self._write_status(obj, status)
+        if ready.status is T:
+            return Result.later(self.ready_poll, "Poll")
+        return Result.later(self.wait, "Waiting")
+
+    def _reconcile_one(self, parent: Mapping[str, Any], working: Mapping[str, Any],
+                       sub: SubResource, generation: int) -> Outcome:
+        desired = sub.build(working)
+        meta = desired.setdefault("metadata", {})
+        if self.kind.namespaced:
+            meta.setdefault("namespace", parent["metadata"]["namespace"])
+        meta["ownerReferences"] = [owner_reference(parent)]
+        where = f"{desired['kind']} {meta.get('namespace', '')}/{meta['name']}".replace(" /", " ")
+        try:
+            child = self.api.get(desired["apiVersion"], desired["kind"], meta.get("namespace"),
+                                 meta["name"])
+        except NotFound:
+            try:
+                self.api.create(desired)
+            except AlreadyExists:
+                return Outcome(sub.name, Condition(sub.condition, U, "CreateRaced",
+                                                   f"{where} appeared while creating it",
+                                                   generation))
+            self._event(parent, "Normal", "Created", f"created {where}")
+            return Outcome(sub.name, Condition(sub.condition, U, "Created", f"created {where}",
+                                               generation), {})
+        if not owned_by(child, parent["metadata"]["uid"]):
+            message = (f"{where} exists and is not owned by {parent['kind']} "
+                       f"{parent['metadata']['name']}; left untouched")
+            self._event(parent, "Warning", "NotOwned", message)
+            return Outcome(sub.name, Condition(sub.condition, F, "NotOwned", message, generation))
+        if not all(covers(child.get(f), desired.get(f)) for f in sub.compare):
+            for _ in range(CONFLICT_RETRIES):
+                for f in sub.compare:
+                    child[f] = overlay(child.get(f), desired.get(f))
+                try:
+                    child = self.api.replace(child)
+                    break
+                except Conflict:
+                    child = self.api.get(desired["apiVersion"], desired["kind"],
+                                         meta.get("namespace"), meta["name"])
+            else:
+                raise UnhandledError(f"write of {where} kept conflicting")
+        status = sub.ready(child)
+        reason = {T: "Ready", F: "NotReady", U: "Pending"}[status]
+        return Outcome(sub.name, Condition(sub.condition, status, reason, "", generation),
+                       sub.status(child))
+
+    def _write_status(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
+        """Write status only if it changed (seed 003), retrying 409s on a fresh read."""
+        for _ in range(CONFLICT_RETRIES):
+            if status == obj.get("status"):
+                return
+            try:
+                self.api.replace_status({**obj, "status": status})
+                return
+            except Conflict:
+                fresh = self._get(obj["metadata"].get("namespace"), obj["metadata"]["name"])
+                if fresh is None:
+                    return
+                obj = fresh
+        raise UnhandledError("parent status write kept conflicting")
+
+    def _event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        try:
+            self.api.record_event(obj, type_, reason, message)
+        except ApiError:
+            return

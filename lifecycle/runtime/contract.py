@@ -1,0 +1,101 @@
+"""The contract between the engine and a provider's external client.
+
+A provider writes two small things per kind:
+
+* a **connector**: ``connect(resource, config) -> ExternalClient``, building a
+  client from the provider config and the credentials read from its Secret;
+* an **external client** with ``observe``, ``create``, ``update``, ``delete``
+  and an optional ``close``.
+
+Idempotency rules every client must follow (the engine relies on them for
+crash safety, SPEC section 5):
+
+* ``create`` of a resource that already exists under ``resource.external_name``
+  is not an error: return as if the create succeeded. When the external API
+  supports client tokens, pass ``resource.idempotency_key``.
+* ``delete`` of a resource that does not exist is not an error.
+* ``observe`` never changes the external system.
+* ``update`` brings the external resource to the desired parameters; running
+  it twice is harmless.
+
+Errors: raise a subclass of :class:`lifecycle.core.errors.HandledError`
+(``Throttled`` with ``retry_after``, ``TerminalError`` for a spec that can
+never work). Anything else raised by a client is treated as a retryable
+``ExternalError`` whose message is the exception's class name only, so no
+secret from a library's message can leak into a condition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from lifecycle.core.values import Creation, Observation
+
+
+@attrs.frozen
+class ManagedResource:
+    """The engine's view of one managed resource, handed to external clients.
+
+    ``parameters`` is the kind's typed parameters (``spec.forProvider``);
+    ``password`` is the generated password when the kind asks for one, read
+    from (or first persisted to) the connection Secret before any create.
+    """
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    external_name: str
+    parameters: Any
+    idempotency_key: str = ""
+    password: str | None = attrs.field(default=None, repr=False)
+    connection: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+
+
+@attrs.frozen
+class ProviderConfig:
+    """A resolved provider config: its spec and the credentials from its Secret."""
+
+    name: str
+    spec: Mapping[str, Any]
+    credentials: Mapping[str, str] = attrs.field(repr=False)
+
+
+@runtime_checkable
+class ExternalClient(Protocol):
+    """Talks to the external system for one managed resource."""
+
+    def observe(self, resource: ManagedResource) -> Observation:
+        """Report whether the resource exists, is up to date, and its provider status."""
+        ...
+
+    def create(self, resource: ManagedResource) -> Creation:
+        """Request creation; may return before the resource is usable."""
+        ...
+
+    def update(self, resource: ManagedResource) -> None:
+        """Request that the external resource match ``resource.parameters``."""
+        ...
+
+    def delete(self, resource: ManagedResource) -> None:
+        """Request deletion; deleting a missing resource is success."""
+        ...
+
+
+class Connector(Protocol):
+    """Builds an :class:`ExternalClient` for one reconcile."""
+
+    def connect(self, resource: ManagedResource, config: ProviderConfig) -> ExternalClient:
+        """Return a client for ``resource`` using ``config``'s credentials."""
+        ...
+
+
+def close_client(client: ExternalClient) -> None:
+    """Call the optional ``close`` of a client, if it has one."""
+    close = getattr(client, "close", None)
+    if callable(close):
+        close()
