@@ -25,10 +25,10 @@ from typing import Any
 
 import attrs
 
-from lifecycle.driver.queue import WorkQueue
 from lifecycle.core.errors import UnhandledError
-from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.core.values import ResultKind
+from lifecycle.driver.queue import WorkQueue
+from lifecycle.runtime.reconciler import Reconciler
 
 #: The result reason of a Ready object's next poll.
 POLL = "Poll"

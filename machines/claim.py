@@ -35,8 +35,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
+from lifecycle.machines import database
 from statemachine import State
 
+from lifecycle.core.errors import TerminalError
+from lifecycle.core.kind import Kind
+from lifecycle.core.machine import LifecycleMachine, Timing
+from lifecycle.registry import Registration
 from lifecycle.runtime.claims import (
     ClaimBinding,
     ClassKind,
@@ -44,10 +49,6 @@ from lifecycle.runtime.claims import (
     configure_from_class,
     configure_object_meta,
 )
-from lifecycle.core.errors import TerminalError
-from lifecycle.core.kind import Kind
-from lifecycle.core.machine import LifecycleMachine, Timing
-from lifecycle.machines import database
 
 if TYPE_CHECKING:
     from lifecycle.runtime.claims import ClaimEffects, ClaimFacts
@@ -238,3 +239,7 @@ def verify_target(kind: Kind) -> object | None:
     if kind is not DatabaseClaim:
         return None
     return verify.claim_target(kind)
+
+
+#: What this module offers to operators, the command line and the verifier.
+REGISTRATIONS = (Registration(DatabaseClaim, verify_target=verify_target),)

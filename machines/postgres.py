@@ -8,13 +8,15 @@ clients live in :mod:`lifecycle.providers.postgres`.
 
 from __future__ import annotations
 
-from lifecycle.core.kind import Kind
-from lifecycle.core.machine import Timing
 from lifecycle.machines.managed import ManagedResourceMachine
 from lifecycle.providers.postgres.config import PostgresConnector
 from lifecycle.providers.postgres.database import DatabaseClient, DatabaseParameters
 from lifecycle.providers.postgres.grant import GrantClient, GrantParameters
 from lifecycle.providers.postgres.role import RoleClient, RoleParameters
+
+from lifecycle.core.kind import Kind
+from lifecycle.core.machine import Timing
+from lifecycle.registry import Registration
 
 #: API group of the PostgreSQL kinds.
 GROUP = "postgresql.lifecycle.dev"
@@ -72,3 +74,9 @@ def verify_target(kind: Kind) -> object | None:
         return None
     settings.check()
     return verify.postgres_target(kind, settings)
+
+
+#: What this module offers to operators, the command line and the verifier.
+REGISTRATIONS = tuple(
+    Registration(kind, connector=lambda c=connector: c, verify_target=verify_target)
+    for kind, connector in kinds())

@@ -9,14 +9,20 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lifecycle.kube.errors import AlreadyExists, ApiError, Conflict, Gone, Invalid, NotFound, ServerError, TooManyRequests, error_from_status
-
+from lifecycle.kube.errors import (
+    AlreadyExists,
+    ApiError,
+    Conflict,
+    Gone,
+    Invalid,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+    error_from_status,
+)
 from lifecycle.kube.objects import clone, merge_patch
-
 from lifecycle.kube.resources import ResourceType
-
 from lifecycle.kube.selectors import parse_label_selector
-
 from lifecycle.sim.apiserver import EmbeddedAPI, FaultInjector, WatchEvent
 
 WIDGET = ResourceType("example.test", "v1", "Widget", "widgets", namespaced=True)

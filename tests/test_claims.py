@@ -10,8 +10,12 @@ import base64
 from typing import Any
 
 import pytest
+from lifecycle.machines.claim import ClaimMachine
 from statemachine import State
 
+from lifecycle.core.errors import HandledError, MachineDefinitionError, TerminalError
+from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, connection_secret_ref
+from lifecycle.core.machine import validate
 from lifecycle.kube.errors import ServerError
 from lifecycle.runtime.claims import (
     DEFAULT_CLASS,
@@ -29,11 +33,7 @@ from lifecycle.runtime.claims import (
     dynamic_name,
     select_class,
 )
-from lifecycle.core.errors import HandledError, MachineDefinitionError, TerminalError
-from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, connection_secret_ref
-from lifecycle.core.machine import validate
 from lifecycle.testing import database_manifest
-from lifecycle.machines.claim import ClaimMachine
 
 CREDS = ("AKIDEXAMPLE", "s3cr3t")
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from lifecycle.machines.database import DatabaseInstance, DatabaseInstanceMachine
+from lifecycle.machines.managed import ManagedResourceMachine
 from statemachine import State
 
 from lifecycle import diagrams as diagram
@@ -25,8 +27,6 @@ from lifecycle.diagrams import (
     write_generated,
 )
 from lifecycle.testing import database_manifest, simulated_environment
-from lifecycle.machines.database import DatabaseInstance, DatabaseInstanceMachine
-from lifecycle.machines.managed import ManagedResourceMachine
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

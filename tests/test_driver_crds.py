@@ -7,11 +7,11 @@ import copy
 import attrs
 import pytest
 import yaml
+from lifecycle.machines.database import DatabaseInstance
 
 from lifecycle.cli import main
 from lifecycle.driver.crds import check_crd, check_structural, crd, schema_for_type
 from lifecycle.driver.manifests import cluster_rules
-from lifecycle.machines.database import DatabaseInstance
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

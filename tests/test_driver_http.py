@@ -10,16 +10,22 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
-
-from lifecycle.kube.errors import AlreadyExists, Conflict, Gone, Invalid, NotFound, ServerError, TooManyRequests
-
-from lifecycle.kube.resources import ResourceType
-
-from lifecycle.sim.apiserver import EmbeddedAPI
-from lifecycle.driver.crds import crd
-from lifecycle.sim.http import APIServerHTTP, json_patch
-from lifecycle.driver.cluster import KubeCluster, api_client, translate
 from lifecycle.machines.database import DatabaseInstance
+
+from lifecycle.driver.cluster import KubeCluster, api_client, translate
+from lifecycle.driver.crds import crd
+from lifecycle.kube.errors import (
+    AlreadyExists,
+    Conflict,
+    Gone,
+    Invalid,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+)
+from lifecycle.kube.resources import ResourceType
+from lifecycle.sim.apiserver import EmbeddedAPI
+from lifecycle.sim.http import APIServerHTTP, json_patch
 
 G, V, P = "example.test", "v1", "widgets"
 WIDGET = ResourceType(G, V, "Widget", P, namespaced=True)

@@ -9,19 +9,17 @@ from typing import Any
 
 import pytest
 
-from lifecycle.kube.errors import ServerError
-
-from lifecycle.kube.resources import ResourceType
-
-from lifecycle.sim.apiserver import EmbeddedAPI
-from lifecycle.sim.http import APIServerHTTP
-from lifecycle.driver.informer import Informer, InformerOptions
-from lifecycle.driver.cluster import KubeCluster, api_client
-from lifecycle.driver.manager import Controller, shard_of, update_triggers
-from lifecycle.driver.queue import ItemExponentialBackoff, WorkQueue
 from lifecycle.core.errors import UnhandledError
 from lifecycle.core.kind import OPERATION, PAUSED
 from lifecycle.core.values import Result
+from lifecycle.driver.cluster import KubeCluster, api_client
+from lifecycle.driver.informer import Informer, InformerOptions
+from lifecycle.driver.manager import Controller, shard_of, update_triggers
+from lifecycle.driver.queue import ItemExponentialBackoff, WorkQueue
+from lifecycle.kube.errors import ServerError
+from lifecycle.kube.resources import ResourceType
+from lifecycle.sim.apiserver import EmbeddedAPI
+from lifecycle.sim.http import APIServerHTTP
 
 WIDGET = ResourceType("example.test", "v1", "Widget", "widgets", namespaced=True)
 AV = WIDGET.api_version

@@ -22,11 +22,10 @@ import time
 from typing import Any
 
 import attrs
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 
-from lifecycle.kube.errors import Conflict
-
-from lifecycle.sim.apiserver import EmbeddedAPI
-from lifecycle.sim.embedded import InProcessCluster, register_kinds
+from lifecycle.core.values import Result, ResultKind
 from lifecycle.driver.informer import InformerOptions
 from lifecycle.driver.manager import (
     Manager,
@@ -36,10 +35,10 @@ from lifecycle.driver.manager import (
     is_ignored,
     update_triggers,
 )
+from lifecycle.kube.errors import Conflict
+from lifecycle.sim.apiserver import EmbeddedAPI
+from lifecycle.sim.embedded import InProcessCluster, register_kinds
 from lifecycle.testing import database_manifest
-from lifecycle.core.values import Result, ResultKind
-from lifecycle.machines.database import DatabaseInstance
-from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 
 KIND = DatabaseInstance
 #: Cloud error codes the soak injects.

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lifecycle.kube.errors import ApiError
 from lifecycle.core.kind import EXTERNAL_NAME, INTENT, OPERATION, PAUSED, RECONCILE_POLICY
+from lifecycle.kube.errors import ApiError
 from lifecycle.testing import database_manifest, simulated_environment
 
 KIND = "DatabaseInstance"

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import attrs
 import pytest
-
-from lifecycle.runtime.contract import ManagedResource, ProviderConfig
-from lifecycle.core.kind import Kind
-from lifecycle.testing import Backoff, Environment, database_manifest
-from lifecycle.core.values import Creation, Observation
 from lifecycle.machines.managed import ManagedResourceMachine
+
+from lifecycle.core.kind import Kind
+from lifecycle.core.values import Creation, Observation
+from lifecycle.runtime.contract import ManagedResource, ProviderConfig
+from lifecycle.testing import Backoff, Environment, database_manifest
 
 
 def test_fixture_builds_the_bundled_kind(lifecycle_env) -> None:

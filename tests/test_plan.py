@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from lifecycle.machines.managed import ManagedResourceMachine as M
 
 from benchmarks import hot_path
 from lifecycle.core.errors import ExternalError
 from lifecycle.core.kind import FINALIZER
 from lifecycle.core.plan import plan, restore
 from lifecycle.core.values import Observation, ProviderStatus, ResultKind
-from lifecycle.machines.managed import ManagedResourceMachine as M
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

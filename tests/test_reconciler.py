@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from helpers import KIND, cond, external, make, ready
+from lifecycle.providers.simcloud import CloudThrottled, CloudUnavailable, SimCloud
 
-from lifecycle.kube.errors import Conflict, ServerError, TooManyRequests
 from lifecycle.core.errors import UnhandledError
 from lifecycle.core.kind import (
     EXTERNAL_NAME,
@@ -23,9 +23,9 @@ from lifecycle.core.kind import (
     PAUSED,
     RECONCILE_POLICY,
 )
-from lifecycle.testing import Environment, database_manifest
 from lifecycle.core.values import ResultKind
-from lifecycle.providers.simcloud import CloudThrottled, CloudUnavailable, SimCloud
+from lifecycle.kube.errors import Conflict, ServerError, TooManyRequests
+from lifecycle.testing import Environment, database_manifest
 
 
 # ---------------------------------------------------------------- happy path
@@ -606,9 +606,10 @@ def test_one_broken_resource_does_not_stop_others() -> None:
 
 # ------------------------------------------------------- supporting reads
 def test_supporting_reads_are_reused_for_reads_ttl_and_errors_are_not() -> None:
-    from lifecycle.runtime.reconciler import Reconciler
     from lifecycle.machines.database import DatabaseInstance
     from lifecycle.providers.simcloud import DatabaseConnector
+
+    from lifecycle.runtime.reconciler import Reconciler
 
     env, cloud = make()
     config = env.api.get("lifecycle.dev/v1alpha1", "ProviderConfig", None, "default")

@@ -7,17 +7,6 @@ import time
 
 import attrs
 import pytest
-
-from lifecycle.runtime.contract import ExternalClient, ManagedResource, ProviderConfig
-from lifecycle.core.errors import (
-    CredentialsError,
-    ExternalError,
-    HandledError,
-    Severity,
-    TerminalError,
-    Throttled,
-)
-from lifecycle.core.values import Creation, ProviderStatus
 from lifecycle.providers.simcloud import (
     CloudAlreadyExists,
     CloudAuthError,
@@ -33,6 +22,17 @@ from lifecycle.providers.simcloud import (
     DatabaseParameters,
     SimCloud,
 )
+
+from lifecycle.core.errors import (
+    CredentialsError,
+    ExternalError,
+    HandledError,
+    Severity,
+    TerminalError,
+    Throttled,
+)
+from lifecycle.core.values import Creation, ProviderStatus
+from lifecycle.runtime.contract import ExternalClient, ManagedResource, ProviderConfig
 
 CREDS = ("AKIDEXAMPLE", "s3cr3t-key-value")
 PG = {"engine": "postgres", "storage_gb": 20}

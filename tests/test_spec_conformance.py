@@ -16,8 +16,14 @@ from typing import Any
 
 import pytest
 from helpers import KIND, external, make, ready
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.simcloud import (
+    CloudInvalidParameter,
+    CloudUnavailable,
+    DatabaseConnector,
+    SimCloud,
+)
 
-from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 from lifecycle.core.errors import HandledError, Severity
 from lifecycle.core.kind import (
     EXTERNAL_NAME,
@@ -30,15 +36,9 @@ from lifecycle.core.kind import (
     RECONCILE_POLICY,
 )
 from lifecycle.core.plan import plan
-from lifecycle.testing import Environment, database_manifest
 from lifecycle.core.values import Creation, Observation, ResultKind
-from lifecycle.machines.database import DatabaseInstance
-from lifecycle.providers.simcloud import (
-    CloudInvalidParameter,
-    CloudUnavailable,
-    DatabaseConnector,
-    SimCloud,
-)
+from lifecycle.runtime.contract import ManagedResource, ProviderConfig
+from lifecycle.testing import Environment, database_manifest
 
 #: metav1.Condition.reason validation pattern of the Kubernetes API server.
 REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from lifecycle.core.errors import TerminalError
+from lifecycle.core.values import ResultKind
 from lifecycle.runtime.children import (
     ParentKind,
     ParentReconciler,
@@ -26,7 +27,6 @@ from lifecycle.runtime.children import (
     owned_by,
 )
 from lifecycle.testing import simulated_environment
-from lifecycle.core.values import ResultKind
 
 
 def v1alpha1_up(obj: dict[str, Any]) -> dict[str, Any]:

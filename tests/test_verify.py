@@ -10,13 +10,13 @@ from typing import Any
 
 import attrs
 import pytest
+from lifecycle.machines.database import DatabaseInstance
 
 from lifecycle import verify
 from lifecycle.cli import UsageError, main
 from lifecycle.core.kind import FINALIZER, INTENT
 from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.verify import Crash, CrashPoint, explore, run_scenario, simcloud_target
-from lifecycle.machines.database import DatabaseInstance
 
 
 def _create_committed(meta: dict[str, Any]) -> bool:

@@ -12,13 +12,14 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from lifecycle import registry
 from lifecycle.core.errors import LifecycleError
 
 #: Modules that contribute subcommands, in help order.
 COMMANDS = (
     "lifecycle.cli.demo",
     "lifecycle.diagrams",
-    "lifecycle.core.plan",
+    "lifecycle.cli.plan",
     "lifecycle.verify",
     "lifecycle.cli.run",
     "lifecycle.cli.bench",
@@ -43,21 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load(spec: str) -> object:
-    """Resolve ``MODULE:NAME`` (e.g. ``lifecycle.machines.managed:ManagedResourceMachine``).
-
-    Raises :class:`UsageError` with a one-line message when it cannot.
-    """
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise UsageError(f"expected MODULE:NAME, got {spec!r}")
+    """Resolve ``MODULE:NAME``; a :class:`UsageError` with one line when it cannot."""
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise UsageError(f"cannot import {module_name!r}: {exc}") from None
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise UsageError(f"module {module_name!r} has no {attr!r}") from None
+        return registry.load(spec)
+    except registry.RegistryError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,8 +18,8 @@ from typing import Any, TextIO
 
 import attrs
 
-from lifecycle.testing import Environment, Step, database_manifest, simulated_environment
 from lifecycle.providers.simcloud import CloudUnavailable, SimCloud
+from lifecycle.testing import Environment, Step, database_manifest, simulated_environment
 
 KIND = "DatabaseInstance"
 

@@ -24,8 +24,8 @@ from typing import Any
 import yaml
 
 from lifecycle.cli import UsageError, load
-from lifecycle.runtime.contract import Connector
 from lifecycle.core.kind import Kind
+from lifecycle.runtime.contract import Connector
 
 __all__ = ["JsonFormatter", "configure_logging", "register", "simulated_connector"]
 
@@ -121,10 +121,10 @@ def _shard(text: str) -> tuple[int, int]:
 # ---------------------------------------------------------------------- run
 def run(args: argparse.Namespace) -> int:
     """``lifecycle run``: run the operator until SIGTERM/SIGINT."""
-    from lifecycle.sim.embedded import embedded_cluster
-    from lifecycle.driver.informer import InformerOptions
     from lifecycle.driver.cluster import KubeCluster, api_client
+    from lifecycle.driver.informer import InformerOptions
     from lifecycle.driver.manager import Manager, ManagerOptions, default_identity
+    from lifecycle.sim.embedded import embedded_cluster
 
     configure_logging(args.log_level, args.log_json)
     log = logging.getLogger("lifecycle.driver")

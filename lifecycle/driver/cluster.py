@@ -32,9 +32,18 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
-from lifecycle.kube.errors import ApiError, Conflict, Gone, Invalid, NotFound, ServerError, TooManyRequests, error_from_status
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 from lifecycle.core.values import now, rfc3339
+from lifecycle.kube.errors import (
+    ApiError,
+    Conflict,
+    Gone,
+    Invalid,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+    error_from_status,
+)
 
 __all__ = [
     "KubeCluster",

@@ -24,8 +24,8 @@ from typing import Any
 
 import attrs
 
-from lifecycle.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
 from lifecycle.kube.cluster import Cluster
+from lifecycle.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
 
 __all__ = ["LeaderElector", "LeaseOptions"]
 

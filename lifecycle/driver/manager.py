@@ -34,16 +34,16 @@ from typing import Any, Protocol
 
 import attrs
 
-from lifecycle.runtime.contract import Connector
 from lifecycle.core.decide import ReconcilePolicy
+from lifecycle.core.errors import UnhandledError
+from lifecycle.core.kind import OPERATION, PAUSED, RECONCILE_POLICY, Kind
+from lifecycle.core.values import Result, ResultKind
 from lifecycle.driver.informer import Informer, InformerOptions, ListWatcher, object_key
 from lifecycle.driver.leader import LeaderElector, LeaseOptions
 from lifecycle.driver.metrics import OperatorMetrics, ProbeServer
 from lifecycle.driver.queue import WorkQueue, default_rate_limiter
-from lifecycle.core.errors import UnhandledError
-from lifecycle.core.kind import OPERATION, PAUSED, RECONCILE_POLICY, Kind
+from lifecycle.runtime.contract import Connector
 from lifecycle.runtime.reconciler import Reconciler
-from lifecycle.core.values import Result, ResultKind
 
 __all__ = [
     "Controller",

@@ -43,3 +43,93 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             result[key] = merge_patch(result.get(key), value)
     return result
+
+
+# ---------------------------------------------------------------------------
+# Typed readers: one place that tolerates malformed stored objects
+# ---------------------------------------------------------------------------
+
+
+def mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is a mapping, else an empty one (for reading untrusted objects)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's ``metadata``, or an empty mapping if it is missing or malformed."""
+    return mapping(obj.get("metadata"))
+
+
+def spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's ``spec``, or an empty mapping if it is missing or malformed."""
+    return mapping(obj.get("spec"))
+
+
+def status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's ``status``, or an empty mapping if it is missing or malformed."""
+    return mapping(obj.get("status"))
+
+
+def annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's annotations, or an empty mapping."""
+    return mapping(metadata(obj).get("annotations"))
+
+
+def labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's labels, or an empty mapping."""
+    return mapping(metadata(obj).get("labels"))
+
+
+def generation(obj: Mapping[str, Any]) -> int:
+    """``metadata.generation`` as a positive int (1 when missing or malformed)."""
+    value = metadata(obj).get("generation")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def finalizers(obj: Mapping[str, Any]) -> list[str]:
+    """The object's finalizers (strings only)."""
+    found = metadata(obj).get("finalizers")
+    return [f for f in found if isinstance(f, str)] if isinstance(found, list) else []
+
+
+def add_finalizer(meta: dict[str, Any], name: str) -> bool:
+    """Add ``name`` to ``meta['finalizers']``; True if it was not there."""
+    present = meta.setdefault("finalizers", [])
+    if name in present:
+        return False
+    present.append(name)
+    return True
+
+
+def remove_finalizer(meta: dict[str, Any], name: str) -> bool:
+    """Remove ``name`` from ``meta['finalizers']``; True if it was there."""
+    present = meta.get("finalizers") or []
+    if name not in present:
+        return False
+    meta["finalizers"] = [f for f in present if f != name]
+    return True
+
+
+def owner_reference(owner: Mapping[str, Any], *, controller: bool = True,
+                    block_owner_deletion: bool = True) -> dict[str, Any]:
+    """An ownerReference naming ``owner`` (which must carry apiVersion, kind, name, uid)."""
+    meta = metadata(owner)
+    return {
+        "apiVersion": owner["apiVersion"], "kind": owner["kind"],
+        "name": meta["name"], "uid": meta["uid"],
+        "controller": controller, "blockOwnerDeletion": block_owner_deletion,
+    }
+
+
+def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
+    """Whether ``obj`` has a controller ownerReference to ``uid``."""
+    refs = metadata(obj).get("ownerReferences")
+    return isinstance(refs, list) and any(
+        isinstance(r, Mapping) and r.get("uid") == uid and r.get("controller") for r in refs)
+
+
+def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
+    """Whether any ownerReference of ``obj`` names ``uid``."""
+    refs = metadata(obj).get("ownerReferences")
+    return isinstance(refs, list) and any(
+        isinstance(r, Mapping) and r.get("uid") == uid for r in refs)

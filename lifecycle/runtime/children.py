@@ -33,11 +33,11 @@ from typing import Any
 import attrs
 
 from lifecycle.core import conditions as cond
-from lifecycle.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
-from lifecycle.kube.resources import ResourceType
-from lifecycle.kube.cluster import Cluster
 from lifecycle.core.errors import TerminalError, UnhandledError
 from lifecycle.core.values import Condition, ConditionStatus, Result, now, rfc3339
+from lifecycle.kube.cluster import Cluster
+from lifecycle.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
+from lifecycle.kube.resources import ResourceType
 
 T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
 CONFLICT_RETRIES = 5

@@ -42,15 +42,15 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from lifecycle.core import conditions as cond
-from lifecycle.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
-from lifecycle.kube.resources import ResourceType
-from lifecycle.kube.cluster import Cluster
 from lifecycle.core.decide import Choice, requeue
 from lifecycle.core.errors import HandledError, Severity, TerminalError, UnhandledError
 from lifecycle.core.kind import FINALIZER, Kind, connection_secret_ref
 from lifecycle.core.machine import LifecycleMachine, TransitionSpec, camel
 from lifecycle.core.status import stuck
 from lifecycle.core.values import Condition, ConditionStatus, HistoryEntry, Result, now, rfc3339
+from lifecycle.kube.cluster import Cluster
+from lifecycle.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
+from lifecycle.kube.resources import ResourceType
 
 if TYPE_CHECKING:
     from lifecycle.testing import Environment, Step

@@ -24,15 +24,6 @@ from typing import Any
 
 import attrs
 
-from lifecycle.kube.errors import AlreadyExists, ApiError, Conflict, Forbidden, Invalid, NotFound, TooManyRequests
-from lifecycle.runtime.contract import (
-    Connector,
-    ExternalClient,
-    ManagedResource,
-    ProviderConfig,
-    close_client,
-)
-from lifecycle.kube.cluster import Cluster
 from lifecycle.core.decide import (
     Choice,
     Facts,
@@ -71,6 +62,23 @@ from lifecycle.core.values import (
     Result,
     now,
     rfc3339,
+)
+from lifecycle.kube.cluster import Cluster
+from lifecycle.kube.errors import (
+    AlreadyExists,
+    ApiError,
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotFound,
+    TooManyRequests,
+)
+from lifecycle.runtime.contract import (
+    Connector,
+    ExternalClient,
+    ManagedResource,
+    ProviderConfig,
+    close_client,
 )
 
 log = logging.getLogger("lifecycle.runtime.reconciler")

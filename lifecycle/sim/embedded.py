@@ -18,11 +18,10 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 from lifecycle.kube.resources import ResourceType
-
 from lifecycle.sim.apiserver import EmbeddedAPI, Watch
 from lifecycle.sim.http import APIServerHTTP
-from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 
 __all__ = [
     "EXAMPLE_CREDENTIALS",

@@ -29,11 +29,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from lifecycle.kube.errors import ApiError, Conflict, Gone, Invalid, NotFound, TooManyRequests
-
 from lifecycle.kube.objects import clone
-
 from lifecycle.kube.resources import ResourceType
-
 from lifecycle.sim.apiserver import EmbeddedAPI
 
 __all__ = ["CRD", "APIServerHTTP", "json_patch"]

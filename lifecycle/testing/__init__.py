@@ -27,18 +27,16 @@ from typing import Any
 import attrs
 import yaml
 
-from lifecycle.kube.errors import NotFound
-
-from lifecycle.kube.resources import ResourceType
-
-from lifecycle.sim.apiserver import EmbeddedAPI
-from lifecycle.runtime.contract import Connector
 from lifecycle.core.conditions import get as get_condition
 from lifecycle.core.decide import ReconcilePolicy
 from lifecycle.core.errors import UnhandledError
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
-from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.core.values import Condition, Result, ResultKind
+from lifecycle.kube.errors import NotFound
+from lifecycle.kube.resources import ResourceType
+from lifecycle.runtime.contract import Connector
+from lifecycle.runtime.reconciler import Reconciler
+from lifecycle.sim.apiserver import EmbeddedAPI
 
 
 class VirtualClock:

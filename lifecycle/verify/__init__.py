@@ -53,13 +53,12 @@ from typing import Any, TextIO
 
 import attrs
 
-from lifecycle.kube.errors import NotFound
-
-from lifecycle.sim.apiserver import EmbeddedAPI
-from lifecycle.runtime.contract import Connector, ExternalClient, ManagedResource, ProviderConfig
 from lifecycle.core.conditions import get as get_condition
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, INTENT, Kind
+from lifecycle.kube.errors import NotFound
+from lifecycle.runtime.contract import Connector, ExternalClient, ManagedResource, ProviderConfig
 from lifecycle.runtime.reconciler import Reconciler
+from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.testing import Environment, VirtualClock
 
 #: Environment variable naming a PostgreSQL server for the PostgreSQL kinds.
@@ -716,8 +715,8 @@ def simcloud_target(kind: Kind, label: str = "") -> Target:
     Creating takes two polls, modifying and deleting one each, so every
     phase passes through a pending provider operation.
     """
-    from lifecycle.testing import database_manifest
     from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
+    from lifecycle.testing import database_manifest
 
     def system() -> ExternalSystem:
         cloud = SimCloud(seed=0, create_polls=2, modify_polls=1, delete_polls=1)
@@ -1019,6 +1018,7 @@ def claim_target(kind: Kind, label: str = "") -> Target:
     delete, the claim and every managed resource provisioned for it are
     gone. External resources are tracked by the managed resources.
     """
+    from lifecycle.machines.claim import DATABASE_BINDING
     from lifecycle.runtime.claims import (
         CLAIM_NAME,
         CLAIM_NAMESPACE,
@@ -1026,7 +1026,6 @@ def claim_target(kind: Kind, label: str = "") -> Target:
         claim_manifest,
         class_manifest,
     )
-    from lifecycle.machines.claim import DATABASE_BINDING
 
     binding = DATABASE_BINDING
     if kind is not binding.claim:

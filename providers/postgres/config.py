@@ -32,8 +32,8 @@ import attrs
 import psycopg
 from psycopg import sql
 
-from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 from lifecycle.core.errors import CredentialsError, ExternalError, HandledError, TerminalError
+from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 
 #: libpq's sslmode values.
 SSLMODES = frozenset({"disable", "allow", "prefer", "require", "verify-ca", "verify-full"})

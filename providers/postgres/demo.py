@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from lifecycle.testing import Environment
 from lifecycle.providers.postgres.testing import manifest, postgres_environment
+
+from lifecycle.testing import Environment
 
 #: The PostgreSQL names the demo creates (and deletes again when asked).
 ROLE_NAME = "lifecycle_demo_app"

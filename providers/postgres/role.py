@@ -15,12 +15,12 @@ update, which ``status.atProvider.passwordChecked: false`` makes visible.
 from __future__ import annotations
 
 import attrs
-from psycopg import sql
-
-from lifecycle.runtime.contract import ManagedResource
-from lifecycle.core.values import Creation, Observation
 from lifecycle.providers.postgres import fields, scram
 from lifecycle.providers.postgres.config import SqlClient
+from psycopg import sql
+
+from lifecycle.core.values import Creation, Observation
+from lifecycle.runtime.contract import ManagedResource
 
 
 @attrs.frozen

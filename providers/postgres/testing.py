@@ -33,11 +33,11 @@ from typing import Any
 
 import psycopg
 import pytest
-
-from lifecycle.sim.apiserver import EmbeddedAPI
-from lifecycle.core.kind import EXTERNAL_NAME, PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
-from lifecycle.testing import Environment, VirtualClock
 from lifecycle.machines.postgres import GROUP, kinds
+
+from lifecycle.core.kind import EXTERNAL_NAME, PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
+from lifecycle.sim.apiserver import EmbeddedAPI
+from lifecycle.testing import Environment, VirtualClock
 
 #: The admin role the throwaway server is initialised with.
 ADMIN_USER = "lifecycle_admin"

@@ -25,7 +25,6 @@ from typing import Any
 
 import attrs
 
-from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 from lifecycle.core.errors import (
     CredentialsError,
     ExternalError,
@@ -34,6 +33,7 @@ from lifecycle.core.errors import (
     Throttled,
 )
 from lifecycle.core.values import Creation, Observation, ProviderStatus
+from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 
 # --------------------------------------------------------------------------
 # The cloud's own exceptions (what a cloud SDK would raise)

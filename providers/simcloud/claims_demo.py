@@ -16,15 +16,16 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
+from lifecycle.providers.simcloud import SimCloud
+
+from lifecycle.core.kind import EXTERNAL_NAME, connection_secret_ref
 from lifecycle.runtime.claims import (
     ClaimEnvironment,
     claim_environment,
     claim_manifest,
     class_manifest,
 )
-from lifecycle.core.kind import EXTERNAL_NAME, connection_secret_ref
 from lifecycle.testing import Step
-from lifecycle.providers.simcloud import SimCloud
 
 NAMESPACE = "shop"
 CLAIM = "orders-db"
