@@ -46,50 +46,13 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------
-# Typed readers: one place that tolerates malformed stored objects
+# Finalizers and owner references
 # ---------------------------------------------------------------------------
 
 
-def mapping(value: Any) -> Mapping[str, Any]:
-    """``value`` if it is a mapping, else an empty one (for reading untrusted objects)."""
-    return value if isinstance(value, Mapping) else {}
-
-
-def metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The object's ``metadata``, or an empty mapping if it is missing or malformed."""
-    return mapping(obj.get("metadata"))
-
-
-def spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The object's ``spec``, or an empty mapping if it is missing or malformed."""
-    return mapping(obj.get("spec"))
-
-
-def status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The object's ``status``, or an empty mapping if it is missing or malformed."""
-    return mapping(obj.get("status"))
-
-
-def annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The object's annotations, or an empty mapping."""
-    return mapping(metadata(obj).get("annotations"))
-
-
-def labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The object's labels, or an empty mapping."""
-    return mapping(metadata(obj).get("labels"))
-
-
-def generation(obj: Mapping[str, Any]) -> int:
-    """``metadata.generation`` as a positive int (1 when missing or malformed)."""
-    value = metadata(obj).get("generation")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
-
-
-def finalizers(obj: Mapping[str, Any]) -> list[str]:
-    """The object's finalizers (strings only)."""
-    found = metadata(obj).get("finalizers")
-    return [f for f in found if isinstance(f, str)] if isinstance(found, list) else []
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
 
 
 def add_finalizer(meta: dict[str, Any], name: str) -> bool:
@@ -113,7 +76,7 @@ def remove_finalizer(meta: dict[str, Any], name: str) -> bool:
 def owner_reference(owner: Mapping[str, Any], *, controller: bool = True,
                     block_owner_deletion: bool = True) -> dict[str, Any]:
     """An ownerReference naming ``owner`` (which must carry apiVersion, kind, name, uid)."""
-    meta = metadata(owner)
+    meta = _meta(owner)
     return {
         "apiVersion": owner["apiVersion"], "kind": owner["kind"],
         "name": meta["name"], "uid": meta["uid"],
@@ -123,13 +86,13 @@ def owner_reference(owner: Mapping[str, Any], *, controller: bool = True,
 
 def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
     """Whether ``obj`` has a controller ownerReference to ``uid``."""
-    refs = metadata(obj).get("ownerReferences")
+    refs = _meta(obj).get("ownerReferences")
     return isinstance(refs, list) and any(
         isinstance(r, Mapping) and r.get("uid") == uid and r.get("controller") for r in refs)
 
 
 def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
     """Whether any ownerReference of ``obj`` names ``uid``."""
-    refs = metadata(obj).get("ownerReferences")
+    refs = _meta(obj).get("ownerReferences")
     return isinstance(refs, list) and any(
         isinstance(r, Mapping) and r.get("uid") == uid for r in refs)

@@ -1,0 +1,53 @@
+"""Typed readers of Kubernetes-shaped objects held as JSON-like dicts.
+
+Stored objects are untrusted input: any field may be missing or have the
+wrong type. These readers are the one place that tolerates that, so code
+reading ``status`` or ``metadata`` never repeats the ``isinstance`` checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is a mapping, else an empty one (for reading untrusted objects)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's ``metadata``, or an empty mapping if it is missing or malformed."""
+    return mapping(obj.get("metadata"))
+
+
+def spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's ``spec``, or an empty mapping if it is missing or malformed."""
+    return mapping(obj.get("spec"))
+
+
+def status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's ``status``, or an empty mapping if it is missing or malformed."""
+    return mapping(obj.get("status"))
+
+
+def annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's annotations, or an empty mapping."""
+    return mapping(metadata(obj).get("annotations"))
+
+
+def labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's labels, or an empty mapping."""
+    return mapping(metadata(obj).get("labels"))
+
+
+def generation(obj: Mapping[str, Any]) -> int:
+    """``metadata.generation`` as a positive int (1 when missing or malformed)."""
+    value = metadata(obj).get("generation")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def finalizers(obj: Mapping[str, Any]) -> list[str]:
+    """The object's finalizers (strings only)."""
+    found = metadata(obj).get("finalizers")
+    return [f for f in found if isinstance(f, str)] if isinstance(found, list) else []
