@@ -111,3 +111,12 @@ def test_cache_interns_and_follows_deletes():
     assert first["status"]["lastTransitionTime"] is second["status"]["lastTransitionTime"]
     cache.apply("DELETED", text)
     assert cache.get(key) is None and len(cache) == 1
+
+
+def test_bench_outside_a_checkout_says_where_the_suite_lives(tmp_path, capsys, monkeypatch):
+    monkeypatch.delitem(__import__("sys").modules, "benchmarks", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["bench", "--quick", "--suite-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no benchmarks/ suite in" in err and "--suite-dir" in err
+    assert len(err.splitlines()) == 1

@@ -3,14 +3,16 @@
 ``--quick`` runs a reduced suite (under a minute on an idle machine);
 ``--json`` prints one JSON object instead of the summary table; ``--out DIR``
 also writes ``bench.json`` and the PNG plots there. The suite lives in the
-source tree's ``benchmarks`` package and needs the ``dev`` extra
-(pytransitions, matplotlib).
+source repository's ``benchmarks/`` folder, which is not installed with the
+package: run the command from a checkout (or pass ``--suite-dir``). It needs
+the ``dev`` extra (pytransitions, matplotlib).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -20,18 +22,31 @@ from typing import Any
 from lifecycle.cli import UsageError
 
 
-def _suite() -> ModuleType:
-    """Import ``benchmarks.suite``, from the source checkout next to this package if needed."""
-    try:
-        return importlib.import_module("benchmarks.suite")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("benchmarks", "benchmarks.suite"):
-            raise UsageError(f"the benchmark suite needs {exc.name!r}; install the dev extra") \
-                from None
-    root = Path(__file__).resolve().parent.parent
-    if not (root / "benchmarks" / "suite.py").is_file():
-        raise UsageError("the benchmarks/ suite is not available; run from a source checkout")
-    sys.path.insert(0, str(root))
+def _checkouts(chosen: Path | None) -> list[Path]:
+    if chosen is not None:
+        return [chosen]
+    # The current directory, then the checkout this package runs from (an editable install).
+    return [Path.cwd(), Path(__file__).resolve().parents[2]]
+
+
+def _suite(chosen: Path | None = None) -> ModuleType:
+    """The ``benchmarks`` package of a source checkout (it is not installed with lifecycle)."""
+    loaded = sys.modules.get("benchmarks")
+    if loaded is None:
+        for root in _checkouts(chosen):
+            init = root / "benchmarks" / "__init__.py"
+            if (root / "benchmarks" / "suite.py").is_file() and init.is_file():
+                spec = importlib.util.spec_from_file_location(
+                    "benchmarks", init, submodule_search_locations=[str(init.parent)])
+                assert spec is not None and spec.loader is not None
+                loaded = importlib.util.module_from_spec(spec)
+                sys.modules["benchmarks"] = loaded
+                spec.loader.exec_module(loaded)
+                break
+        else:
+            where = chosen if chosen is not None else "the current directory"
+            raise UsageError(f"no benchmarks/ suite in {where}: the suite ships with the source "
+                             "repository, not the package; run from a checkout or pass --suite-dir")
     try:
         return importlib.import_module("benchmarks.suite")
     except ModuleNotFoundError as exc:
@@ -52,6 +67,9 @@ def register(subparsers: Any) -> None:
                         help="print one JSON object instead of the summary")
     parser.add_argument("--out", metavar="DIR", type=Path,
                         help="also write bench.json and the PNG plots into DIR")
+    parser.add_argument("--suite-dir", metavar="DIR", type=Path,
+                        help="the source checkout holding benchmarks/ (default: the current "
+                             "directory, then the checkout lifecycle runs from)")
     parser.set_defaults(func=run)
 
 
@@ -60,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     out: Path | None = args.out
     if out is not None and out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a directory")
-    suite = _suite()
+    suite = _suite(args.suite_dir)
     config = suite.QUICK if args.quick else suite.FULL
     progress = None if args.json else (lambda message: print(f"# {message}", file=sys.stderr))
     result = suite.run(config, progress=progress)

@@ -1,179 +1,26 @@
-"""``lifecycle demo``: the engine end to end on the embedded cluster and simulated cloud.
+"""``lifecycle demo``: run a demo scenario end to end and judge its outcome.
 
-Applies a handful of DatabaseInstances, shows each one moving through its
-states, edits one (Updating), injects a transient provider failure into
-another (Failed, then recovered), deletes them all (Deleting, Deleted), and
-ends with a summary table. Exits 0 only if every resource ended where
-expected and visited the states the scenario requires.
+Scenarios are found through the ``lifecycle.demos`` entry-point group, so a
+package can add its own: each is ``scenario(out, options) -> bool``, where
+``options`` holds the command's options by name. The bundled ones are
+``managed`` (DatabaseInstances on the embedded cluster and simulated cloud,
+the default), ``claims`` (claims bound to dynamically provisioned resources)
+and ``postgres`` (roles, a database and a grant on a reachable server).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import time
-from collections.abc import Callable
-from typing import Any, TextIO
+from importlib.metadata import entry_points
+from typing import Any
 
-import attrs
-
-from lifecycle.providers.simcloud import CloudUnavailable, SimCloud
-from lifecycle.testing import Environment, Step, database_manifest, simulated_environment
-
-KIND = "DatabaseInstance"
+from lifecycle import registry
+from lifecycle.cli import UsageError
 
 
-@attrs.frozen
-class Expectation:
-    """Where a demo resource must end, and the states it must have visited."""
-
-    name: str
-    parameters: dict[str, Any]
-    must_visit: tuple[str, ...] = ()
-    final: str = "deleted"
-
-
-RESOURCES = (
-    Expectation("orders", {"engine": "postgres", "storage_gb": 20},
-                ("creating", "ready", "updating", "deleting")),
-    Expectation("users", {"engine": "postgres", "storage_gb": 50},
-                ("creating", "ready", "failed", "deleting")),
-    Expectation("analytics", {"engine": "mysql", "storage_gb": 100, "size": "large"},
-                ("creating", "ready", "deleting")),
-    Expectation("sessions", {"engine": "mysql", "storage_gb": 10},
-                ("creating", "ready", "deleting")),
-)
-
-
-class Display:
-    """Shows progress: a live table on a terminal, one line per transition otherwise."""
-
-    def __init__(self, env: Environment, out: TextIO, live: bool) -> None:
-        self.env = env
-        self.out = out
-        self.live = live
-        self.paths: dict[str, list[str]] = {r.name: [] for r in RESOURCES}
-        self.phase = ""
-        self._drawn = 0
-
-    def record(self, steps: list[Step]) -> None:
-        """Note the states each step moved through; print transitions in plain mode."""
-        for step in steps:
-            path = self.paths.setdefault(step.name, [])
-            after = step.after or ("deleted" if step.before else None)
-            if after and (not path or path[-1] != after):
-                path.append(after)
-                if not self.live:
-                    reason = self._reason(step.name)
-                    print(f"  {step.name:<10} {step.before or '-':>9} -> {after:<9} {reason}",
-                          file=self.out)
-
-    def banner(self, text: str) -> None:
-        """Announce a scenario phase."""
-        self.phase = text
-        if not self.live:
-            print(f"== {text}", file=self.out)
-
-    def draw(self) -> None:
-        """Redraw the live table (terminal mode only)."""
-        if not self.live:
-            return
-        lines = [f"lifecycle demo: {self.phase}", "",
-                 f"  {'RESOURCE':<10} {'STATE':<10} {'READY':<8} {'SYNCED':<8} PATH"]
-        for r in RESOURCES:
-            state = self.env.state(KIND, r.name) or "-"
-            ready = synced = "-"
-            if self.env.exists(KIND, r.name):
-                rc = self.env.condition(KIND, r.name, "Ready")
-                sc = self.env.condition(KIND, r.name, "Synced")
-                ready = rc.status.value if rc else "-"
-                synced = sc.status.value if sc else "-"
-            path = " > ".join(self.paths.get(r.name, []))
-            lines.append(f"  {r.name:<10} {_paint(state):<19} {ready:<8} {synced:<8} {path}")
-        if self._drawn:
-            self.out.write(f"\x1b[{self._drawn}F\x1b[J")
-        self.out.write("\n".join(lines) + "\n")
-        self.out.flush()
-        self._drawn = len(lines)
-
-    def _reason(self, name: str) -> str:
-        try:
-            history = (self.env.get(KIND, name).get("status") or {}).get("history") or []
-        except Exception:
-            return "(finalizer removed)"
-        return f"({history[-1]['reason']})" if history else ""
-
-
-_COLOURS = {"ready": "32", "failed": "31", "deleting": "35", "deleted": "90",
-            "creating": "33", "updating": "36"}
-
-
-def _paint(state: str) -> str:
-    return f"\x1b[{_COLOURS.get(state, '0')}m{state}\x1b[0m"
-
-
-def run_demo(out: TextIO = sys.stdout, *, pace: float = 0.4, live: bool | None = None) -> bool:
-    """Run the scenario; return True when every resource ended as expected."""
-    live = out.isatty() if live is None else live
-    cloud = SimCloud(seed=7, create_polls=3, modify_polls=2, delete_polls=2)
-    env, _ = simulated_environment(cloud=cloud)
-    display = Display(env, out, live)
-
-    def settle(until: Callable[[], bool], limit: float = 600.0) -> None:
-        spent = 0.0
-        while not until() and spent < limit:
-            display.record(env.advance(1.0))
-            spent += 1.0
-            display.draw()
-            if pace:
-                time.sleep(pace)
-
-    def all_in(state: str) -> Callable[[], bool]:
-        return lambda: all(env.state(KIND, r.name) == state for r in RESOURCES)
-
-    display.banner("applying four DatabaseInstances")
-    for r in RESOURCES:
-        env.apply(database_manifest(r.name, **r.parameters))
-    settle(all_in("ready"))
-
-    display.banner("editing orders: storage 20 -> 80 GB (Updating)")
-    orders = env.get(KIND, "orders")
-    orders["spec"]["forProvider"]["storage_gb"] = 80
-    env.apply(orders)
-    settle(lambda: "updating" in display.paths["orders"] and all_in("ready")())
-
-    display.banner("injecting a transient provider outage for users (Failed, then recovered)")
-    cloud.fail_next("describe", CloudUnavailable("the provider is briefly unavailable"), times=2)
-    env.enqueue(KIND, "users")
-    settle(lambda: "failed" in display.paths["users"] and all_in("ready")())
-
-    display.banner("deleting everything (Deleting, Deleted)")
-    for r in RESOURCES:
-        env.delete(KIND, r.name)
-    settle(lambda: not any(env.exists(KIND, r.name) for r in RESOURCES))
-    display.draw()
-
-    ok = True
-    rows = []
-    for r in RESOURCES:
-        final = env.state(KIND, r.name) or "deleted"
-        path = display.paths.get(r.name, [])
-        missing = [s for s in r.must_visit if s not in path]
-        good = final == r.final and not missing
-        ok &= good
-        rows.append((r.name, final, " > ".join(path), "ok" if good else f"MISSING {missing}"))
-    leaked = sorted(cloud.instances())
-    ok &= not leaked
-    print("\nsummary", file=out)
-    print(f"  {'RESOURCE':<10} {'FINAL':<8} {'RESULT':<8} PATH", file=out)
-    for name, final, path, verdict in rows:
-        print(f"  {name:<10} {final:<8} {verdict:<8} {path}", file=out)
-    creates = cloud.count("create", ok=True)
-    print(f"\n  external creates: {creates} for {len(RESOURCES)} resources; "
-          f"left in the cloud: {len(leaked)}; reconciles: {len(env.steps)}", file=out)
-    print("demo " + ("succeeded" if ok else "FAILED"), file=out)
-    return ok
+def _scenario_names() -> list[str]:
+    return sorted({ep.name for ep in entry_points(group=registry.DEMOS_GROUP)})
 
 
 def register(subparsers: Any) -> None:
@@ -183,11 +30,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--fast", action="store_true", help="no pacing between ticks")
     parser.add_argument("--plain", action="store_true",
                         help="one line per transition instead of a live table")
-    parser.add_argument("--scenario", choices=("managed", "claims"), default="managed",
-                        help="managed resources (default), or claims bound to dynamically "
-                             "provisioned resources")
+    names = ", ".join(_scenario_names()) or "none installed"
+    parser.add_argument("--scenario", default="managed", metavar="NAME",
+                        help=f"the scenario to run (default: managed; installed: {names})")
     parser.add_argument("--provider", choices=("simcloud", "postgres"), default="simcloud",
-                        help="the simulated cloud (default), or a reachable PostgreSQL server")
+                        help="the simulated cloud (default), or a reachable PostgreSQL server "
+                             "(same as --scenario postgres)")
     parser.add_argument("--host", default="127.0.0.1", help="PostgreSQL host (--provider postgres)")
     parser.add_argument("--port", type=int, default=5432, help="PostgreSQL port")
     parser.add_argument("--user", default="postgres", help="PostgreSQL admin user")
@@ -198,21 +46,10 @@ def register(subparsers: Any) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    if args.provider == "postgres":
-        from lifecycle.cli import UsageError
-        from lifecycle.providers.postgres.demo import run as run_postgres_demo
-
-        password = os.environ.get(args.password_env)
-        if password is None:
-            raise UsageError(f"set {args.password_env} to the admin password of "
-                             f"{args.user}@{args.host}:{args.port}")
-        ok = run_postgres_demo(sys.stdout, args.host, args.port, args.user, password,
-                               args.sslmode)
-        return 0 if ok else 1
-    if args.scenario == "claims":
-        from lifecycle.providers.simcloud.claims_demo import run_claim_demo
-
-        return 0 if run_claim_demo(sys.stdout) else 1
-    ok = run_demo(sys.stdout, pace=0.0 if args.fast else 0.4,
-                  live=False if args.plain else None)
-    return 0 if ok else 1
+    name = "postgres" if args.provider == "postgres" else args.scenario
+    scenarios = registry.demos()
+    if name not in scenarios:
+        known = ", ".join(sorted(scenarios)) or "none"
+        raise UsageError(f"no demo scenario {name!r} (installed: {known})")
+    options = {k: v for k, v in vars(args).items() if k != "func"}
+    return 0 if scenarios[name](sys.stdout, options) else 1

@@ -1,7 +1,8 @@
 """The pytest plugin of the harness: the ``lifecycle_env`` fixture.
 
 Installed with the package (entry point ``pytest11``), so any test suite that
-has lifecycle installed can use it.
+has lifecycle installed can use it. The harness is imported only when a test
+asks for the fixture, so other test suites pay nothing for the plugin.
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from lifecycle.testing import Environment, simulated_environment
 
 
 @pytest.fixture
@@ -21,6 +20,8 @@ def lifecycle_env() -> Any:
     simulated cloud, reachable as ``env.cloud``, with a default ProviderConfig.
     Pass ``kinds=[(Kind, connector), ...]`` to build your own.
     """
+
+    from lifecycle.testing import Environment, simulated_environment
 
     def build(**options: Any) -> Environment:
         if "kinds" in options and options["kinds"] and isinstance(options["kinds"][0], tuple):

@@ -15,10 +15,13 @@ the role and database exist.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from lifecycle.providers.postgres.testing import manifest, postgres_environment
 
+from lifecycle.core.errors import LifecycleError
 from lifecycle.testing import Environment
 
 #: The PostgreSQL names the demo creates (and deletes again when asked).
@@ -92,3 +95,18 @@ def _settle(env: Environment, manifests: list[dict[str, Any]], state: str,
             return False
         env.advance(5.0)
         waited += 5.0
+
+
+def scenario(out: TextIO, options: Mapping[str, Any]) -> bool:
+    """The ``postgres`` demo scenario (``lifecycle demo --provider postgres``).
+
+    Options ``host``, ``port``, ``user``, ``sslmode`` and ``password_env``, the
+    environment variable holding the admin password (kept out of argv).
+    """
+    variable = str(options.get("password_env") or "PGPASSWORD")
+    host, port = str(options.get("host", "127.0.0.1")), int(options.get("port", 5432))
+    user = str(options.get("user", "postgres"))
+    password = os.environ.get(variable)
+    if password is None:
+        raise LifecycleError(f"set {variable} to the admin password of {user}@{host}:{port}")
+    return run(out, host, port, user, password, str(options.get("sslmode", "prefer")))

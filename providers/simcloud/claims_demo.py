@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import base64
 import sys
-from collections.abc import Callable
-from typing import TextIO
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
 
 from lifecycle.providers.simcloud import SimCloud
 
@@ -116,3 +116,8 @@ def _summary(say: Callable[[str], None], checks: list[tuple[str, bool]]) -> bool
     passed = sum(ok for _, ok in checks)
     say(f"== {passed}/{len(checks)} checks passed")
     return passed == len(checks) and bool(checks)
+
+
+def run(out: TextIO, options: Mapping[str, Any]) -> bool:
+    """The ``claims`` demo scenario (``lifecycle demo --scenario claims``)."""
+    return run_claim_demo(out)
