@@ -1,11 +1,11 @@
 """The ``lifecycle run``, ``lifecycle crds`` and ``lifecycle manifests`` subcommands.
 
-``lifecycle run --kinds MODULE:KIND ... --connector MODULE:NAME`` runs the
-operator against a kubeconfig (``--kubeconfig``) or the in-cluster service
-account. ``--embedded`` instead starts an in-memory API server behind a real
-HTTP endpoint in the same process (its URL is printed first) and, unless a
-connector is given, the simulated cloud; the operator still talks to it
-through the official client. SIGTERM and SIGINT shut down gracefully: no new
+``lifecycle run --kinds KIND ...`` runs the operator against a kubeconfig
+(``--kubeconfig``) or the in-cluster service account, each kind with the
+connector its registration declares (``--connector MODULE:NAME`` gives one
+for all). ``--embedded`` instead starts an in-memory API server behind a real
+HTTP endpoint in the same process (its URL is printed first); the operator
+still talks to it through the official client. SIGTERM and SIGINT shut down gracefully: no new
 work, in-flight reconciles finish, the lease is released.
 """
 
@@ -23,13 +23,14 @@ from typing import Any
 
 import yaml
 
+from lifecycle import registry
 from lifecycle.cli import UsageError, load
 from lifecycle.core.kind import Kind
 from lifecycle.runtime.contract import Connector
 
-__all__ = ["JsonFormatter", "configure_logging", "register", "simulated_connector"]
+__all__ = ["JsonFormatter", "configure_logging", "register"]
 
-DEFAULT_KINDS = ("lifecycle.machines.database:DatabaseInstance",)
+DEFAULT_KINDS = ("DatabaseInstance",)
 
 _RESERVED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message",
                                                                               "asctime"}
@@ -72,24 +73,24 @@ def configure_logging(level: str = "info", json_format: bool = False) -> None:
     logging.getLogger("urllib3").setLevel(logging.WARNING)
 
 
-def simulated_connector() -> Connector:
-    """A connector for the bundled kinds on a fresh simulated cloud (for ``--embedded``)."""
-    from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-
-    return DatabaseConnector(SimCloud(seed=0, create_polls=1))
+def _registrations(specs: Sequence[str]) -> list[registry.Registration]:
+    found = []
+    for spec in specs:
+        try:
+            r = registry.find(spec)
+        except registry.RegistryError as exc:
+            raise UsageError(str(exc)) from None
+        if not isinstance(r.kind, Kind):
+            raise UsageError(f"{spec} is not a lifecycle.core.kind.Kind")
+        found.append(r)
+    names = [r.kind.kind for r in found]
+    if len(set(names)) != len(names):
+        raise UsageError("a kind is listed twice in --kinds")
+    return found
 
 
 def _kinds(specs: Sequence[str]) -> list[Kind]:
-    kinds = []
-    for spec in specs:
-        kind = load(spec)
-        if not isinstance(kind, Kind):
-            raise UsageError(f"{spec} is not a lifecycle.core.kind.Kind")
-        kinds.append(kind)
-    names = [k.kind for k in kinds]
-    if len(set(names)) != len(names):
-        raise UsageError("a kind is listed twice in --kinds")
-    return kinds
+    return [r.kind for r in _registrations(specs)]
 
 
 def _connector(spec: str) -> Connector:
@@ -101,6 +102,24 @@ def _connector(spec: str) -> Connector:
         if hasattr(made, "connect"):
             return made  # type: ignore[no-any-return]
     raise UsageError(f"{spec} is neither a connector nor a factory returning one")
+
+
+def _pairs(registrations: Sequence[registry.Registration],
+           connector_spec: str | None) -> list[tuple[Kind, Connector]]:
+    """Each kind with its connector: ``--connector`` for all, else the one it registers."""
+    shared = _connector(connector_spec) if connector_spec else None
+    pairs = []
+    for r in registrations:
+        if shared is not None:
+            pairs.append((r.kind, shared))
+        elif r.connector is None:
+            raise UsageError(f"{r.name} registers no connector; pass --connector MODULE:NAME")
+        else:
+            made = r.connector()
+            if not hasattr(made, "connect"):
+                raise UsageError(f"the connector {r.name} registers has no connect() method")
+            pairs.append((r.kind, made))
+    return pairs
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -126,15 +145,11 @@ def run(args: argparse.Namespace) -> int:
     from lifecycle.driver.manager import Manager, ManagerOptions, default_identity
     from lifecycle.sim.embedded import embedded_cluster
 
+    registrations = _registrations(args.kinds or DEFAULT_KINDS)
+    kinds = [r.kind for r in registrations]
+    pairs = _pairs(registrations, args.connector)
     configure_logging(args.log_level, args.log_json)
     log = logging.getLogger("lifecycle.driver")
-    kinds = _kinds(args.kinds or DEFAULT_KINDS)
-    if args.connector:
-        connector = _connector(args.connector)
-    elif args.embedded:
-        connector = simulated_connector()
-    else:
-        raise UsageError("--connector MODULE:NAME is required (except with --embedded)")
     if args.workers < 1:
         raise UsageError("--workers must be at least 1")
     shard_index, shard_count = _shard(args.shard) if args.shard else (0, 1)
@@ -164,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     from prometheus_client import disable_created_metrics
 
     disable_created_metrics()
-    manager = Manager(KubeCluster(client, kinds), [(k, connector) for k in kinds], options)
+    manager = Manager(KubeCluster(client, kinds), pairs, options)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -223,12 +238,14 @@ def manifests_command(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``run``, ``crds`` and ``manifests``."""
-    kinds_help = "kinds as MODULE:NAME (default: lifecycle.machines.database:DatabaseInstance)"
+    kinds_help = ("registered kinds by name or plural, or MODULE:NAME "
+                  "(default: DatabaseInstance)")
     p = subparsers.add_parser("run", help="run the operator against a cluster",
                               description=__doc__.split("\n\n")[1])
     p.add_argument("--kinds", nargs="+", metavar="MODULE:KIND", help=kinds_help)
     p.add_argument("--connector", metavar="MODULE:NAME",
-                   help="the provider connector, or a factory returning one")
+                   help="one provider connector (or a factory returning one) for every kind "
+                        "(default: the connector each kind registers)")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then "
                                         "$KUBECONFIG or ~/.kube/config)")
     p.add_argument("--context", help="kubeconfig context")
