@@ -148,11 +148,11 @@ def run(args: argparse.Namespace) -> int:
     registrations = _registrations(args.kinds or DEFAULT_KINDS)
     kinds = [r.kind for r in registrations]
     pairs = _pairs(registrations, args.connector)
-    configure_logging(args.log_level, args.log_json)
-    log = logging.getLogger("lifecycle.driver")
     if args.workers < 1:
         raise UsageError("--workers must be at least 1")
     shard_index, shard_count = _shard(args.shard) if args.shard else (0, 1)
+    configure_logging(args.log_level, args.log_json)
+    log = logging.getLogger("lifecycle.driver")
     server = None
     if args.embedded:
         server = embedded_cluster(kinds)
