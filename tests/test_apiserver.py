@@ -23,7 +23,7 @@ from lifecycle.kube.errors import (
 from lifecycle.kube.objects import clone, merge_patch
 from lifecycle.kube.resources import ResourceType
 from lifecycle.kube.selectors import parse_label_selector
-from lifecycle.sim.apiserver import EmbeddedAPI, FaultInjector, WatchEvent
+from lifecycle.sim import EmbeddedAPI, FaultInjector, WatchEvent
 
 WIDGET = ResourceType("example.test", "v1", "Widget", "widgets", namespaced=True)
 GADGET = ResourceType("example.test", "v1", "Gadget", "gadgets", namespaced=False)

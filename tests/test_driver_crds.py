@@ -134,7 +134,8 @@ def test_lifecycle_manifests_grants_least_privilege(capsys: pytest.CaptureFixtur
 
 
 def test_bad_kind_arguments_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(capsys, "crds", "--kinds", "lifecycle.machines.database:DatabaseInstanceMachine")
+    code, _, err = run_cli(
+        capsys, "crds", "--kinds", "lifecycle.machines.database:DatabaseInstanceMachine")
     assert code == 2 and "is not a kind" in err and "Traceback" not in err
     code, _, err = run_cli(capsys, "run", "--kinds", "no.such.module:X")
     assert code == 2 and "cannot import" in err

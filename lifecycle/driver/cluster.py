@@ -6,7 +6,7 @@ for Secrets, Namespaces, ConfigMaps and Events, ``CoordinationV1Api`` for
 Leases. Responses are taken raw (``_preload_content=False``) and parsed as
 JSON, so objects keep exactly the server's field names.
 
-Errors become the classes of :mod:`lifecycle.sim.apiserver` that the reconciler
+Errors become the classes of :mod:`lifecycle.kube.errors` that the reconciler
 understands: the ``Status`` body when there is one, else the HTTP code
 (404 NotFound, 409 Conflict, 410 Gone, 422 Invalid, 429 TooManyRequests with
 ``Retry-After``, 5xx ServerError). Connection failures and timeouts are a 503
@@ -33,6 +33,7 @@ from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
+from lifecycle.core.objects import metadata
 from lifecycle.core.values import now, rfc3339
 from lifecycle.kube.errors import (
     ApiError,
@@ -106,7 +107,7 @@ def api_client(*, kubeconfig: str | None = None, context: str | None = None,
 
 
 def translate(exc: BaseException) -> ApiError:
-    """The :mod:`lifecycle.sim.apiserver` error for an exception raised by the client."""
+    """The :mod:`lifecycle.kube.errors` error for an exception raised by the client."""
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, k8s.ApiException):
@@ -334,14 +335,14 @@ class KubeCluster:
         if not isinstance(obj, dict):
             raise Invalid("the object must be a JSON object")
         info = self.info(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
-        meta = obj.get("metadata") or {}
+        meta = metadata(obj)
         return info, self._scope(info, meta.get("namespace")), str(meta.get("name", ""))
 
     # --------------------------------------------------------------- events
     def record_event(self, involved: dict[str, Any], type: str, reason: str,
                      message: str) -> dict[str, Any]:
         """Record a v1 Event; a repeat of a recent one bumps its ``count`` instead."""
-        meta = involved.get("metadata") or {}
+        meta = metadata(involved)
         namespace = meta.get("namespace") or "default"
         message = message[:1024]
         key = (namespace, str(meta.get("uid", "")), type, reason, message)

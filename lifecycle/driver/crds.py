@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from lifecycle.core.kind import GROUP, PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
+from lifecycle.core.objects import metadata
 
 __all__ = ["check_crd", "check_structural", "crd", "crds", "provider_config_crd",
            "schema_for_type"]
@@ -371,7 +372,7 @@ def check_crd(doc: Any) -> list[str]:
             problems.append(f"spec.names.{field}: Required value")
     if plural and not _DNS1123.match(plural):
         problems.append(f"spec.names.plural: Invalid value {plural!r}")
-    name = (doc.get("metadata") or {}).get("name")
+    name = metadata(doc).get("name")
     if name != f"{plural}.{group}":
         problems.append(f"metadata.name: must be spec.names.plural+'.'+spec.group "
                         f"({plural}.{group}), got {name!r}")

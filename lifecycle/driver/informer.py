@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from lifecycle.core.objects import metadata
 from lifecycle.kube.errors import ApiError, Gone, error_from_status
 
 __all__ = ["Handler", "Informer", "InformerOptions", "ListWatcher", "object_key"]
@@ -37,7 +38,7 @@ Key = tuple[str | None, str]
 
 def object_key(obj: dict[str, Any]) -> Key:
     """``(namespace, name)`` of an object (namespace ``None`` if cluster-scoped)."""
-    meta = obj.get("metadata") or {}
+    meta = metadata(obj)
     return (meta.get("namespace") or None, str(meta.get("name", "")))
 
 
@@ -238,7 +239,7 @@ class Informer:
             got = True
             if kind == "ERROR":
                 raise error_from_status(obj) if isinstance(obj, dict) else ApiError(str(obj))
-            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            rv = _rv(obj)
             if kind == "BOOKMARK":
                 if rv:
                     self._resource_version = rv
@@ -280,7 +281,7 @@ class Informer:
 
 
 def _rv(obj: dict[str, Any]) -> Any:
-    return (obj.get("metadata") or {}).get("resourceVersion")
+    return metadata(obj).get("resourceVersion")
 
 
 def _short(exc: BaseException) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from lifecycle.core.objects import spec as lease_spec
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
 
@@ -164,7 +165,7 @@ class LeaderElector:
         except ApiError as exc:
             log.warning("cannot read lease: %s", exc)
             return False
-        spec = current.get("spec") or {}
+        spec = lease_spec(current)
         holder = spec.get("holderIdentity") or ""
         if spec != (self._observed or {}).get("spec"):
             self._observe(current)
@@ -199,7 +200,7 @@ class LeaderElector:
     def release(self) -> bool:
         """Give the lease up if this replica holds it: empty holder, 1 s duration."""
         lease = self._lease
-        holder = (lease or {}).get("spec", {}).get("holderIdentity")
+        holder = lease_spec(lease).get("holderIdentity") if lease is not None else None
         if lease is None or holder != self.options.identity:
             return False
         body = dict(lease)

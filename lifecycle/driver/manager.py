@@ -1,9 +1,10 @@
 """The operator: one controller per kind, leader election, metrics and probes.
 
 A :class:`Controller` feeds a :class:`~lifecycle.driver.queue.WorkQueue` from
-an :class:`~lifecycle.driver.informer.Informer` through the event filters of
-seed 004 and runs N workers that call the engine's reconciler and turn its
-:class:`~lifecycle.core.values.Result` into queue operations (the requeue matrix):
+an :class:`~lifecycle.driver.informer.Informer` through the event filters
+(:func:`add_triggers`, :func:`update_triggers`) and runs N workers that call
+the engine's reconciler and turn its :class:`~lifecycle.core.values.Result`
+into queue operations (the requeue matrix):
 
 =====================  =================================================  ==============
 result                 queue                                              metric result
@@ -37,6 +38,7 @@ import attrs
 from lifecycle.core.decide import ReconcilePolicy
 from lifecycle.core.errors import UnhandledError
 from lifecycle.core.kind import OPERATION, PAUSED, RECONCILE_POLICY, Kind
+from lifecycle.core.objects import annotations, metadata
 from lifecycle.core.values import Result, ResultKind
 from lifecycle.driver.informer import Informer, InformerOptions, ListWatcher, object_key
 from lifecycle.driver.leader import LeaderElector, LeaseOptions
@@ -60,17 +62,13 @@ Key = tuple[str | None, str]
 
 
 # ----------------------------------------------------------------- filters
-def _annotations(obj: dict[str, Any]) -> dict[str, str]:
-    return (obj.get("metadata") or {}).get("annotations") or {}
-
-
 def _meta(obj: dict[str, Any], field: str) -> Any:
-    return (obj.get("metadata") or {}).get(field)
+    return metadata(obj).get(field)
 
 
 def is_ignored(obj: dict[str, Any]) -> bool:
     """Whether the object carries ``lifecycle.dev/operation: ignore``."""
-    return _annotations(obj).get(OPERATION) == "ignore"
+    return annotations(obj).get(OPERATION) == "ignore"
 
 
 def add_triggers(obj: dict[str, Any]) -> bool:
@@ -79,7 +77,7 @@ def add_triggers(obj: dict[str, Any]) -> bool:
 
 
 def update_triggers(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """Seed 004's filter: does this change deserve a reconcile?
+    """The change filter: does this change deserve a reconcile?
 
     Yes when the generation changed, the deletion timestamp changed, the
     operation annotation became ``reconcile`` or stopped being ``ignore``, or
@@ -94,7 +92,7 @@ def update_triggers(old: dict[str, Any], new: dict[str, Any]) -> bool:
         return True
     if _meta(old, "deletionTimestamp") != _meta(new, "deletionTimestamp"):
         return True
-    before, after = _annotations(old), _annotations(new)
+    before, after = annotations(old), annotations(new)
     if after.get(OPERATION) == "reconcile" and before.get(OPERATION) != "reconcile":
         return True
     if before.get(OPERATION) == "ignore":
@@ -311,15 +309,6 @@ class ManagerOptions:
     def __attrs_post_init__(self) -> None:
         if self.shard_count < 1 or not 0 <= self.shard_index < self.shard_count:
             raise ValueError("need 0 <= shard_index < shard_count")
-
-
-class ClusterWithWatch(Protocol):
-    """The cluster a manager needs: the engine's Cluster plus list-watch sources."""
-
-    def list_watcher(self, api_version: str, kind: str, namespace: str | None = None,
-                     label_selector: str | None = None) -> ListWatcher:
-        """A list-and-watch source for one kind."""
-        ...
 
 
 ReconcilerFactory = Callable[[Any, Kind, Connector, "ManagerOptions"], Reconciles]

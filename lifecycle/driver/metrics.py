@@ -24,7 +24,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -37,6 +37,8 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from lifecycle.core.objects import status as stored_status
 
 __all__ = ["OperatorMetrics", "ProbeServer"]
 
@@ -184,8 +186,8 @@ class _InformerCollector:
             counts: collections.Counter[str] = collections.Counter()
             stuck_counts: collections.Counter[str] = collections.Counter()
             for obj in informer.items():
-                status = obj.get("status")
-                state = status.get("state") if isinstance(status, dict) else None
+                status = stored_status(obj)
+                state = status.get("state")
                 counts[str(state or "unknown")] += 1
                 if _is_stuck(status):
                     stuck_counts[str(state or "unknown")] += 1
@@ -201,9 +203,9 @@ class _InformerCollector:
         yield errors
 
 
-def _is_stuck(status: Any) -> bool:
+def _is_stuck(status: Mapping[str, Any]) -> bool:
     """Whether a stored status carries ``Stuck=True``."""
-    conditions = status.get("conditions") if isinstance(status, dict) else None
+    conditions = status.get("conditions")
     return isinstance(conditions, list) and any(
         isinstance(c, dict) and c.get("type") == "Stuck" and c.get("status") == "True"
         for c in conditions)

@@ -1,8 +1,8 @@
 """The Kubernetes API surface the reconciler uses, as a protocol.
 
-:class:`lifecycle.sim.apiserver.EmbeddedAPI` implements it in memory; the driver
-adapts the official ``kubernetes`` client to it. Implementations raise the
-error classes of :mod:`lifecycle.sim.apiserver` (``NotFound``, ``Conflict``, ...).
+The embedded API of the simulator implements it in memory; the driver adapts
+the official ``kubernetes`` client to it. Implementations raise the error
+classes of :mod:`lifecycle.kube.errors` (``NotFound``, ``Conflict``, ...).
 """
 
 from __future__ import annotations

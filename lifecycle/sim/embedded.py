@@ -20,8 +20,9 @@ from typing import Any
 
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 from lifecycle.kube.resources import ResourceType
-from lifecycle.sim.apiserver import EmbeddedAPI, Watch
+from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.http import APIServerHTTP
+from lifecycle.sim.watch import Watch
 
 __all__ = [
     "EXAMPLE_CREDENTIALS",

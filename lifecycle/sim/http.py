@@ -28,6 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from lifecycle.core import objects
 from lifecycle.kube.errors import ApiError, Conflict, Gone, Invalid, NotFound, TooManyRequests
 from lifecycle.kube.objects import clone
 from lifecycle.kube.resources import ResourceType
@@ -50,7 +51,7 @@ _MAX_BODY = 8 * 1024 * 1024
 def json_patch(target: Any, operations: Any) -> Any:
     """Apply a JSON patch (RFC 6902: add, remove, replace, test, copy, move) to a copy.
 
-    Raises :class:`~lifecycle.sim.apiserver.Invalid` for a malformed patch or a
+    Raises :class:`~lifecycle.kube.errors.Invalid` for a malformed patch or a
     failed ``test``.
     """
     if not isinstance(operations, list):
@@ -294,7 +295,7 @@ class APIServerHTTP:
         """Register the kind a created CustomResourceDefinition defines."""
         if obj.get("kind") != CRD.kind:
             return
-        spec = obj.get("spec") or {}
+        spec = objects.spec(obj)
         names = spec.get("names") or {}
         for version in spec.get("versions") or []:
             if version.get("served", True):
@@ -402,7 +403,7 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, api.get(rtype.api_version, rtype.kind, route.namespace, route.name)
         if method == "PUT":
             obj = self._object(body, rtype, route)
-            if (obj.get("metadata") or {}).get("name") not in (None, route.name):
+            if objects.metadata(obj).get("name") not in (None, route.name):
                 raise Invalid("the name of the object does not match the name on the URL")
             obj.setdefault("metadata", {})["name"] = route.name
             if route.subresource == "status":
@@ -438,7 +439,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(f"the API version in the data ({obj['apiVersion']}) does not match "
                            f"the expected API version ({rtype.api_version})", status=400,
                            reason="BadRequest")
-        meta = dict(obj.get("metadata") or {})
+        meta = dict(objects.metadata(obj))
         if route.namespace is not None:
             if meta.get("namespace") not in (None, "", route.namespace):
                 raise ApiError("the namespace of the provided object does not match the "

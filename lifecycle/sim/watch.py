@@ -1,0 +1,268 @@
+"""Watches of the embedded API: the history of writes and the streams that read it.
+
+Every write of the embedded API appends one :class:`Change` to a
+:class:`History`, a ring holding the last ``window`` writes under one
+monotonically increasing resourceVersion. A :class:`Watch` reads the history
+from a cursor: it filters by kind, namespace and label selector, turns moves
+into or out of the selector into ``ADDED`` and ``DELETED``, sends bookmarks,
+and ends with a 410 ``ERROR`` event when the ring has slid past it.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import attrs
+
+from lifecycle.core.objects import labels as _object_labels
+from lifecycle.kube.errors import Gone
+from lifecycle.kube.objects import clone
+from lifecycle.kube.selectors import LabelSelector
+
+__all__ = ["Change", "History", "Watch", "WatchEvent", "labels_of"]
+
+
+@attrs.frozen
+class WatchEvent:
+    """One watch event: ``ADDED``, ``MODIFIED``, ``DELETED``, ``BOOKMARK`` or ``ERROR``."""
+
+    type: str
+    object: dict[str, Any]
+
+
+@attrs.frozen
+class Change:
+    """One entry of the history: a write of one object, and the object before it."""
+
+    rv: int
+    type: str
+    key: tuple[str, str]
+    namespace: str | None
+    object: dict[str, Any]
+    previous: dict[str, Any] | None
+
+
+def labels_of(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
+    """The labels of a stored object (empty for ``None`` or an object without labels)."""
+    if obj is None:
+        return {}
+    return _object_labels(obj)
+
+
+class History:
+    """The write log of one embedded API: its resourceVersion, last writes and open watches.
+
+    ``lock`` is the server's lock; every method and attribute is used with it
+    held. ``rv`` is the latest resourceVersion; the ring keeps the changes
+    numbered ``oldest_retained()..rv``. ``bookmark_interval`` is how often a
+    quiet watch that asked for bookmarks receives one.
+    """
+
+    def __init__(self, lock: threading.RLock, window: int, bookmark_interval: float) -> None:
+        if window < 1:
+            raise ValueError("watch_window must be at least 1")
+        self.cond = threading.Condition(lock)
+        self.window = window
+        self.bookmark_interval = bookmark_interval
+        self.rv = 0
+        self.watches: set[Watch] = set()
+        self.closed = False
+        self._ring: list[Change | None] = [None] * window
+
+    def oldest_retained(self) -> int:
+        """The oldest resourceVersion whose change is still in the ring."""
+        return max(1, self.rv - self.window + 1)
+
+    def record(
+        self,
+        change_type: str,
+        key: tuple[str, str],
+        namespace: str | None,
+        obj: dict[str, Any],
+        previous: dict[str, Any] | None,
+    ) -> None:
+        """Append one change at the current resourceVersion and wake the watches."""
+        self._ring[self.rv % self.window] = Change(
+            self.rv, change_type, key, namespace, obj, previous
+        )
+        self.cond.notify_all()
+
+    def change(self, rv: int) -> Change:
+        """The retained change written at ``rv``."""
+        found = self._ring[rv % self.window]
+        assert found is not None
+        return found
+
+    def open(
+        self,
+        key: tuple[str, str],
+        namespace: str | None,
+        selector: LabelSelector,
+        cursor: int,
+        initial: list[tuple[str, dict[str, Any]]],
+        timeout: float | None,
+        bookmarks: bool,
+    ) -> Watch:
+        """A new watch reading after ``cursor``; it has ended already if the log is closed."""
+        stream = Watch(self, key, namespace, selector, cursor, initial, timeout, bookmarks)
+        if self.closed:
+            stream._stopped = True
+        else:
+            self.watches.add(stream)
+        return stream
+
+    def drop_watches(self) -> None:
+        """End every open watch now, as if their connections had dropped."""
+        with self.cond:
+            for stream in list(self.watches):
+                stream._stop_locked()
+            self.cond.notify_all()
+
+    def close(self) -> None:
+        """End every open watch; watches opened afterwards end at once."""
+        with self.cond:
+            self.closed = True
+        self.drop_watches()
+
+
+class Watch:
+    """An iterator of :class:`WatchEvent` for one kind, from the embedded API's ``watch``.
+
+    Blocks until the next event arrives; ends after ``timeout`` seconds, on
+    :meth:`stop`, when the API is closed or when its faults drop all
+    watches. If the history slides past a watcher that fell behind, it yields
+    one ``ERROR`` event carrying a 410 ``Status`` and then ends.
+    """
+
+    def __init__(
+        self,
+        history: History,
+        key: tuple[str, str],
+        namespace: str | None,
+        selector: LabelSelector,
+        cursor: int,
+        initial: list[tuple[str, dict[str, Any]]],
+        timeout: float | None,
+        bookmarks: bool,
+    ) -> None:
+        self._history = history
+        self._key = key
+        self._namespace = namespace
+        self._selector = selector
+        self._cursor = cursor
+        self._pending: collections.deque[tuple[str, dict[str, Any]]] = collections.deque(initial)
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._bookmarks = bookmarks
+        self._next_bookmark = time.monotonic() + history.bookmark_interval
+        self._stopped = False
+        self._expired = False
+
+    @property
+    def resource_version(self) -> str:
+        """The last resourceVersion this watch has read up to (to resume from)."""
+        return str(self._cursor)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the watch has ended."""
+        return self._stopped
+
+    def stop(self) -> None:
+        """End the watch; a blocked iteration returns promptly."""
+        with self._history.cond:
+            self._stop_locked()
+            self._history.cond.notify_all()
+
+    def _stop_locked(self) -> None:
+        self._stopped = True
+        self._pending.clear()
+        self._history.watches.discard(self)
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        return self
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __next__(self) -> WatchEvent:
+        with self._history.cond:
+            kind, obj = self._next_locked()
+        return WatchEvent(kind, clone(obj))
+
+    def _next_locked(self) -> tuple[str, dict[str, Any]]:
+        history = self._history
+        while True:
+            if self._stopped:
+                raise StopIteration
+            if self._pending:
+                return self._pending.popleft()
+            if self._expired:
+                self._stop_locked()
+                raise StopIteration
+            moment = time.monotonic()
+            if self._deadline is not None and moment >= self._deadline:
+                self._stop_locked()
+                raise StopIteration
+            self._collect()
+            if self._pending:
+                continue
+            if self._bookmarks and moment >= self._next_bookmark:
+                self._next_bookmark = moment + history.bookmark_interval
+                return "BOOKMARK", {
+                    "apiVersion": self._key[0],
+                    "kind": self._key[1],
+                    "metadata": {"resourceVersion": str(self._cursor)},
+                }
+            wait: float | None = None
+            if self._deadline is not None:
+                wait = self._deadline - moment
+            if self._bookmarks:
+                until = self._next_bookmark - moment
+                wait = until if wait is None else min(wait, until)
+            history.cond.wait(wait)
+
+    def _collect(self) -> None:
+        """Move history entries after the cursor into the pending queue (lock held)."""
+        history = self._history
+        latest = history.rv
+        if self._cursor >= latest:
+            return
+        oldest = history.oldest_retained()
+        if self._cursor + 1 < oldest:
+            self._pending.append(("ERROR", expired_status(self._cursor, oldest)))
+            self._expired = True
+            return
+        key, namespace, selector = self._key, self._namespace, self._selector
+        everything = not selector.requirements
+        for rv in range(self._cursor + 1, latest + 1):
+            change = history.change(rv)
+            if change.key != key or (namespace is not None and change.namespace != namespace):
+                continue
+            if everything:
+                self._pending.append((change.type, change.object))
+                continue
+            now_in = selector.matches(labels_of(change.object))
+            if change.type != "MODIFIED":
+                if now_in:
+                    self._pending.append((change.type, change.object))
+                continue
+            was_in = selector.matches(labels_of(change.previous))
+            if now_in and was_in:
+                self._pending.append(("MODIFIED", change.object))
+            elif now_in:
+                self._pending.append(("ADDED", change.object))
+            elif was_in:
+                self._pending.append(("DELETED", change.object))
+        self._cursor = latest
+
+
+def expired_status(requested: int, oldest: int) -> dict[str, Any]:
+    """The 410 ``Status`` for a watch at ``requested`` when ``oldest`` is the oldest kept."""
+    return Gone(f"too old resource version: {requested} ({oldest - 1})").to_status()
