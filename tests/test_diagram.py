@@ -245,7 +245,8 @@ def test_live_object_from_a_yaml_dump_on_the_command_line(settled_env, tmp_path,
 def test_bad_object_dumps_are_one_line_errors(tmp_path, capsys, content, message):
     dump = tmp_path / "bad.yaml"
     dump.write_text(content)
-    code = main(["diagram", "lifecycle.machines.managed:ManagedResourceMachine", "--object", str(dump)])
+    code = main(["diagram", "lifecycle.machines.managed:ManagedResourceMachine",
+                 "--object", str(dump)])
     err = capsys.readouterr().err
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1
@@ -295,7 +296,8 @@ def test_format_follows_the_output_suffix(tmp_path):
             PNG_SIGNATURE)), (".mmd", lambda b: b.startswith(b"---\ntitle")),
             (".dot", lambda b: b.startswith(b"digraph"))):
         out = tmp_path / f"m{suffix}"
-        assert main(["diagram", "lifecycle.machines.managed:ManagedResourceMachine", "-o", str(out)]) == 0
+        assert main(["diagram", "lifecycle.machines.managed:ManagedResourceMachine",
+                     "-o", str(out)]) == 0
         assert check(out.read_bytes()), suffix
 
 
@@ -314,14 +316,40 @@ def test_cli_mistakes_are_one_line(capsys, args, message):
 # ----------------------------------------------------------- freshness
 
 
-def test_bundled_machines_are_discovered_from_the_machines_package():
+def test_bundled_machines_are_the_registered_kinds_machines_and_their_ancestors():
+    from lifecycle import registry
+
     found = diagram.bundled_machines()
+    kinds = [r.kind for r in registry.registrations()]
+    assert {k.machine for k in kinds} <= set(found)
+    # the standard machine has no kind of its own but every bundled kind extends it
     assert ManagedResourceMachine in found and DatabaseInstanceMachine in found
-    assert SuspendableMachine not in found  # defined here, not in machines/
+    assert SuspendableMachine not in found  # defined here, registered by no kind
+    assert found == sorted(found, key=lambda m: (m.__module__, m.__qualname__))
+    assert len(set(found)) == len(found)
+    assert diagram.bundled_kinds() == kinds
     modules = {m.__module__ for m in found}
     on_disk = {f"lifecycle.machines.{p.stem}" for p in (ROOT / "machines").glob("*.py")
                if not p.stem.startswith("_")}
     assert modules <= on_disk
+
+
+def test_machines_of_named_modules_and_packages():
+    modules = diagram.import_modules(["lifecycle.machines.managed"])
+    assert diagram.machines_in(modules) == [ManagedResourceMachine]
+    assert diagram.kinds_in(modules) == []
+    package = diagram.import_modules(["lifecycle.machines"])
+    assert diagram.machines_in(package) == diagram.bundled_machines()
+    assert DatabaseInstance in diagram.kinds_in(package)
+    with pytest.raises(DiagramError, match="cannot import no_such_module"):
+        diagram.import_modules(["no_such_module"])
+
+
+def test_machine_of_an_object_is_found_through_the_registry():
+    obj = {"apiVersion": DatabaseInstance.api_version, "kind": "DatabaseInstance"}
+    assert diagram.machine_for(obj) is DatabaseInstanceMachine
+    with pytest.raises(DiagramError, match="no bundled kind is 'ConfigMap'"):
+        diagram.machine_for({"apiVersion": "v1", "kind": "ConfigMap"})
 
 
 def test_checked_in_diagrams_and_reference_pages_are_fresh():
@@ -373,3 +401,26 @@ def test_diagrams_command_writes_then_check_passes_and_catches_drift(tmp_path, c
     assert "stale: diagrams/DatabaseInstanceMachine.dot" in capsys.readouterr().out
     assert main(["diagrams", "--root", str(tmp_path)]) == 0
     assert not leftover.exists()
+
+
+def test_diagrams_command_defaults_to_the_current_directory(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert diagram.project_root() == tmp_path
+    assert main(["diagrams", "lifecycle.machines.managed"]) == 0
+    assert (tmp_path / "diagrams" / "ManagedResourceMachine.svg").is_file()
+    assert not (tmp_path / "diagrams" / "DatabaseInstanceMachine.dot").exists()
+    assert main(["diagrams", "lifecycle.machines.managed", "--check"]) == 0
+    # the default set has more machines: the other ones are missing here
+    assert main(["diagrams", "--check"]) == 1
+    assert "stale: diagrams/DatabaseInstanceMachine.dot" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["no_such_module"], "cannot import no_such_module"),
+    (["lifecycle.core.values"], "no machine class with states in lifecycle.core.values"),
+    (["lifecycle.machines.managed:ManagedResourceMachine"], "expected a module or package"),
+])
+def test_diagrams_command_mistakes_are_one_line(tmp_path, capsys, args, message):
+    assert main(["diagrams", "--root", str(tmp_path), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1

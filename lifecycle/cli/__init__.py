@@ -18,7 +18,7 @@ from lifecycle.core.errors import LifecycleError
 #: Modules that contribute subcommands, in help order.
 COMMANDS = (
     "lifecycle.cli.demo",
-    "lifecycle.diagrams",
+    "lifecycle.cli.diagram",
     "lifecycle.cli.plan",
     "lifecycle.verify",
     "lifecycle.cli.run",

@@ -31,7 +31,7 @@ def register(subparsers: Any) -> None:
 
 
 def _main(args: Any) -> int:
-    from lifecycle.diagrams import load_object, machine_for
+    from lifecycle.diagrams.live import load_object, machine_for
 
     obj = load_object(args.object, args.name)
     if args.machine:

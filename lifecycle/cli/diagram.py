@@ -1,0 +1,105 @@
+"""``lifecycle diagram`` (one machine, or a dumped object on its machine) and
+``lifecycle diagrams`` (every generated diagram and reference page of a checkout)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from lifecycle.cli import UsageError, load
+from lifecycle.core.machine import LifecycleMachine
+from lifecycle.diagrams.discover import has_table, import_modules, kinds_in, machines_in
+from lifecycle.diagrams.files import project_root, stale_files, write_generated
+from lifecycle.diagrams.live import load_object, machine_for
+from lifecycle.diagrams.model import LiveObject
+from lifecycle.diagrams.render import FORMATS, SUFFIXES, render
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``diagram`` and ``diagrams`` subcommands."""
+    one = subparsers.add_parser(
+        "diagram",
+        help="draw a machine class (or a live object on its machine)",
+        description="Draw every state and transition of a machine class as DOT, Mermaid, "
+                    "SVG or PNG. With --object, draw a resource dumped as YAML or JSON on its "
+                    "machine, its current state highlighted and its history numbered.",
+    )
+    one.add_argument("machine", nargs="?", metavar="MODULE:CLASS",
+                     help="e.g. lifecycle.machines.managed:ManagedResourceMachine "
+                          "(optional with --object: found from the object's registered kind)")
+    one.add_argument("-f", "--format", choices=FORMATS,
+                     help="output format (default: from -o's suffix, else dot)")
+    one.add_argument("-o", "--output", metavar="PATH", help="write here instead of stdout")
+    one.add_argument("--object", metavar="FILE", help="a YAML/JSON dump of one object")
+    one.add_argument("--name", help="with --object: pick this object from a List")
+    one.set_defaults(func=_diagram_command)
+    many = subparsers.add_parser(
+        "diagrams",
+        help="regenerate diagrams/ and docs/reference/ of a checkout",
+        description="Write SVG, DOT and Mermaid of every machine into diagrams/ and its "
+                    "reference page into docs/reference/, under the current directory (run it "
+                    "from the project's checkout) or --root. Without MODULE arguments the "
+                    "machines are those of the registered kinds and the machines they extend.",
+    )
+    many.add_argument("modules", nargs="*", metavar="MODULE",
+                      help="draw every machine class defined in these modules instead "
+                           "(a package stands for its modules)")
+    many.add_argument("--root", metavar="DIR",
+                      help="project root holding diagrams/ and docs/ (default: the current "
+                           "directory)")
+    many.add_argument("--check", action="store_true",
+                      help="write nothing; exit 1 listing stale files")
+    many.set_defaults(func=_diagrams_command)
+
+
+def _diagram_command(args: argparse.Namespace) -> int:
+    fmt = args.format
+    if fmt is None and args.output:
+        fmt = SUFFIXES.get(Path(args.output).suffix.lower())
+    fmt = fmt or "dot"
+    machine: type[LifecycleMachine] | None = None
+    if args.machine:
+        loaded = load(args.machine)
+        if not (isinstance(loaded, type) and issubclass(loaded, LifecycleMachine)
+                and has_table(loaded)):
+            raise UsageError(f"{args.machine} is not a LifecycleMachine class with states")
+        machine = loaded
+    elif not args.object:
+        raise UsageError("name a machine as MODULE:CLASS, or an object dump with --object")
+    live = None
+    if args.object:
+        obj = load_object(args.object, args.name)
+        machine = machine or machine_for(obj)
+        live = LiveObject.from_dict(obj, machine)
+    assert machine is not None
+    data = render(machine, fmt, live)
+    if args.output:
+        Path(args.output).write_bytes(data)
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    return 0
+
+
+def _diagrams_command(args: argparse.Namespace) -> int:
+    root = Path(args.root) if args.root else project_root()
+    machines: list[type[LifecycleMachine]] | None = None
+    kinds: list[Any] | None = None
+    if args.modules:
+        modules = import_modules(args.modules)
+        machines, kinds = machines_in(modules), kinds_in(modules)
+        if not machines:
+            raise UsageError(f"no machine class with states in {', '.join(args.modules)}")
+    if args.check:
+        stale = stale_files(root, machines, kinds)
+        for path in stale:
+            print(f"stale: {path}")
+        if stale:
+            again = " ".join(["lifecycle diagrams", *args.modules])
+            print(f"run `{again}` to regenerate", file=sys.stderr)
+        return 1 if stale else 0
+    for path in write_generated(root, machines, kinds):
+        print(path.relative_to(root))
+    return 0
