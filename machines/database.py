@@ -1,4 +1,4 @@
-"""A database instance on the simulated cloud, in the spirit of seed 002's FavouriteDB.
+"""A database instance on the simulated cloud: the smallest complete kind.
 
 The whole kind: a machine subclass tuning its intervals, and a Kind binding
 the machine to its parameters. The client lives in :mod:`lifecycle.providers.simcloud`.

@@ -1,4 +1,4 @@
-"""The standard managed-resource lifecycle (SPEC section 1).
+"""The standard managed-resource lifecycle: claim, create, stay ready, update, delete.
 
 Events are named after what the reconciler *observed*, never after where the
 resource should go; the machine alone decides the target. The reconciler's

@@ -1,4 +1,4 @@
-"""Conditions and phase (SPEC section 4): one entry per type, times that move only on flips.
+"""Conditions and phase: one entry per condition type, times that move only on flips.
 
 ``Ready`` follows the machine state; ``Synced`` says whether the last
 reconcile succeeded; the activity conditions (Creating, Updating, Deleting,

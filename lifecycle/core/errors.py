@@ -3,7 +3,7 @@
 A *handled* error is one the engine records on the object (a ``Failed`` state
 and a condition with a reason and message) and retries according to its
 severity. An *unhandled* error propagates out of the reconcile to the work
-queue, which retries it with per-item exponential backoff (SPEC section 3).
+queue, which retries it with per-item exponential backoff.
 
 Provider clients raise these classes (or let the engine wrap whatever they
 raise into :class:`ExternalError`). Messages must never contain secret values:

@@ -14,9 +14,10 @@ from lifecycle.core.machine import LifecycleMachine
 GROUP = "lifecycle.dev"
 #: The finalizer the engine commits before any external call.
 FINALIZER = "lifecycle.dev/finalizer"
-#: Operation annotation (seed 004): ``reconcile`` forces a full pass, ``ignore`` stops.
+#: Operation annotation: ``reconcile`` forces a full pass, ``ignore`` stops at once.
 OPERATION = "lifecycle.dev/operation"
-#: Reconcile policy annotation on an object or namespace (seed 001).
+#: Reconcile policy annotation on an object or namespace: ``manage``, ``skip`` or
+#: ``detach-on-delete``.
 RECONCILE_POLICY = "lifecycle.dev/reconcile-policy"
 #: ``"true"`` pauses reconciliation; status says ReconcilePaused.
 PAUSED = "lifecycle.dev/paused"
