@@ -29,7 +29,7 @@ from lifecycle.core.machine import LifecycleMachine
 
 if TYPE_CHECKING:
     from lifecycle.core.decide import Facts
-    from lifecycle.runtime.reconciler import Effects
+    from lifecycle.runtime.effects import Effects
 
 
 class ManagedResourceMachine(LifecycleMachine):

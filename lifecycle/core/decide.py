@@ -1,30 +1,38 @@
 """The pure core of a reconcile: which event to fire, and which result to return.
 
-Nothing here does I/O. The reconciler gathers :class:`Facts` (stored state,
-deletion, policy, observation, error, generations), asks :func:`choose_event`
-for exactly one event, lets the machine table pick the target, and asks
-:func:`requeue` for the result, following the requeue matrix of SPEC section 3.
-Stored conditions never steer a decision (seed 000): only fresh observations,
-the stored state and the failed operation do.
+Nothing here does I/O. :func:`gate` decides from the stored object alone
+whether the pass goes on; the reconciler gathers :class:`Facts` (stored state,
+deletion, policy, observation, error, generations); :func:`decide` asks
+:func:`choose_event` for exactly one event and lets the machine table pick the
+transition (a :class:`Decision`); :func:`requeue` turns the outcome into the
+requeue result. Stored conditions never steer a decision: they are a report
+for people and may be stale or edited, so only fresh observations, the stored
+state and the failed operation do.
 """
 
 from __future__ import annotations
 
 import enum
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
-from lifecycle.core.errors import HandledError, Severity, Throttled
+from lifecycle.core import objects
+from lifecycle.core.errors import CredentialsError, HandledError, Severity, Throttled
 from lifecycle.core.kind import FINALIZER, OPERATION, OWNER, PAUSED, RECONCILE_POLICY
-from lifecycle.core.machine import LifecycleMachine, Timing
+from lifecycle.core.machine import LifecycleMachine, Timing, TransitionSpec
 from lifecycle.core.values import Condition, ConditionStatus, Observation, ProviderStatus, Result
 
 
 class ReconcilePolicy(enum.StrEnum):
-    """What the operator may do to the external resource (seed 001)."""
+    """What the operator may do to the external resource.
+
+    ``manage`` creates, updates and deletes it; ``skip`` only observes and
+    reports; ``detach-on-delete`` manages it but leaves it behind when the
+    object is deleted.
+    """
 
     MANAGE = "manage"
     SKIP = "skip"
@@ -55,7 +63,8 @@ class Gate:
     ``stop`` names why the reconcile ends here (``Ignored``, ``NotOwned``,
     ``NotClaimed``, ``TerminalError``); ``notes`` are ConfigValid / StatusValid
     conditions about the object itself; ``repaired`` is the corrupt stored
-    state value, when there was one.
+    state value, when there was one; ``generation`` is the object's
+    ``metadata.generation`` (1 when missing or malformed).
     """
 
     state: str
@@ -68,6 +77,7 @@ class Gate:
     policy: ReconcilePolicy = ReconcilePolicy.MANAGE
     notes: tuple[Condition, ...] = ()
     repaired: str | None = None
+    generation: int = 1
 
 
 def gate(
@@ -78,19 +88,19 @@ def gate(
     operator_id: str | None = None,
     default_policy: ReconcilePolicy = ReconcilePolicy.MANAGE,
 ) -> Gate:
-    """Steps 2 to 4 of SPEC section 2, decided from the object alone (pure).
+    """Whether and how the pass goes on, decided from the object alone (pure).
 
-    The ``ignore`` annotation and a namespace owned by another operator stop
-    the reconcile before anything is written; the reconcile policy resolves
-    object annotation, then namespace annotation, then ``default_policy``;
-    an unknown value at one level falls through to the next and says so.
+    Runs before anything is written or called. The ``ignore`` annotation and
+    a namespace owned by another operator stop the reconcile at once; the
+    reconcile policy resolves object annotation, then namespace annotation,
+    then ``default_policy``; an unknown value at one level falls through to
+    the next and says so.
     """
     table = machine.table()
-    meta = obj.get("metadata") or {}
-    annotations = meta.get("annotations") or {}
-    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
-    generation = meta.get("generation", 1)
-    generation = generation if isinstance(generation, int) else 1
+    meta = objects.metadata(obj)
+    annotations = objects.mapping(meta.get("annotations"))
+    status = objects.status(obj)
+    generation = objects.generation(obj)
     notes: list[Condition] = []
     stored = status.get("state")
     state = restore(machine, status)
@@ -102,12 +112,12 @@ def gate(
                            f"restarted from {state}", generation))
     operation = annotations.get(OPERATION)
     if operation == "ignore":
-        return Gate(state, stop="Ignored")
+        return Gate(state, stop="Ignored", generation=generation)
     owner = namespace_annotations.get(OWNER)
     if owner is not None and owner != operator_id:
         return Gate(state, stop="NotOwned",
                     stop_message=f"namespace {meta.get('namespace')} is owned by operator "
-                                 f"{owner!r}; skipped")
+                                 f"{owner!r}; skipped", generation=generation)
     if operation not in (None, "reconcile"):
         notes.append(_note("ConfigValid", "UnknownOperation",
                            f"annotation {OPERATION} has unknown value {str(operation)[:64]!r}; "
@@ -126,8 +136,7 @@ def gate(
         notes.append(_note("ConfigValid", "UnknownReconcilePolicy",
                            f"{where} annotation {RECONCILE_POLICY} has unknown value {value!r}; "
                            f"using {policy.value!r} from the {source}", generation))
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    raw = spec.get("deletionPolicy", "Delete")
+    raw = objects.spec(obj).get("deletionPolicy", "Delete")
     try:
         deletion_policy = DeletionPolicy(raw)
     except (ValueError, TypeError):
@@ -138,14 +147,14 @@ def gate(
     deleting = bool(meta.get("deletionTimestamp"))
     forced = operation == "reconcile"
     common = {"forced": forced, "deleting": deleting, "policy": policy, "notes": tuple(notes),
-              "repaired": repaired}
+              "repaired": repaired, "generation": generation}
     if deleting and FINALIZER not in (meta.get("finalizers") or []):
         return Gate(state, stop="NotClaimed", **common)
     if str(annotations.get(PAUSED, "")).lower() == "true":
         return Gate(state, paused=True, **common)
     orphan = deleting and (
         not policy.allows_delete or deletion_policy is DeletionPolicy.ORPHAN)
-    failure = status.get("failure") if isinstance(status.get("failure"), dict) else {}
+    failure = objects.mapping(status.get("failure"))
     if (
         state == "failed"
         and failure.get("severity") == Severity.TERMINAL.value
@@ -242,6 +251,117 @@ def choose_event(facts: Facts) -> Choice:
     return Choice("available", "Available", "")
 
 
+#: The operation under way in each working state, remembered when it fails.
+OPERATION_OF_STATE = {"creating": "create", "updating": "update", "deleting": "delete"}
+
+
+@attrs.frozen
+class Decision:
+    """The event chosen for one pass, the transition the table picked, and any error so far.
+
+    ``actions`` are the transition's actions the runner is to run (none when
+    the provider itself reported the failure: there is nothing left to do).
+    ``failed_operation`` names what failed (``connect``, ``observe``,
+    ``guard``, an operation, ...) for ``status.failure``. A runner that hits
+    a handled error while running the actions records it with :meth:`failing`.
+    """
+
+    source: str
+    choice: Choice
+    transition: TransitionSpec | None = None
+    error: HandledError | None = None
+    failed_operation: str | None = None
+    actions: tuple[str, ...] = ()
+
+    def failing(self, error: HandledError, operation: str | None) -> Decision:
+        """This decision with ``error`` raised by ``operation`` while carrying it out."""
+        return attrs.evolve(self, error=error, failed_operation=operation)
+
+
+def guard_of(machine: type[LifecycleMachine], facts: object) -> Callable[[str], bool]:
+    """Evaluate the machine's guards on ``facts``; a guard that raises is a handled error.
+
+    The message names only the exception's class, like every error raised by
+    kind or provider code.
+    """
+    host = machine.guard_host()
+
+    def guard(name: str) -> bool:
+        try:
+            return bool(getattr(host, name)(facts))
+        except HandledError:
+            raise
+        except Exception as exc:
+            raise HandledError(f"guard {name!r} raised {type(exc).__name__}",
+                               reason="GuardError") from None
+
+    return guard
+
+
+def transit(
+    machine: type[LifecycleMachine],
+    source: str,
+    choice: Choice,
+    facts: object,
+    *,
+    error: HandledError | None = None,
+    failed_operation: str | None = None,
+) -> Decision:
+    """Fire ``choice`` from ``source`` through the machine's table (pure, any facts type).
+
+    A guard that raises makes the decision fail with operation ``guard``; an
+    event the state does not allow is a handled error ``EventNotAllowed``
+    (unless the pass already carries ``error``). Otherwise the transition's
+    actions are to be run.
+    """
+    if choice.event is None:
+        return Decision(source, choice, None, error, failed_operation)
+    table = machine.table()
+    try:
+        transition = table.fire(source, choice.event, guard_of(machine, facts))
+    except HandledError as exc:
+        return Decision(source, choice, None, exc, "guard")
+    if transition is None:
+        if error is None:
+            error = HandledError(
+                f"event {choice.event!r} is not allowed in state {source!r} of {table.name}",
+                reason="EventNotAllowed")
+        return Decision(source, choice, None, error, failed_operation)
+    return Decision(source, choice, transition, error, failed_operation, transition.actions)
+
+
+def decide(machine: type[LifecycleMachine], facts: Facts) -> Decision:
+    """Choose the event of one managed-resource pass and the transition it takes (pure).
+
+    An error from connect or observe is remembered as the failed operation
+    ``connect`` (credentials) or ``observe``; a provider reporting the
+    resource failed becomes a handled error that remembers the operation
+    under way in the current state.
+    """
+    choice = choose_event(facts)
+    error = facts.error
+    operation = None
+    if error is not None:
+        operation = "connect" if isinstance(error, CredentialsError) else "observe"
+    decision = transit(machine, facts.state, choice, facts, error=error,
+                       failed_operation=operation)
+    if decision.transition is not None and choice.event == "fail" and error is None:
+        # The provider reports the resource failed: remember what was under way.
+        return Decision(facts.state, choice, decision.transition,
+                        HandledError(choice.message, reason=choice.reason),
+                        OPERATION_OF_STATE.get(facts.state) or facts.failed_operation)
+    return decision
+
+
+def fail_edge(machine: type[LifecycleMachine], state: str,
+              facts: object) -> TransitionSpec | None:
+    """The ``fail`` transition from ``state``, or None (no such edge, or a guard raised)."""
+    try:
+        return machine.table().fire(state, "fail", guard_of(machine, facts))
+    except HandledError:
+        return None
+
+
 def poll_interval(timing: Timing, key: str) -> float:
     """The Ready poll interval with a jitter that is stable per object key."""
     spread = (zlib.crc32(key.encode()) % 2001 - 1000) / 1000.0
@@ -259,7 +379,7 @@ def requeue(
     waiting: bool = False,
     deleting: bool = False,
 ) -> Result:
-    """The requeue matrix (SPEC section 3) for the outcome of one reconcile.
+    """The requeue result for the outcome of one reconcile (the requeue matrix).
 
     Final state: done. Dirty object: now. Handled error: backoff (at least a
     provider's retry-after), or done when terminal. Waiting on a provider

@@ -1,41 +1,63 @@
-"""The whole pure path of one reconcile, without I/O: a dry-run plan.
+"""The whole pure path of one reconcile, shared by the reconciler and the dry run.
 
-Given a stored object and what observe returned (or the error it raised),
-:func:`plan` applies the same gate as the reconciler (operation annotation,
-namespace ownership, pause, policies, terminal failures), chooses the event,
-picks the transition, computes the new status and the requeue result, exactly
-as the reconciler would if every action succeeded. It is the "plan" of SPEC
-section 7 and the hot path measured by the benchmarks.
+One pass is gate -> facts -> decide -> (the runner's I/O) -> conclude:
+
+* :func:`lifecycle.core.decide.gate` decides from the stored object whether
+  the pass goes on; :func:`stopped` and :func:`held` conclude the passes that
+  end there (a stop reason, or a paused object);
+* :func:`gather` turns the gate and what observe returned (or the error it
+  raised) into :class:`~lifecycle.core.decide.Facts`;
+* :func:`lifecycle.core.decide.decide` chooses the event and the transition;
+* :func:`conclude` computes the new status, the Events and the requeue result.
+
+The reconciler adds only I/O around these steps (reads, object and status
+writes, the transition's actions, the connection Secret). :func:`plan` runs
+them with no I/O, as the reconciler would if every action succeeded: the dry
+run of ``lifecycle plan`` and the hot path measured by the benchmarks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import attrs
 
+from lifecycle.core import objects
 from lifecycle.core.decide import (
     Choice,
+    Decision,
     Facts,
+    Gate,
     ReconcilePolicy,
-    choose_event,
+    decide,
+    fail_edge,
     gate,
     requeue,
     restore,
 )
 from lifecycle.core.errors import HandledError
+from lifecycle.core.kind import PAUSED
 from lifecycle.core.machine import LifecycleMachine, TransitionSpec
-from lifecycle.core.status import Settled, paused, settle
-from lifecycle.core.values import Observation, ProviderStatus, Result
+from lifecycle.core.status import Outcome, Settled, paused, settle
+from lifecycle.core.values import Condition, Observation, ProviderStatus, Result
 
-__all__ = ["OBSERVATIONS", "Plan", "describe", "plan", "restore"]
+__all__ = ["OBSERVATIONS", "PAUSED_MESSAGE", "Plan", "conclude", "describe", "gather", "held",
+           "plan", "restore", "stopped"]
+
+#: The Synced / Ready message of a paused object.
+PAUSED_MESSAGE = f"annotation {PAUSED} is 'true'"
 
 
 @attrs.frozen
 class Plan:
-    """What the next reconcile would do and why."""
+    """What one reconcile does and why: the conclusion of a pass.
+
+    ``source`` is the state the pass started from, ``transition`` the one
+    taken (None when nothing fired), ``settled`` the status to write and the
+    Events to record, ``result`` the requeue result.
+    """
 
     source: str
     choice: Choice
@@ -47,6 +69,83 @@ class Plan:
     def target(self) -> str:
         """The state the object would be in afterwards."""
         return self.transition.target if self.transition else self.source
+
+
+def stopped(g: Gate, old: Mapping[str, Any]) -> Plan:
+    """The conclusion of a pass the gate stopped: nothing changes, done for ``g.stop``."""
+    return Plan(g.state, Choice(None, g.stop or "", g.stop_message), None, Settled(dict(old)),
+                Result.done(g.stop or ""))
+
+
+def held(g: Gate, old: Mapping[str, Any], now: datetime) -> Plan:
+    """The conclusion of a paused pass: Synced False ``ReconcilePaused``, nothing else moves."""
+    status = paused(old, g.state, g.generation, PAUSED_MESSAGE, now)
+    return Plan(g.state, Choice(None, "ReconcilePaused"), None, Settled(status),
+                Result.done("Paused"))
+
+
+def gather(
+    g: Gate,
+    old: Mapping[str, Any],
+    *,
+    observation: Observation | None = None,
+    error: HandledError | None = None,
+) -> Facts:
+    """The facts of a pass the gate let through: the gate, the stored status ``old``
+    (read with :func:`lifecycle.core.objects.status`) and what observe said.
+
+    An orphaning deletion never observes: its facts carry the policy
+    ``detach-on-delete`` and no observation or error.
+    """
+    failure = objects.mapping(old.get("failure"))
+    observed = old.get("observedGeneration")
+    if g.orphan:
+        policy, observation, error = ReconcilePolicy.DETACH_ON_DELETE, None, None
+    else:
+        policy = g.policy
+    return Facts(
+        state=g.state,
+        deleting=g.deleting,
+        policy=policy,
+        observation=observation,
+        error=error,
+        failed_operation=failure.get("operation"),
+        generation=g.generation,
+        observed_generation=observed if type(observed) is int else 0,
+        forced=g.forced,
+    )
+
+
+def conclude(
+    machine: type[LifecycleMachine],
+    old: Mapping[str, Any],
+    facts: Facts,
+    decision: Decision,
+    *,
+    now: datetime,
+    key: str,
+    notes: Sequence[Condition] = (),
+    external_name: str = "",
+    dirty: bool = False,
+) -> Plan:
+    """Status, Events and requeue result of a decided pass (pure).
+
+    When the pass carries an error but the transition taken is not a
+    ``fail`` one (its work failed, or the event was not allowed), the
+    machine takes its ``fail`` edge instead. ``key`` (the object's uid)
+    spreads the poll jitter; ``dirty`` says the object was changed in a way
+    the next step depends on.
+    """
+    transition = decision.transition
+    if decision.error is not None and (transition is None or transition.event != "fail"):
+        transition = fail_edge(machine, decision.source, facts)
+    outcome = Outcome(facts, decision, transition, notes, external_name)
+    settled = settle(machine, old, outcome, now)
+    target = outcome.target
+    result = requeue(state=target, final=machine.table().states[target].final,
+                     timing=machine.timing, key=key, error=decision.error, dirty=dirty,
+                     waiting=decision.choice.event == "wait", deleting=facts.deleting)
+    return Plan(decision.source, decision.choice, transition, settled, result)
 
 
 def plan(
@@ -63,53 +162,19 @@ def plan(
     """Plan one reconcile of ``obj`` given an observation (or the error observe raised).
 
     ``policy`` is the operator default; annotations on the object and
-    ``namespace_annotations`` override it as they do in the reconciler.
+    ``namespace_annotations`` override it as they do in the reconciler. The
+    result is what the reconciler would do if every action succeeded.
     """
-    table = machine.table()
-    meta = obj.get("metadata") or {}
-    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
     g = gate(machine, obj, namespace_annotations or {}, operator_id=operator_id,
              default_policy=policy)
-    generation = meta.get("generation", 1)
+    old = objects.status(obj)
     if g.stop is not None:
-        return Plan(g.state, Choice(None, g.stop, g.stop_message), None, Settled(dict(status)),
-                    Result.done(g.stop))
+        return stopped(g, old)
     if g.paused:
-        held = paused(status, g.state, generation, "paused", now)
-        return Plan(g.state, Choice(None, "ReconcilePaused"), None, Settled(held),
-                    Result.done("Paused"))
-    failure = status.get("failure") if isinstance(status.get("failure"), dict) else {}
-    facts = Facts(
-        state=g.state,
-        deleting=g.deleting,
-        policy=ReconcilePolicy.DETACH_ON_DELETE if g.orphan else g.policy,
-        observation=None if g.orphan else observation,
-        error=None if g.orphan else error,
-        failed_operation=failure.get("operation"),
-        generation=generation,
-        observed_generation=status.get("observedGeneration", 0),
-        forced=g.forced,
-    )
-    choice = choose_event(facts)
-    transition = None
-    if choice.event is not None:
-        host = machine.guard_host()
-        transition = table.fire(g.state, choice.event, lambda name: getattr(host, name)(facts))
-    target = transition.target if transition else g.state
-    if choice.event == "fail" and facts.error is None:
-        error = HandledError(choice.message, reason=choice.reason)
-    elif facts.error is not None:
-        error = facts.error
-    settled = settle(
-        machine=machine, old=status, source=g.state, target=target, generation=generation,
-        deleting=g.deleting, policy=facts.policy, choice=choice, transition=transition,
-        error=error, failed_operation=None, observation=facts.observation, notes=g.notes,
-        now=now,
-    )
-    result = requeue(state=target, final=table.states[target].final, timing=machine.timing,
-                     key=str(meta.get("uid", "")), error=error,
-                     waiting=choice.event == "wait", deleting=g.deleting)
-    return Plan(g.state, choice, transition, settled, result)
+        return held(g, old, now)
+    facts = gather(g, old, observation=observation, error=error)
+    return conclude(machine, old, facts, decide(machine, facts), now=now,
+                    key=str(objects.metadata(obj).get("uid", "")), notes=g.notes)
 
 
 #: What ``lifecycle plan --observed`` can pretend observe returned.

@@ -1,8 +1,9 @@
 """The pure status step: from a decided transition to the new status and its Events.
 
-No I/O: the reconciler hands in the stored status, what it decided and
-observed, and the time; it gets back the status to write (compared with the
-stored one so an unchanged status is never written) and the Events to record.
+No I/O: the caller hands in the stored status, an :class:`Outcome` (what the
+pass decided and observed, and what came of it) and the time; it gets back
+the status to write (compared with the stored one so an unchanged status is
+never written) and the Events to record.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ from typing import Any
 import attrs
 
 from lifecycle.core import conditions as cond
-from lifecycle.core.decide import Choice, ReconcilePolicy
-from lifecycle.core.errors import HandledError
+from lifecycle.core.decide import Decision, Facts, ReconcilePolicy
 from lifecycle.core.machine import LifecycleMachine, TransitionSpec, camel
-from lifecycle.core.values import Condition, ConditionStatus, HistoryEntry, Observation, rfc3339
+from lifecycle.core.values import Condition, ConditionStatus, HistoryEntry, rfc3339
 
 T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
 _STATUS = {s.value: s for s in ConditionStatus}
@@ -35,6 +35,29 @@ NOTE_TYPES = frozenset({"ConfigValid", "StatusValid"})
 
 
 @attrs.frozen
+class Outcome:
+    """What one pass decided and what came of it: everything :func:`settle` needs.
+
+    ``facts`` are what the pass knew, ``decision`` what it chose (with any
+    error met while carrying it out), ``transition`` the transition finally
+    taken (the ``fail`` edge when the chosen one's work failed), ``notes``
+    the ConfigValid / StatusValid / Informational conditions gathered, and
+    ``external_name`` the name the client was given (recorded in status).
+    """
+
+    facts: Facts
+    decision: Decision
+    transition: TransitionSpec | None
+    notes: Sequence[Condition] = ()
+    external_name: str = ""
+
+    @property
+    def target(self) -> str:
+        """The state after the pass."""
+        return self.transition.target if self.transition is not None else self.decision.source
+
+
+@attrs.frozen
 class Settled:
     """The status to write and the Events (type, reason, message) to record."""
 
@@ -42,25 +65,20 @@ class Settled:
     events: tuple[tuple[str, str, str], ...] = ()
 
 
-def settle(
-    *,
-    machine: type[LifecycleMachine],
-    old: Mapping[str, Any],
-    source: str,
-    target: str,
-    generation: int,
-    deleting: bool,
-    policy: ReconcilePolicy,
-    choice: Choice,
-    transition: TransitionSpec | None,
-    error: HandledError | None,
-    failed_operation: str | None,
-    observation: Observation | None,
-    notes: Sequence[Condition],
-    now: datetime,
-    external_name: str = "",
-) -> Settled:
-    """Compute the new status after one reconcile (SPEC section 4)."""
+def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Outcome,
+           now: datetime) -> Settled:
+    """The new status after one pass, and the Events to record (pure).
+
+    Conditions: Ready from the target state (Unknown while a new generation
+    could not be observed), Synced from the error or policy, the activity
+    conditions, notes, and Stuck; then phase, history, failure, the external
+    name and what the provider reported. Keys of ``old`` the engine does not
+    own are kept.
+    """
+    facts, decision = outcome.facts, outcome.decision
+    source, target, transition = decision.source, outcome.target, outcome.transition
+    choice, error, notes = decision.choice, decision.error, outcome.notes
+    generation, deleting, observation = facts.generation, facts.deleting, facts.observation
     when = rfc3339(now)
     spec = machine.table().states[target]
     gen = generation
@@ -80,7 +98,7 @@ def settle(
                                  message, gen))
     if error is not None:
         updates.append(Condition(cond.SYNCED, F, "ReconcileError", error.message, gen))
-    elif choice.reason == "ReconcileSkipped" or policy is ReconcilePolicy.SKIP:
+    elif choice.reason == "ReconcileSkipped" or facts.policy is ReconcilePolicy.SKIP:
         updates.append(Condition(cond.SYNCED, T, "ReconcileSkipped", choice.message, gen))
     else:
         updates.append(Condition(cond.SYNCED, T, "ReconcileSuccess", "", gen))
@@ -132,13 +150,13 @@ def settle(
         status["operationSince"] = operation_since
     if error is not None:
         status["failure"] = {
-            "operation": failed_operation or "reconcile",
+            "operation": decision.failed_operation or "reconcile",
             "reason": error.reason,
             "severity": error.severity.value,
             "generation": gen,
         }
-    if external_name:
-        status["externalName"] = external_name
+    if outcome.external_name:
+        status["externalName"] = outcome.external_name
     elif "externalName" in old:
         status["externalName"] = old["externalName"]
     if observation is not None and observation.observed:
@@ -180,7 +198,11 @@ def _operation_since(machine: type[LifecycleMachine], old: Mapping[str, Any], so
 
 def stuck(machine: type[LifecycleMachine], state: str, since: str,
            stored: Sequence[Mapping[str, Any]], gen: int, now: datetime) -> Condition | None:
-    """The Stuck condition (SPEC section 7): True once a state is held past its limit."""
+    """The Stuck condition: True once ``state`` has been held past its ``max_in_state``.
+
+    False (reason ``NotStuck``) once it is no longer, if it was ever recorded;
+    None when there is nothing to record.
+    """
     limit = machine.timing.max_in_state.get(state)
     had = cond.get(stored, "Stuck") is not None
     held = 0.0

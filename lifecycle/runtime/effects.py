@@ -1,0 +1,147 @@
+"""What a transition's actions may do to the external resource, behind the intent journal.
+
+A machine's actions receive an :class:`Effects` and call ``create``,
+``update`` or ``delete``. Before each mutating call the journal entry
+(operation, idempotency key, generation, start time) is committed to the
+object's ``lifecycle.dev/intent`` annotation; afterwards its outcome is. A
+crash between the two leaves a pending entry whose key the retry reuses, and
+clients treat create-of-existing as success, so nothing is created twice.
+
+:class:`Effects` knows nothing of the reconciler: it gets the client, the
+resource, an :class:`ObjectPort` (read and commit annotations of the
+reconciled object) and a clock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+import attrs
+
+from lifecycle.core.errors import ExternalError, HandledError
+from lifecycle.core.kind import EXTERNAL_NAME, INTENT
+from lifecycle.core.values import Intent, rfc3339
+from lifecycle.runtime.contract import ExternalClient, ManagedResource
+
+T = TypeVar("T")
+
+
+def guarded(call: Callable[[], T]) -> T:
+    """Run provider or kind code; anything but a HandledError becomes an ExternalError.
+
+    The message names only the exception class: a library's message may
+    carry credentials.
+    """
+    try:
+        return call()
+    except HandledError:
+        raise
+    except Exception as exc:
+        raise ExternalError(
+            f"provider client raised {type(exc).__name__}", reason="ProviderClientError"
+        ) from None
+
+
+class ObjectPort(Protocol):
+    """The reconciled object as effects see it: its annotations, and committing one."""
+
+    def annotations(self) -> Mapping[str, Any]:
+        """The annotations of the object as last read or written."""
+        ...
+
+    def annotate(self, key: str, value: str) -> None:
+        """Commit one annotation on the object (retrying conflicts) before returning."""
+        ...
+
+
+def next_intent(previous: Intent | None, operation: str, uid: str, generation: int,
+                at: datetime) -> Intent:
+    """The journal entry for a call of ``operation`` (pure).
+
+    A pending entry for the same operation and generation is resumed with
+    its key (a crash interrupted it); otherwise a new key
+    ``uid/operation/generation/sequence`` is minted, so a new intent is never
+    mistaken for an old one by a provider that remembers client tokens.
+    """
+    if (previous is not None and previous.outcome == "pending"
+            and previous.operation == operation and previous.generation == generation):
+        return previous
+    sequence = 1
+    if previous is not None:
+        tail = previous.key.rsplit("/", 1)[-1]
+        sequence = int(tail) + 1 if tail.isdigit() else 1
+    return Intent(operation, f"{uid}/{operation}/{generation}/{sequence}", generation,
+                  rfc3339(at))
+
+
+def stored_intent(annotations: Mapping[str, Any]) -> Intent | None:
+    """The journal entry recorded in ``annotations``, or None when absent or unreadable."""
+    raw = annotations.get(INTENT)
+    if not isinstance(raw, str):
+        return None
+    try:
+        return Intent.from_dict(json.loads(raw))
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+class Effects:
+    """The side effects a transition's actions may perform, behind the intent journal.
+
+    ``operation`` is the last operation started (for ``status.failure``),
+    ``connection`` the connection details a create returned, and
+    ``external_name`` the name a provider assigned on create (committed to
+    the object's external-name annotation with the journal's outcome), if any.
+    """
+
+    def __init__(self, client: ExternalClient, resource: ManagedResource, port: ObjectPort,
+                 clock: Callable[[], datetime]) -> None:
+        self.client = client
+        self.resource = resource
+        self.port = port
+        self.clock = clock
+        self.operation: str | None = None
+        self.connection: dict[str, str] = {}
+        self.external_name: str | None = None
+
+    def create(self) -> None:
+        """Journal, then create (the password, if any, was persisted before connect).
+
+        A provider that assigns the resource's identity returns it in
+        ``Creation.external_name``; it is committed with the journal's outcome.
+        """
+        self.operation = "create"
+        creation = self._journalled("create", self.client.create)
+        self.connection.update(creation.connection)
+        if creation.external_name and creation.external_name != self.resource.external_name:
+            self.port.annotate(EXTERNAL_NAME, creation.external_name)
+            self.external_name = creation.external_name
+
+    def update(self) -> None:
+        """Journal, then update the external resource."""
+        self.operation = "update"
+        self._journalled("update", self.client.update)
+
+    def delete(self) -> None:
+        """Journal, then delete the external resource (absent counts as deleted)."""
+        self.operation = "delete"
+        self._journalled("delete", self.client.delete)
+
+    def _journalled(self, operation: str, call: Callable[[ManagedResource], Any]) -> Any:
+        intent = next_intent(stored_intent(self.port.annotations()), operation,
+                             self.resource.uid, self.resource.generation, self.clock())
+        self._record(intent)
+        resource = attrs.evolve(self.resource, idempotency_key=intent.key)
+        try:
+            result = guarded(lambda: call(resource))
+        except HandledError:
+            self._record(attrs.evolve(intent, outcome="failed"))
+            raise
+        self._record(attrs.evolve(intent, outcome="succeeded"))
+        return result
+
+    def _record(self, intent: Intent) -> None:
+        self.port.annotate(INTENT, json.dumps(intent.to_dict(), sort_keys=True))

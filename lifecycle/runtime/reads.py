@@ -1,0 +1,79 @@
+"""The supporting reads of a pass: the namespace's annotations and the provider config.
+
+Every pass reads them; :class:`TTLCache` lets a reconciler reuse them for a
+few seconds, the way an operator reads them from a cache.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from lifecycle.core import objects
+from lifecycle.core.errors import CredentialsError
+from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
+from lifecycle.kube.cluster import Cluster
+from lifecycle.kube.errors import NotFound
+from lifecycle.runtime.contract import ProviderConfig
+from lifecycle.runtime.secrets import decode, read_secret
+
+
+def namespace_annotations(api: Cluster, namespace: str | None) -> Mapping[str, str]:
+    """The annotations of ``namespace`` (empty for cluster-scoped objects or a missing one)."""
+    if not namespace:
+        return {}
+    try:
+        ns = api.get("v1", "Namespace", None, namespace)
+    except NotFound:
+        return {}
+    return ns["metadata"].get("annotations") or {}
+
+
+def provider_config(api: Cluster, name: str) -> ProviderConfig:
+    """The provider config ``name`` with its decoded credentials.
+
+    Raises :class:`CredentialsError` when the config, its
+    ``credentials.secretRef`` or the Secret it names is missing.
+    """
+    try:
+        config = api.get(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None, str(name))
+    except NotFound:
+        raise CredentialsError(f"provider config {name!r} not found",
+                               reason="ProviderConfigMissing") from None
+    cspec = objects.spec(config)
+    sref = objects.mapping(objects.mapping(cspec.get("credentials")).get("secretRef"))
+    if not isinstance(sref.get("name"), str) or not sref["name"]:
+        raise CredentialsError(f"provider config {name!r} has no credentials.secretRef",
+                               reason="CredentialsMissing")
+    sns = str(sref.get("namespace") or "default")
+    secret = read_secret(api, sns, sref["name"])
+    if secret is None:
+        raise CredentialsError(
+            f"credentials Secret {sns}/{sref['name']} of provider config {name!r} not found",
+            reason="CredentialsMissing")
+    return ProviderConfig(name=str(name), spec=cspec, credentials=decode(secret))
+
+
+class TTLCache:
+    """Values reused for ``ttl`` seconds (``ttl`` 0: every call loads afresh).
+
+    Only successful loads are kept: an error (a missing provider config) is
+    seen again on the next pass.
+    """
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._entries: dict[Any, tuple[float, Any]] = {}
+
+    def get(self, key: Any, load: Callable[[], Any]) -> Any:
+        """The value cached under ``key``, or ``load()`` (kept for ``ttl`` seconds)."""
+        if self.ttl <= 0:
+            return load()
+        moment = time.monotonic()
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] > moment:
+            return entry[1]
+        value = load()
+        self._entries[key] = (moment + self.ttl, value)
+        return value

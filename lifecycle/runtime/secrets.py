@@ -1,0 +1,179 @@
+"""The connection Secret of a managed resource: its password and published details.
+
+A kind with ``password=True`` gets a generated password written to its
+connection Secret before the first external call, and every retry reuses it;
+after a successful pass the connection details the provider returned are
+merged into the same Secret. The Secret carries the owner's uid (and, in the
+owner's namespace, a controller ownerReference), so a Secret belonging to
+another resource is never read or overwritten.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from lifecycle.core import objects
+from lifecycle.core.errors import HandledError, TerminalError
+from lifecycle.core.kind import OWNER_UID, Kind, connection_secret_ref
+from lifecycle.kube.cluster import Cluster
+from lifecycle.kube.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
+from lifecycle.runtime.retry import retry_conflicts
+
+
+def generate_password() -> str:
+    """A random password for a new external resource (32 URL-safe characters)."""
+    return secrets.token_urlsafe(24)
+
+
+def read_secret(api: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
+    """The Secret ``namespace/name``, or None when it does not exist."""
+    try:
+        return api.get("v1", "Secret", namespace, name)
+    except NotFound:
+        return None
+
+
+def decode(secret: Mapping[str, Any]) -> dict[str, str]:
+    """A Secret's data, base64-decoded; undecodable values are skipped."""
+    out: dict[str, str] = {}
+    for key, value in objects.mapping(secret.get("data")).items():
+        try:
+            out[key] = base64.b64decode(value).decode()
+        except (ValueError, TypeError):
+            continue
+    return out
+
+
+def secret_owner(secret: Mapping[str, Any]) -> str | None:
+    """The uid of the resource a connection Secret belongs to, if any."""
+    owner = objects.annotations(secret).get(OWNER_UID)
+    if isinstance(owner, str):
+        return owner
+    for ref in objects.metadata(secret).get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
+class ConnectionSecrets:
+    """The connection Secrets one reconcile pass touches, each read at most once.
+
+    ``kind`` is the owner's kind (for its ownerReference); ``password_factory``
+    makes a new password. Make one per pass: the Secrets read are cached for
+    the pass only.
+    """
+
+    def __init__(self, api: Cluster, kind: Kind,
+                 password_factory: Callable[[], str] = generate_password) -> None:
+        self.api = api
+        self.kind = kind
+        self.password_factory = password_factory
+        self._seen: dict[tuple[str, str], dict[str, Any] | None] = {}
+
+    def read(self, owner: Mapping[str, Any], namespace: str, name: str,
+             fresh: bool = False) -> dict[str, Any] | None:
+        """The connection Secret of ``owner``, read once per pass (again when ``fresh``).
+
+        Returns a private copy; raises :class:`TerminalError`
+        ``ConnectionSecretNotOwned`` when the Secret belongs to another resource.
+        """
+        key = (namespace, name)
+        if fresh or key not in self._seen:
+            self._seen[key] = read_secret(self.api, namespace, name)
+        secret = self._seen[key]
+        if secret is None:
+            return None
+        owned = secret_owner(secret)
+        if owned is not None and owned != owner["metadata"]["uid"]:
+            raise TerminalError(
+                f"connection Secret {namespace}/{name} belongs to another resource; "
+                "choose another spec.writeConnectionSecretToRef",
+                reason="ConnectionSecretNotOwned")
+        return dict(secret)
+
+    def stored_password(self, owner: Mapping[str, Any]) -> str | None:
+        """The password recorded in ``owner``'s connection Secret, if any."""
+        secret = self.read(owner, *connection_secret_ref(owner))
+        return decode(secret).get("password") if secret else None
+
+    def password(self, owner: Mapping[str, Any], read_only: bool, forced: bool) -> str | None:
+        """The password for the client; generated and persisted first unless ``read_only``.
+
+        Persisting it before any external call also covers an adopted resource
+        that already existed: its Secret gets a password, and observe reports
+        the mismatch so update applies it.
+        """
+        if read_only:
+            return self.stored_password(owner)
+        return self.ensure_password(owner, forced)
+
+    def ensure_password(self, owner: Mapping[str, Any], forced: bool = False) -> str:
+        """Reuse the password in the connection Secret, or generate and persist one first."""
+        stored = self.stored_password(owner)
+        if stored:
+            return stored
+        password = self.password_factory()
+        self.publish(owner, {"password": password}, forced)
+        return password
+
+    def publish(self, owner: Mapping[str, Any], details: Mapping[str, str],
+                forced: bool = False) -> None:
+        """Merge ``details`` into ``owner``'s connection Secret; write only when it changed.
+
+        ``forced`` writes even an unchanged Secret. A conflicting write is
+        retried from a fresh read; an invalid Secret is a terminal error, a
+        Secret that cannot be written (missing namespace, forbidden) a
+        handled one.
+        """
+        namespace, name = connection_secret_ref(owner)
+        fresh = [False]
+
+        def attempt() -> None:
+            secret = self.read(owner, namespace, name, fresh=fresh[0])
+            fresh[0] = True
+            current = decode(secret) if secret else {}
+            wanted = {**current, **{k: str(v) for k, v in details.items()}}
+            if secret is not None and wanted == current and not forced:
+                return
+            data = {k: base64.b64encode(v.encode()).decode() for k, v in wanted.items()}
+            ownership = self._ownership(owner, namespace)
+            try:
+                if secret is None:
+                    self._seen[(namespace, name)] = self.api.create({
+                        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                        "metadata": {"name": name, "namespace": namespace, **ownership},
+                        "data": data,
+                    })
+                else:
+                    secret["data"] = data
+                    secret["metadata"] = {**secret["metadata"], **ownership}
+                    self._seen[(namespace, name)] = self.api.replace(secret)
+            except AlreadyExists:
+                # Created meanwhile: like a conflict, retried from a fresh read.
+                raise Conflict(f"Secret {namespace}/{name} was created meanwhile") from None
+            except Invalid as exc:
+                raise TerminalError(f"connection Secret {namespace}/{name} is invalid: {exc}",
+                                    reason="ConnectionSecretInvalid") from None
+            except (NotFound, Forbidden) as exc:
+                raise HandledError(f"connection Secret {namespace}/{name} cannot be written: "
+                                   f"{exc}", reason="ConnectionSecretUnavailable") from None
+
+        retry_conflicts(attempt, lambda: None, what="connection Secret write")
+
+    def _ownership(self, owner: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+        """Owner annotation always; a controller ownerReference only in the owner's namespace.
+
+        Kubernetes garbage-collects a dependent whose namespaced owner is in
+        another namespace, so a cross-namespace Secret carries only the annotation.
+        """
+        meta = owner["metadata"]
+        annotations = {OWNER_UID: meta["uid"]}
+        if self.kind.namespaced and namespace != meta.get("namespace"):
+            return {"annotations": annotations}
+        ref = {"apiVersion": self.kind.api_version, "kind": self.kind.kind,
+               "name": meta["name"], "uid": meta["uid"], "controller": True,
+               "blockOwnerDeletion": True}
+        return {"annotations": annotations, "ownerReferences": [ref]}
