@@ -1,9 +1,9 @@
-"""The resource-claim lifecycle (seed 002), and the bundled database claim.
+"""The resource-claim lifecycle, and the bundled database claim.
 
 A claim is an application team's namespaced request for a service. The
 claim reconciler (:mod:`lifecycle.runtime.claims`) observes the claim, its class and
 the managed resource it names, picks one event with
-:func:`lifecycle.runtime.claims.choose_claim_event`, and fires it through this
+:func:`lifecycle.core.claims.choose_claim_event`, and fires it through this
 machine's compiled table. Events are named after what was observed:
 
 ========= =====================================================================
@@ -38,20 +38,21 @@ import attrs
 from lifecycle.machines import database
 from statemachine import State
 
-from lifecycle.core.errors import TerminalError
-from lifecycle.core.kind import Kind
-from lifecycle.core.machine import LifecycleMachine, Timing
-from lifecycle.registry import Registration
-from lifecycle.runtime.claims import (
+from lifecycle.core.claims import (
     ClaimBinding,
+    ClaimFacts,
     ClassKind,
     ResourceClass,
     configure_from_class,
     configure_object_meta,
 )
+from lifecycle.core.errors import TerminalError
+from lifecycle.core.kind import Kind
+from lifecycle.core.machine import LifecycleMachine, Timing
+from lifecycle.registry import Registration
 
 if TYPE_CHECKING:
-    from lifecycle.runtime.claims import ClaimEffects, ClaimFacts
+    from lifecycle.runtime.claims import ClaimEffects
 
 
 class ClaimMachine(LifecycleMachine):
@@ -171,7 +172,7 @@ class ClaimMachine(LifecycleMachine):
 
 @attrs.frozen
 class DatabaseClaimParameters:
-    """The portable fields of a ``DatabaseClaim`` spec (seed 002 keeps claims small).
+    """The portable fields of a ``DatabaseClaim`` spec (kept small, so claims stay portable).
 
     ``engineVersion`` and ``storageGB`` override the class's template when set.
     """
@@ -234,11 +235,11 @@ DATABASE_BINDING = ClaimBinding(
 
 def verify_target(kind: Kind) -> object | None:
     """The crash-point explorer's target for the bundled claim kind (None for any other)."""
-    from lifecycle import verify
+    from lifecycle.providers.simcloud.verify import claim_target
 
     if kind is not DatabaseClaim:
         return None
-    return verify.claim_target(kind)
+    return claim_target(kind, DATABASE_BINDING)
 
 
 #: What this module offers to operators, the command line and the verifier.

@@ -10,14 +10,10 @@ import base64
 from typing import Any
 
 import pytest
-from lifecycle.machines.claim import ClaimMachine
+from lifecycle.machines.claim import DATABASE_BINDING, ClaimMachine
 from statemachine import State
 
-from lifecycle.core.errors import HandledError, MachineDefinitionError, TerminalError
-from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, connection_secret_ref
-from lifecycle.core.machine import validate
-from lifecycle.kube.errors import ServerError
-from lifecycle.runtime.claims import (
+from lifecycle.core.claims import (
     DEFAULT_CLASS,
     PROPAGATED_FROM,
     RELEASED,
@@ -27,13 +23,15 @@ from lifecycle.runtime.claims import (
     ResourceClass,
     ResourceView,
     choose_claim_event,
-    claim_environment,
-    claim_manifest,
-    class_manifest,
     dynamic_name,
     select_class,
 )
+from lifecycle.core.errors import HandledError, MachineDefinitionError, TerminalError
+from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, connection_secret_ref
+from lifecycle.core.machine import validate
+from lifecycle.kube.errors import ServerError
 from lifecycle.testing import database_manifest
+from lifecycle.testing.claims import claim_environment, claim_manifest, class_manifest
 
 CREDS = ("AKIDEXAMPLE", "s3cr3t")
 
@@ -230,7 +228,7 @@ def test_a_claim_machine_with_a_trap_state_is_refused() -> None:
 @pytest.fixture
 def world() -> Any:
     """Claims, classes, the managed kind and the simulated cloud on one work queue."""
-    w = claim_environment()
+    w = claim_environment(DATABASE_BINDING)
     w.env.namespace("team-a")
     w.env.namespace("team-b")
     return w

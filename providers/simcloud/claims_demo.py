@@ -16,16 +16,17 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
+from lifecycle.machines.claim import DATABASE_BINDING
 from lifecycle.providers.simcloud import SimCloud
 
 from lifecycle.core.kind import EXTERNAL_NAME, connection_secret_ref
-from lifecycle.runtime.claims import (
+from lifecycle.testing import Step
+from lifecycle.testing.claims import (
     ClaimEnvironment,
     claim_environment,
     claim_manifest,
     class_manifest,
 )
-from lifecycle.testing import Step
 
 NAMESPACE = "shop"
 CLAIM = "orders-db"
@@ -35,7 +36,7 @@ ROTATED = "rotated-by-the-dba-0001"
 def run_claim_demo(out: TextIO = sys.stdout) -> bool:
     """Run the scenario, printing each transition; True when every check held."""
     cloud = SimCloud(seed=7, create_polls=3, delete_polls=2)
-    world = claim_environment(cloud=cloud)
+    world = claim_environment(DATABASE_BINDING, cloud=cloud)
     checks: list[tuple[str, bool]] = []
 
     def say(text: str) -> None:
