@@ -1,4 +1,4 @@
-"""Parents owning sub-resources (seed 003): pure helpers, then passes on the harness.
+"""Parents owning child objects: pure helpers, then passes on the harness.
 
 The example parent, ``DatabaseApp``, owns a ConfigMap of settings and a
 DatabaseInstance that the managed reconciler drives on the simulated cloud.
@@ -14,17 +14,17 @@ import pytest
 
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.values import ResultKind
+from lifecycle.kube.objects import owned_by
 from lifecycle.runtime.children import (
+    OwnedChild,
     ParentKind,
     ParentReconciler,
-    SubResource,
     Version,
     apply_defaults,
     convert_up,
     covers,
     initialize_conditions,
     overlay,
-    owned_by,
 )
 from lifecycle.testing import simulated_environment
 
@@ -64,9 +64,9 @@ APP = ParentKind(
     kind="DatabaseApp",
     plural="databaseapps",
     versions=(Version("v1alpha1", up=v1alpha1_up), Version("v1beta1")),
-    subresources=(
-        SubResource("settings", settings, compare=("data",)),
-        SubResource("database", database, status=database_status),
+    children=(
+        OwnedChild("settings", settings, compare=("data",)),
+        OwnedChild("database", database, status=database_status),
     ),
     defaults={"database": {"engine": "postgres", "storageGB": 20},
               "settings": {"logLevel": "info"}},
@@ -182,7 +182,7 @@ def settle_database(env: Any, name: str = "shop-db") -> None:
     env.run_until_idle()
 
 
-def test_missing_subresources_are_created_owned_then_status_flows_up(world: Any) -> None:
+def test_missing_children_are_created_owned_then_status_flows_up(world: Any) -> None:
     env, parent = world
     created = env.api.create(app(settings={"theme": "dark"}))
     result = parent.reconcile("default", "shop")
@@ -250,7 +250,7 @@ def test_a_foreign_object_is_reported_not_owned_and_left_untouched(world: Any) -
     assert "ConfigMap default/shop-settings" in message and "not owned" in message
 
 
-def test_drift_of_an_owned_subresource_is_reverted(world: Any) -> None:
+def test_drift_of_an_owned_child_is_reverted(world: Any) -> None:
     env, parent = world
     env.api.create(app(settings={"theme": "dark"}))
     parent.reconcile("default", "shop")
@@ -262,7 +262,7 @@ def test_drift_of_an_owned_subresource_is_reverted(world: Any) -> None:
     assert data == {"theme": "dark", "logLevel": "info", "added": "by hand"}
 
 
-def test_a_spec_change_reaches_the_subresource(world: Any) -> None:
+def test_a_spec_change_reaches_the_child(world: Any) -> None:
     env, parent = world
     env.api.create(app())
     parent.reconcile("default", "shop")

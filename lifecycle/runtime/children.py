@@ -1,8 +1,8 @@
-"""Parents that own sub-resources (seed 003).
+"""Parents that own child objects: a kind made of other objects it creates and keeps.
 
-A parent kind declares the objects it owns (:class:`SubResource`: a
-ConfigMap, a Secret, a managed resource...). One pass of
-:class:`ParentReconciler` follows the seed's loop:
+A parent kind declares the objects it owns (:class:`OwnedChild`: a
+ConfigMap, a Secret, a managed resource...), each created with a controller
+owner reference to the parent. One pass of :class:`ParentReconciler`:
 
 1. get the parent; ignore it if it is gone or being deleted (its children
    carry owner references, so the garbage collector removes them);
@@ -10,17 +10,22 @@ ConfigMap, a Secret, a managed resource...). One pass of
    (:func:`convert_up`), apply spec defaults (:func:`apply_defaults`) and set
    every declared condition that is unset to Unknown
    (:func:`initialize_conditions`);
-3. for each sub-resource: build the desired object from the parent; if none
+3. for each owned child: build the desired object from the parent; if none
    exists, create it with a controller owner reference to the parent; if one
    exists that the parent does not own, report ``<Name>Ready=False``
    (reason ``NotOwned``) and leave it untouched; otherwise write back every
    value the parent sets in its compared fields (``spec`` or ``data``) that
    drifted, leaving values the parent does not set (late-initialised
    defaults) alone;
-4. copy each sub-resource's status into ``status.subresources.<name>`` and
-   its readiness into ``<Name>Ready``; ``Ready`` is True when all are;
-5. write status only if it changed. Defaults and conversion are never
-   written back: the stored object keeps the version its author used.
+4. copy each child's status into ``status.subresources.<name>`` and its
+   readiness into ``<Name>Ready``; ``Ready`` is True when all are;
+5. write status only if it changed, so an idle parent causes no writes and
+   no watch events. Defaults and conversion are never written back: the
+   stored object keeps the version its author used.
+
+"Child" here means an ordinary object the parent owns, not a Kubernetes
+subresource (``/status``, ``/scale``); the status key ``subresources`` and the
+``Subresources*`` condition reasons keep their established names.
 """
 
 from __future__ import annotations
@@ -33,14 +38,16 @@ from typing import Any
 import attrs
 
 from lifecycle.core import conditions as cond
+from lifecycle.core import objects
 from lifecycle.core.errors import TerminalError, UnhandledError
 from lifecycle.core.values import Condition, ConditionStatus, Result, now, rfc3339
 from lifecycle.kube.cluster import Cluster
-from lifecycle.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
+from lifecycle.kube.conflict import ConflictsExhausted, on_conflict
+from lifecycle.kube.errors import AlreadyExists, ApiError, NotFound
+from lifecycle.kube.objects import owned_by, owner_reference
 from lifecycle.kube.resources import ResourceType
 
 T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
-CONFLICT_RETRIES = 5
 
 
 def _no_status(child: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -49,22 +56,21 @@ def _no_status(child: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def ready_of(child: Mapping[str, Any]) -> ConditionStatus:
     """A child's readiness: its ``Ready`` condition if it has one, else True (it exists)."""
-    status = child.get("status") if isinstance(child.get("status"), Mapping) else {}
-    ready = cond.get(status.get("conditions") or [], cond.READY)
+    ready = cond.get(objects.status(child).get("conditions") or [], cond.READY)
     return T if ready is None else ready.status
 
 
 @attrs.frozen
-class SubResource:
-    """One object a parent owns.
+class OwnedChild:
+    """One object a parent owns (its child).
 
     ``build(parent)`` returns the desired object (``apiVersion``, ``kind``,
     ``metadata.name`` and the compared fields) from the converted, defaulted
     parent; the namespace defaults to the parent's. ``compare`` lists the
     top-level fields the parent manages: every value the desired object sets
     in them is kept (see :func:`covers`); values it does not set are left
-    alone. ``status(child)`` is what is copied into the parent's ``status.subresources.<name>``;
-    ``ready(child)`` its readiness.
+    alone. ``status(child)`` is what is copied into the parent's
+    ``status.subresources.<name>``; ``ready(child)`` its readiness.
     """
 
     name: str
@@ -75,7 +81,7 @@ class SubResource:
 
     @property
     def condition(self) -> str:
-        """The parent condition type reporting this sub-resource: ``<Name>Ready``."""
+        """The parent condition type reporting this child: ``<Name>Ready``."""
         return f"{self.name[:1].upper()}{self.name[1:]}Ready"
 
 
@@ -89,20 +95,20 @@ class Version:
 
 @attrs.frozen
 class ParentKind:
-    """A kind that owns sub-resources.
+    """A kind that owns child objects.
 
     ``versions`` are oldest first; the last is the one the reconciler works
     in, and every older one needs an ``up`` conversion. ``defaults`` are spec
     values filled in where the spec leaves them unset (nested mappings are
     merged). ``conditions`` are extra condition types initialised to Unknown
-    besides ``Ready`` and each sub-resource's ``<Name>Ready``.
+    besides ``Ready`` and each child's ``<Name>Ready``.
     """
 
     group: str
     kind: str
     plural: str
     versions: tuple[Version, ...]
-    subresources: tuple[SubResource, ...]
+    children: tuple[OwnedChild, ...]
     defaults: Mapping[str, Any] = attrs.field(factory=dict)
     conditions: tuple[str, ...] = ()
     namespaced: bool = True
@@ -113,9 +119,9 @@ class ParentKind:
         missing = [v.name for v in self.versions[:-1] if v.up is None]
         if missing:
             raise ValueError(f"{self.kind}: versions {missing} need an 'up' conversion")
-        names = [s.name for s in self.subresources]
+        names = [c.name for c in self.children]
         if len(set(names)) != len(names):
-            raise ValueError(f"{self.kind}: sub-resource names must be unique: {names}")
+            raise ValueError(f"{self.kind}: child names must be unique: {names}")
 
     @property
     def latest(self) -> str:
@@ -130,7 +136,7 @@ class ParentKind:
     @property
     def condition_types(self) -> tuple[str, ...]:
         """Every condition type the reconciler maintains on the parent."""
-        return (cond.READY, *(s.condition for s in self.subresources), *self.conditions)
+        return (cond.READY, *(c.condition for c in self.children), *self.conditions)
 
     def resource_types(self) -> list[ResourceType]:
         """One type per served version, to register with an API server."""
@@ -195,22 +201,9 @@ def overlay(actual: Any, wanted: Any) -> Any:
     return copy.deepcopy(wanted)
 
 
-def owned_by(child: Mapping[str, Any], uid: str) -> bool:
-    """Whether ``child`` lists the object with ``uid`` among its owner references."""
-    refs = (child.get("metadata") or {}).get("ownerReferences") or []
-    return any(isinstance(r, Mapping) and r.get("uid") == uid for r in refs)
-
-
-def owner_reference(parent: Mapping[str, Any]) -> dict[str, Any]:
-    """A controller owner reference to ``parent`` (as stored: its own apiVersion)."""
-    meta = parent["metadata"]
-    return {"apiVersion": parent["apiVersion"], "kind": parent["kind"], "name": meta["name"],
-            "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
-
-
 @attrs.frozen
-class Outcome:
-    """What reconciling one sub-resource found: its condition and projected status."""
+class ChildOutcome:
+    """What reconciling one child found: its condition and projected status."""
 
     name: str
     condition: Condition
@@ -218,9 +211,9 @@ class Outcome:
 
 
 class ParentReconciler:
-    """Reconciles one :class:`ParentKind`: defaults, conditions, conversion, sub-resources.
+    """Reconciles one :class:`ParentKind`: defaults, conditions, conversion, owned children.
 
-    ``ready_poll`` is the requeue interval once every sub-resource is Ready,
+    ``ready_poll`` is the requeue interval once every child is Ready,
     ``wait`` the interval while one is not (there are no watches on the
     children here, so the parent looks again).
     """
@@ -237,6 +230,8 @@ class ParentReconciler:
         """One pass over the parent ``namespace/name``, whichever version it is stored in."""
         try:
             return self._reconcile(namespace, name)
+        except ConflictsExhausted as exc:
+            raise UnhandledError(str(exc)) from exc
         except ApiError as exc:
             raise UnhandledError(f"API error during parent reconcile: {exc}") from exc
 
@@ -256,14 +251,14 @@ class ParentReconciler:
         if meta.get("deletionTimestamp"):
             return Result.done("Deleting")
         when = rfc3339(self.clock())
-        generation = meta.get("generation", 1)
-        old = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+        generation = objects.generation(obj)
+        old = objects.status(obj)
         conditions = initialize_conditions(old.get("conditions") or [],
                                            self.kind.condition_types, generation, when)
         working = convert_up(obj, self.kind)  # read from a served version, so it converts
         working["spec"] = apply_defaults(working.get("spec"), self.kind.defaults)
-        outcomes = [self._reconcile_one(obj, working, sub, generation)
-                    for sub in self.kind.subresources]
+        outcomes = [self._reconcile_one(obj, working, child, generation)
+                    for child in self.kind.children]
         statuses = [o.condition.status for o in outcomes]
         if all(s is T for s in statuses):
             ready = Condition(cond.READY, T, "SubresourcesReady", "", generation)
@@ -286,8 +281,8 @@ class ParentReconciler:
         return Result.later(self.wait, "Waiting")
 
     def _reconcile_one(self, parent: Mapping[str, Any], working: Mapping[str, Any],
-                       sub: SubResource, generation: int) -> Outcome:
-        desired = sub.build(working)
+                       spec: OwnedChild, generation: int) -> ChildOutcome:
+        desired = spec.build(working)
         meta = desired.setdefault("metadata", {})
         if self.kind.namespaced:
             meta.setdefault("namespace", parent["metadata"]["namespace"])
@@ -300,48 +295,60 @@ class ParentReconciler:
             try:
                 self.api.create(desired)
             except AlreadyExists:
-                return Outcome(sub.name, Condition(sub.condition, U, "CreateRaced",
-                                                   f"{where} appeared while creating it",
-                                                   generation))
+                return ChildOutcome(spec.name, Condition(spec.condition, U, "CreateRaced",
+                                                         f"{where} appeared while creating it",
+                                                         generation))
             self._event(parent, "Normal", "Created", f"created {where}")
-            return Outcome(sub.name, Condition(sub.condition, U, "Created", f"created {where}",
-                                               generation), {})
+            return ChildOutcome(spec.name, Condition(spec.condition, U, "Created",
+                                                     f"created {where}", generation), {})
         if not owned_by(child, parent["metadata"]["uid"]):
             message = (f"{where} exists and is not owned by {parent['kind']} "
                        f"{parent['metadata']['name']}; left untouched")
             self._event(parent, "Warning", "NotOwned", message)
-            return Outcome(sub.name, Condition(sub.condition, F, "NotOwned", message, generation))
-        if not all(covers(child.get(f), desired.get(f)) for f in sub.compare):
-            for _ in range(CONFLICT_RETRIES):
-                for f in sub.compare:
-                    child[f] = overlay(child.get(f), desired.get(f))
-                try:
-                    child = self.api.replace(child)
-                    break
-                except Conflict:
-                    child = self.api.get(desired["apiVersion"], desired["kind"],
-                                         meta.get("namespace"), meta["name"])
-            else:
-                raise UnhandledError(f"write of {where} kept conflicting")
-        status = sub.ready(child)
+            return ChildOutcome(spec.name,
+                                Condition(spec.condition, F, "NotOwned", message, generation))
+        if not all(covers(child.get(f), desired.get(f)) for f in spec.compare):
+            child = self._revert_drift(child, desired, spec.compare, where)
+        status = spec.ready(child)
         reason = {T: "Ready", F: "NotReady", U: "Pending"}[status]
-        return Outcome(sub.name, Condition(sub.condition, status, reason, "", generation),
-                       sub.status(child))
+        return ChildOutcome(spec.name, Condition(spec.condition, status, reason, "", generation),
+                       spec.status(child))
+
+    def _revert_drift(self, child: dict[str, Any], desired: Mapping[str, Any],
+                      compare: Sequence[str], where: str) -> dict[str, Any]:
+        """Write the parent's values over the child's compared fields, retrying 409s."""
+        meta = desired["metadata"]
+        current = child
+
+        def attempt() -> dict[str, Any]:
+            for f in compare:
+                current[f] = overlay(current.get(f), desired.get(f))
+            return self.api.replace(current)
+
+        def refresh() -> None:
+            nonlocal current
+            current = self.api.get(desired["apiVersion"], desired["kind"],
+                                   meta.get("namespace"), meta["name"])
+
+        return on_conflict(attempt, refresh, what=f"write of {where}")
 
     def _write_status(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
-        """Write status only if it changed (seed 003), retrying 409s on a fresh read."""
-        for _ in range(CONFLICT_RETRIES):
-            if status == obj.get("status"):
+        """Write status only if it changed, retrying 409s on a fresh read.
+
+        Stops quietly when the parent is gone by then.
+        """
+        current: dict[str, Any] | None = obj
+
+        def attempt() -> None:
+            if current is None or status == current.get("status"):
                 return
-            try:
-                self.api.replace_status({**obj, "status": status})
-                return
-            except Conflict:
-                fresh = self._get(obj["metadata"].get("namespace"), obj["metadata"]["name"])
-                if fresh is None:
-                    return
-                obj = fresh
-        raise UnhandledError("parent status write kept conflicting")
+            self.api.replace_status({**current, "status": status})
+
+        def refresh() -> None:
+            nonlocal current
+            current = self._get(obj["metadata"].get("namespace"), obj["metadata"]["name"])
+
+        on_conflict(attempt, refresh, what="parent status write")
 
     def _event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         try:
