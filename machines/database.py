@@ -41,7 +41,7 @@ def simulated_connector() -> object:
 
 def verify_target(kind: Kind) -> object:
     """The crash explorer's target: DatabaseInstance on the simulated cloud."""
-    from lifecycle.verify import simcloud_target
+    from lifecycle.providers.simcloud.verify import simcloud_target
 
     return simcloud_target(kind)
 

@@ -63,17 +63,13 @@ def kinds() -> list[tuple[Kind, PostgresConnector]]:
 def verify_target(kind: Kind) -> object | None:
     """The crash-point explorer's target for ``kind`` on the server of ``LIFECYCLE_POSTGRES_DSN``.
 
-    None when the variable is not set (``lifecycle verify`` then lists the
-    kind as skipped, saying so); a server that cannot be reached is a usage
-    error naming it.
+    Unavailable when the variable is not set (``lifecycle verify`` then lists
+    the kind as skipped, saying so); a malformed setting or a server that
+    cannot be reached is an error naming it.
     """
-    from lifecycle import verify
+    from lifecycle.providers.postgres import verify
 
-    settings = verify.postgres_settings()
-    if settings is None:
-        return None
-    settings.check()
-    return verify.postgres_target(kind, settings)
+    return verify.verify_target(kind)
 
 
 #: What this module offers to operators, the command line and the verifier.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import sys
@@ -11,12 +12,15 @@ from typing import Any
 import attrs
 import pytest
 from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.postgres.verify import POSTGRES_DSN_ENV
+from lifecycle.providers.simcloud.verify import simcloud_target
 
-from lifecycle import verify
-from lifecycle.cli import UsageError, main
+from lifecycle import registry, verify
+from lifecycle.cli import main
+from lifecycle.cli.verify import run_cli
 from lifecycle.core.kind import FINALIZER, INTENT
 from lifecycle.runtime.reconciler import Reconciler
-from lifecycle.verify import Crash, CrashPoint, explore, run_scenario, simcloud_target
+from lifecycle.verify import Crash, CrashPoint, VerifyError, explore, run_scenario
 
 
 def _create_committed(meta: dict[str, Any]) -> bool:
@@ -30,13 +34,13 @@ def _create_committed(meta: dict[str, Any]) -> bool:
 class LateFinalizerReconciler(Reconciler):
     """Deliberately broken: the finalizer is committed only after the external create."""
 
-    def _mutate(self, run: Any, change: Any) -> None:
+    def _mutate(self, pass_: Any, change: Any) -> None:
         def late(meta: dict[str, Any]) -> None:
             change(meta)
             if not _create_committed(meta) and FINALIZER in (meta.get("finalizers") or []):
                 meta["finalizers"] = [f for f in meta["finalizers"] if f != FINALIZER]
 
-        super()._mutate(run, late)
+        super()._mutate(pass_, late)
 
 
 def test_crash_is_not_an_exception() -> None:
@@ -156,17 +160,38 @@ def test_generic_creation_count_without_a_system_counter() -> None:
     assert report.ok
 
 
-def test_discover_finds_the_bundled_kind() -> None:
-    found = dict(verify.discover())
-    assert found["lifecycle.machines.database:DatabaseInstance"] is DatabaseInstance
+def test_targets_come_from_the_registry() -> None:
+    found = {r.name: r for r in registry.registrations()}
+    assert found["DatabaseInstance"].kind is DatabaseInstance
+    assert found["DatabaseInstance"].verify_target is not None
     chosen, skipped = verify.targets()
-    assert "lifecycle.machines.database:DatabaseInstance" in [t.name for t in chosen]
-    for spec, reason in skipped:
-        assert reason, spec
+    assert "DatabaseInstance" in [t.name for t in chosen]
+    for name, reason in skipped:
+        assert reason, name
+    # A named kind is labelled with the name it was asked by, so the replay command works.
+    (target,), _ = verify.targets(["lifecycle.machines.database:DatabaseInstance"])
+    assert target.kind is DatabaseInstance
+    assert target.name == "lifecycle.machines.database:DatabaseInstance"
+    (target,), _ = verify.targets(["databaseinstances"])
+    assert target.name == "databaseinstances"
+
+
+def test_kinds_without_a_target_are_skipped_with_a_reason(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    without = registry.Registration(DatabaseInstance, source="tests:without")
+    unavailable = registry.Registration(DatabaseInstance, verify_target=lambda kind: None,
+                                        source="tests:unavailable")
+    monkeypatch.setattr(registry, "registrations", lambda: [without, unavailable])
+    chosen, skipped = verify.targets()
+    assert chosen == []
+    assert [name for name, _ in skipped] == ["DatabaseInstance", "DatabaseInstance"]
+    assert "registers no verification target" in skipped[0][1]
+    assert "not available" in skipped[1][1]
+    assert all("\n" not in reason for _, reason in skipped)
 
 
 def test_targets_reject_non_kinds() -> None:
-    with pytest.raises(UsageError):
+    with pytest.raises(registry.RegistryError):
         verify.targets(["lifecycle.machines.managed:ManagedResourceMachine"])
 
 
@@ -187,15 +212,18 @@ def test_cli_bad_argument_is_one_line(capsys: pytest.CaptureFixture[str]) -> Non
 
 @pytest.fixture
 def broken_module(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A kind module whose verify_target runs the late-finalizer engine."""
+    """A kind registration whose verify_target runs the late-finalizer engine."""
     (tmp_path / "broken_kind.py").write_text(textwrap.dedent("""
         import attrs
-        from lifecycle import verify
-        from lifecycle.machines.database import DatabaseInstance as Broken
+        from lifecycle.machines.database import DatabaseInstance
+        from lifecycle.providers.simcloud.verify import simcloud_target
+        from lifecycle.registry import Registration
         from tests.test_verify import LateFinalizerReconciler
 
         def verify_target(kind):
-            return attrs.evolve(verify.simcloud_target(kind), reconciler=LateFinalizerReconciler)
+            return attrs.evolve(simcloud_target(kind), reconciler=LateFinalizerReconciler)
+
+        Broken = Registration(DatabaseInstance, verify_target=verify_target)
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
     yield "broken_kind:Broken"
@@ -214,23 +242,23 @@ def test_cli_counterexample_exits_non_zero(broken_module: str,
 def test_cli_replay_prints_the_trace(broken_module: str) -> None:
     target = verify.targets([broken_module])[0][0]
     example = next(c for c in explore(target).counterexamples if c.point is not None)
-    args = verify.argparse.Namespace(
+    args = argparse.Namespace(
         kinds=[broken_module], point=example.point.index, side=example.point.side,
         variant=example.point.variant, trace=True)
     out = io.StringIO()
-    assert verify.run_cli(args, out) == 1
+    assert run_cli(args, out) == 1
     text = out.getvalue()
     assert "engine 2 starts" in text and "problem:" in text
 
 
 def test_postgres_kinds_skipped_without_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(verify.POSTGRES_DSN_ENV, raising=False)
+    monkeypatch.delenv(POSTGRES_DSN_ENV, raising=False)
     chosen, skipped = verify.targets()
     reasons = dict(skipped)
     for name in ("Role", "Database", "Grant"):
-        assert verify.POSTGRES_DSN_ENV in reasons[f"lifecycle.machines.postgres:{name}"]
-    assert not [t for t in chosen if t.name.startswith("lifecycle.machines.postgres")]
-    with pytest.raises(UsageError, match=verify.POSTGRES_DSN_ENV):
+        assert POSTGRES_DSN_ENV in reasons[name]
+    assert not [t for t in chosen if t.name in ("Role", "Database", "Grant")]
+    with pytest.raises(VerifyError, match=POSTGRES_DSN_ENV):
         verify.targets(["lifecycle.machines.postgres:Role"])
 
 
@@ -238,7 +266,7 @@ def test_postgres_kinds_skipped_without_a_server(monkeypatch: pytest.MonkeyPatch
                                  "not a dsn ==="])
 def test_bad_postgres_dsn_is_a_usage_error(dsn: str, monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv(verify.POSTGRES_DSN_ENV, dsn)
+    monkeypatch.setenv(POSTGRES_DSN_ENV, dsn)
     assert main(["verify", "lifecycle.machines.postgres:Role"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
@@ -248,7 +276,7 @@ def test_unreachable_postgres_is_a_usage_error_without_the_password(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from lifecycle.providers.postgres.testing import free_port
 
-    monkeypatch.setenv(verify.POSTGRES_DSN_ENV,
+    monkeypatch.setenv(POSTGRES_DSN_ENV,
                        f"postgresql://admin:pw-s3cret-xyz@127.0.0.1:{free_port()}/postgres")
     assert main(["verify", "lifecycle.machines.postgres:Grant"]) == 2
     err = capsys.readouterr().err

@@ -20,7 +20,7 @@ COMMANDS = (
     "lifecycle.cli.demo",
     "lifecycle.cli.diagram",
     "lifecycle.cli.plan",
-    "lifecycle.verify",
+    "lifecycle.cli.verify",
     "lifecycle.cli.run",
     "lifecycle.cli.bench",
 )

@@ -1,0 +1,257 @@
+"""Running the scenario, with or without a crash, and exploring every crash point."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from lifecycle.core import objects
+from lifecycle.core.conditions import get as get_condition
+from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, Kind
+from lifecycle.kube.errors import NotFound
+from lifecycle.sim.apiserver import EmbeddedAPI
+from lifecycle.testing import Environment, VirtualClock
+from lifecycle.verify.crashing import CrashingAPI, CrashingConnector, TracedReconciler
+from lifecycle.verify.model import (
+    PHASES,
+    SIDES,
+    VARIANTS,
+    Checked,
+    Counterexample,
+    Crash,
+    CrashPoint,
+    ExternalSystem,
+    Recorder,
+    Report,
+    Target,
+)
+
+
+@attrs.define
+class ScenarioRun:
+    """The outcome of one scenario run: its recorder (points, trace), problems, crash phase."""
+
+    recorder: Recorder
+    problems: list[str]
+    phase_of_crash: str | None
+
+
+def _engine(target: Target, api: Any, clock: VirtualClock, connector: CrashingConnector,
+            recorder: Recorder) -> Environment:
+    """A fresh engine: new reconcilers and an empty work queue over the same store.
+
+    The managed-resource reconciler runs ``target.tracking`` (default: the
+    target's kind); ``target.extend`` adds the others (a claim reconciler).
+    """
+    managed = target.tracking or target.kind
+    env = Environment([(managed, connector)], api=api, clock=clock)
+    reconciler = target.reconciler(CrashingAPI(api, recorder), managed, connector,
+                                    clock=clock.now)
+    env.reconcilers[managed.kind] = TracedReconciler(reconciler, recorder)  # type: ignore[assignment]
+    if target.extend is not None:
+        target.extend(env, CrashingAPI(api, recorder), recorder)
+    return env
+
+
+def _enqueue_all(env: Environment, kinds: Iterable[Kind]) -> None:
+    """What a restarted operator does first: list every object and queue it."""
+    for kind in kinds:
+        items, _ = env.api.list(kind.api_version, kind.kind)
+        for obj in items:
+            meta = obj["metadata"]
+            env.enqueue(kind.kind, meta["name"], meta.get("namespace"))
+
+
+def _settle(env: Environment) -> str | None:
+    """Run the queue until idle; a non-settling queue is returned as a problem."""
+    try:
+        env.run_until_idle(max_steps=2_000)
+    except AssertionError as exc:
+        return f"did not converge: {str(exc)[:300]}"
+    return None
+
+
+def run_scenario(
+    target: Target,
+    crash: CrashPoint | None = None,
+) -> ScenarioRun:
+    """Run the scenario once, dying at ``crash`` (if any), and check every invariant."""
+    clock = VirtualClock()
+    recorder = Recorder(crash)
+    system = target.system()
+    try:
+        return _play(target, crash, clock, recorder, system)
+    finally:
+        if system.close is not None:
+            system.close()
+
+
+def _play(target: Target, crash: CrashPoint | None, clock: VirtualClock, recorder: Recorder,
+          system: ExternalSystem) -> ScenarioRun:
+    connector = CrashingConnector(system, recorder)
+    api = EmbeddedAPI(clock=clock.now, seed=system.api_seed)
+    env = _engine(target, api, clock, connector, recorder)
+    env.provider_config(credentials=system.credentials, spec=system.provider_spec or None)
+    if target.setup is not None:
+        target.setup(env, system)
+    kind = target.kind
+    manifests = {name: target.manifest(name) for name in target.objects}
+    problems: list[str] = []
+    crashed_in: str | None = None
+    deleted_while_down = False
+    for phase in PHASES:
+        recorder.phase = phase.name
+        if not deleted_while_down:
+            recorder.trace.append(f"user: {phase.name} {', '.join(target.objects)}")
+            for name in target.objects:
+                if phase.name == "create":
+                    env.apply(manifests[name])
+                elif phase.name == "update":
+                    manifests[name] = target.update(manifests[name])
+                    (target.apply or Environment.apply)(env, manifests[name])
+                else:
+                    env.delete(kind.kind, name, _namespace(manifests[name], kind))
+        try:
+            failure = _settle(env)
+        except Crash:
+            crashed_in = phase.name
+            if crash is not None and crash.variant == "delete-while-down":
+                deleted_while_down = True
+                recorder.trace.append("user (no engine running): delete "
+                                      + ", ".join(target.objects))
+                for name in target.objects:
+                    with contextlib.suppress(NotFound):  # already gone
+                        env.api.delete(kind.api_version, kind.kind,
+                                       _namespace(manifests[name], kind), name)
+            recorder.engine += 1
+            listed = " and ".join(k.kind for k in (target.listed or (kind,)))
+            recorder.trace.append(f"engine {recorder.engine} starts: lists and queues every "
+                                  f"{listed}")
+            env = _engine(target, api, clock, connector, recorder)
+            _enqueue_all(env, target.listed or (kind,))
+            try:
+                failure = _settle(env)
+            except Crash:  # only one crash is ever armed
+                failure = "crashed twice"
+        expect = "gone" if deleted_while_down else phase.expect
+        found = ([failure] if failure else []) + _check(env, target, manifests, connector, expect)
+        problems += [f"after {phase.name}: {p}" for p in found]
+        if found:
+            break
+    return ScenarioRun(recorder, problems, crashed_in)
+
+
+def _namespace(manifest: Mapping[str, Any], kind: Kind) -> str | None:
+    return (manifest["metadata"].get("namespace") or "default") if kind.namespaced else None
+
+
+def _check(env: Environment, target: Target, manifests: Mapping[str, dict[str, Any]],
+           connector: CrashingConnector, expect: str) -> list[str]:
+    """The crash-safety invariants after one phase: none created twice, none leaked, converged."""
+    kind = target.kind
+    tracking = target.tracking or kind
+    problems: list[str] = []
+    tracked: dict[str, str] = {}
+    items, _ = env.api.list(tracking.api_version, tracking.kind)
+    for obj in items:
+        external = objects.annotations(obj).get(EXTERNAL_NAME)
+        if external:
+            tracked[external] = obj["metadata"]["name"]
+    if target.converged is not None:
+        problems += target.converged(env, manifests, expect)
+    else:
+        problems += _converged(env, kind, manifests, expect)
+    existing = connector.system.names()
+    for external in sorted(existing | connector.seen):
+        created = connector.creations(external)
+        if created > 1:
+            problems.append(f"external resource {external} was created {created} times")
+    for external in sorted(existing):
+        if external not in tracked:
+            problems.append(f"external resource {external} leaked: no object tracks it")
+    return problems
+
+
+def _converged(env: Environment, kind: Kind, manifests: Mapping[str, dict[str, Any]],
+               expect: str) -> list[str]:
+    """Every managed object Ready with its generation observed, or gone."""
+    problems: list[str] = []
+    for name, manifest in manifests.items():
+        ns = _namespace(manifest, kind)
+        try:
+            obj = env.api.get(kind.api_version, kind.kind, ns, name)
+        except Exception:
+            obj = None
+        if expect == "gone":
+            if obj is not None:
+                state = objects.status(obj).get("state")
+                problems.append(f"{name} was not deleted (state={state}, "
+                                f"finalizers={obj['metadata'].get('finalizers')})")
+            continue
+        if obj is None:
+            problems.append(f"{name} vanished")
+            continue
+        status = objects.status(obj)
+        ready = get_condition(status.get("conditions") or [], "Ready")
+        generation = obj["metadata"].get("generation")
+        if status.get("state") != "ready" or ready is None or ready.status.value != "True":
+            problems.append(f"{name} did not converge to Ready (state={status.get('state')}, "
+                            f"Ready={ready.status.value if ready else None} "
+                            f"{ready.reason if ready else ''})")
+        elif status.get("observedGeneration") != generation:
+            problems.append(f"{name} is Ready but observedGeneration "
+                            f"{status.get('observedGeneration')} != generation {generation}")
+        if FINALIZER not in objects.finalizers(obj):
+            problems.append(f"{name} is not claimed (no finalizer {FINALIZER})")
+    return problems
+
+
+def explore(
+    target: Target,
+    *,
+    sides: Sequence[str] = SIDES,
+    variants: Sequence[str] = VARIANTS,
+    points: Iterable[int] | None = None,
+    on_point: Callable[[Checked, Counterexample | None], None] | None = None,
+) -> Report:
+    """Explore every side-effect point of ``target``'s scenario; return a :class:`Report`.
+
+    A first run without a crash counts the points (and must itself pass);
+    then each point (or only ``points``) is replayed for every side and
+    variant; ``on_point`` is called with each point's verdict as it is checked.
+    """
+    report = Report(target.name)
+    baseline = run_scenario(target)
+    report.points = baseline.recorder.count
+    report.operations = list(baseline.recorder.operations)
+    if baseline.problems:
+        report.counterexamples.append(Counterexample(
+            target.name, None, "no crash", tuple(baseline.problems),
+            tuple(baseline.recorder.trace)))
+    chosen = range(1, report.points + 1) if points is None else points
+    for index in chosen:
+        for variant in variants:
+            for side in sides:
+                point = CrashPoint(index, side, variant)
+                outcome = run_scenario(target, point)
+                label = outcome.recorder.crashed_at or "(point not reached)"
+                phase = (outcome.recorder.phases[index - 1]
+                         if index <= len(outcome.recorder.phases) else "-")
+                problems = list(outcome.problems)
+                if outcome.recorder.crashed_at is None:
+                    problems.append(f"crash point #{index} was not reached: the scenario is "
+                                    "not deterministic")
+                checked = Checked(point, label, phase, not problems)
+                example = None
+                if problems:
+                    example = Counterexample(target.name, point, label, tuple(problems),
+                                             tuple(outcome.recorder.trace))
+                    report.counterexamples.append(example)
+                report.checked.append(checked)
+                if on_point is not None:
+                    on_point(checked, example)
+    return report
+

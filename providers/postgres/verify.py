@@ -1,0 +1,285 @@
+"""Crash-explorer targets for the PostgreSQL kinds (Role, Database, Grant) on a real server.
+
+The server is named by ``LIFECYCLE_POSTGRES_DSN`` (a libpq URI or
+``key=value`` string naming an admin that may create roles and databases).
+Without it :func:`verify_target` raises :class:`~lifecycle.verify.Unavailable`,
+so exploring every kind lists these as skipped. Creations are counted at the
+client-server boundary by a session that wraps the provider's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import psycopg
+from lifecycle.providers.postgres.config import SESSION_OPTIONS, ServerConfig, Session
+from lifecycle.providers.postgres.database import DatabaseClient
+from lifecycle.providers.postgres.grant import GrantClient
+from lifecycle.providers.postgres.role import RoleClient
+from psycopg import conninfo, sql
+
+from lifecycle.core.kind import EXTERNAL_NAME, Kind
+from lifecycle.runtime.contract import ManagedResource, ProviderConfig
+from lifecycle.verify import ExternalSystem, Target, Unavailable, VerifyError
+
+#: Environment variable naming a PostgreSQL server for the PostgreSQL kinds.
+POSTGRES_DSN_ENV = "LIFECYCLE_POSTGRES_DSN"
+
+
+@attrs.frozen
+class PostgresSettings:
+    """Where the PostgreSQL server for the PostgreSQL kinds is, and the admin login."""
+
+    host: str
+    port: int
+    user: str
+    password: str = attrs.field(repr=False)
+    database: str = "postgres"
+    sslmode: str = "prefer"
+
+    @classmethod
+    def from_dsn(cls, dsn: str) -> PostgresSettings:
+        """Read a libpq DSN (URI or ``key=value``); a :class:`VerifyError` if it is bad."""
+        try:
+            info = conninfo.conninfo_to_dict(dsn)
+        except Exception:  # the library's message may echo the password
+            raise VerifyError(f"{POSTGRES_DSN_ENV} is not a valid PostgreSQL connection "
+                              "string") from None
+        host = str(info.get("host") or "127.0.0.1")
+        try:
+            port = int(info.get("port") or 5432)
+        except ValueError:
+            raise VerifyError(f"{POSTGRES_DSN_ENV}: the port must be a number") from None
+        if not info.get("user") or not info.get("password"):
+            raise VerifyError(f"{POSTGRES_DSN_ENV} must name a user and a password (the admin "
+                              "role that creates roles and databases)")
+        return cls(host=host, port=port, user=str(info["user"]),
+                   password=str(info["password"]), database=str(info.get("dbname") or "postgres"),
+                   sslmode=str(info.get("sslmode") or "prefer"))
+
+    def connect(self) -> Any:
+        """An autocommit admin connection (psycopg)."""
+        return psycopg.connect(host=self.host, port=self.port, user=self.user,
+                               password=self.password, dbname=self.database,
+                               sslmode=self.sslmode, connect_timeout=5, autocommit=True,
+                               application_name="lifecycle-verify", options=SESSION_OPTIONS)
+
+    def check(self) -> None:
+        """Connect once; a :class:`VerifyError` (without the password) when that fails."""
+        try:
+            self.connect().close()
+        except psycopg.Error as exc:
+            text = str(exc).replace(self.password, "***").strip().splitlines()
+            raise VerifyError(f"cannot connect to PostgreSQL at {self.host}:{self.port} as "
+                              f"{self.user!r}: {text[0] if text else type(exc).__name__}"
+                              ) from None
+
+
+_IDENT = r'("(?:[^"]|"")*"|[^\s,]+)'
+_CREATE = re.compile(r"^CREATE (?:ROLE|DATABASE) " + _IDENT)
+_GRANT = re.compile(r"^GRANT .* ON DATABASE " + _IDENT + r" TO " + _IDENT)
+
+
+def _unquote(identifier: str) -> str:
+    if identifier.startswith('"'):
+        return identifier[1:-1].replace('""', '"')
+    return identifier
+
+
+class _CountingSession:
+    """An admin session that counts what the server acknowledged creating, per name.
+
+    ``CREATE ROLE``/``CREATE DATABASE`` count for the name they create;
+    a ``GRANT`` counts for ``<role>.<database>`` when the role held no
+    explicit privilege on the database before it (it made the grant exist).
+    Only statements that returned without an error are counted; the
+    statement text (which may carry a password verifier) is never kept.
+    """
+
+    def __init__(self, session: Any, counts: dict[str, int]) -> None:
+        self._session = session
+        self._counts = counts
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    def execute(self, statement: Any, doing: str, secrets: Sequence[str | None] = ()) -> None:
+        """Run the statement through the real session, counting a successful creation."""
+        text = statement.as_string(self._session.connection)
+        created: str | None = None
+        grant = _GRANT.match(text)
+        if grant:
+            database, role = _unquote(grant.group(1)), _unquote(grant.group(2))
+            if not _held(self._session.connection, role, database):
+                created = f"{role}.{database}"
+        else:
+            create = _CREATE.match(text)
+            created = _unquote(create.group(1)) if create else None
+        self._session.execute(statement, doing, secrets)
+        if created is not None:
+            self._counts[created] = self._counts.get(created, 0) + 1
+
+    def close(self) -> None:
+        """Keep the shared connection open (the run closes it)."""
+
+
+def _held(connection: Any, role: str, database: str) -> bool:
+    """Whether ``role`` holds an explicit privilege on ``database``."""
+    row = connection.execute(
+        "SELECT count(*) FROM pg_catalog.pg_database d, "
+        "LATERAL pg_catalog.aclexplode(d.datacl) a "
+        "JOIN pg_catalog.pg_roles r ON r.oid = a.grantee "
+        "WHERE d.datname = %s AND r.rolname = %s", [database, role]).fetchone()
+    return bool(row and row[0])
+
+
+class _CountingConnector:
+    """Builds a kind's client on the run's admin connection, its session counting creations.
+
+    The provider config the engine resolved is still read and checked as
+    the real connector does; only the login is shared: every statement is
+    autocommit and carries no session state, and a crash falls between two
+    statements, never inside one, so a fresh engine re-using the connection
+    sees exactly what a new login would. It saves a login per reconcile.
+    """
+
+    def __init__(self, client_class: Any, counts: dict[str, int], connection: Any) -> None:
+        self.client_class = client_class
+        self.counts = counts
+        self.connection = connection
+
+    def connect(self, resource: ManagedResource, config: ProviderConfig) -> Any:
+        """A client whose session counts creations and whose close keeps the connection."""
+        session = Session(ServerConfig.from_provider_config(config), self.connection)
+        return self.client_class(_CountingSession(session, self.counts))
+
+
+def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> Target:
+    """Exercise one PostgreSQL kind (Role, Database or Grant) on a real server.
+
+    The server outlives every run, so each run gets its own names: the
+    target's object is ``verify-<token>`` (random per target) and each run
+    seeds the embedded API's uids at random, so the default external name
+    ``verify-<token>-<uid8>`` is new in every run. *Leaked* means a role or
+    database of this target's prefix that appeared during the run and that
+    no stored object's external-name annotation names; for a Grant, the
+    throwaway role of the run still holding a privilege on the database.
+    *Created twice* is counted at the client-server boundary: every
+    ``CREATE ROLE``/``CREATE DATABASE`` the server acknowledged for a name
+    (and every ``GRANT`` that gave the role its first privilege), and, for
+    roles and databases, every distinct OID the name was seen with. What a
+    run leaves behind is dropped once it has been checked.
+    """
+    clients = {"Role": RoleClient, "Database": DatabaseClient, "Grant": GrantClient}
+    if kind.kind not in clients:
+        raise ValueError(f"{kind.kind} is not a PostgreSQL kind")
+    client_class = clients[kind.kind]
+    token = secrets.token_hex(3)
+    prefix = f"verify-{token}"
+    state: dict[str, str] = {}
+
+    def system() -> ExternalSystem:
+        counts: dict[str, int] = {}
+        oids: dict[str, set[int]] = {}
+        admin = settings.connect()
+        run_token = secrets.token_hex(3)
+        grantee = f"{prefix}-r{run_token}"
+        state["grantee"] = grantee
+
+        def names() -> set[str]:
+            if kind.kind == "Grant":
+                held = _held(admin, grantee, settings.database)
+                return {f"{grantee}.{settings.database}"} if held else set()
+            table, column = (("pg_roles", "rolname") if kind.kind == "Role"
+                             else ("pg_database", "datname"))
+            rows = admin.execute(f"SELECT {column}, oid FROM pg_catalog.{table} "
+                                 f"WHERE starts_with({column}, %s)", [prefix + "-"]).fetchall()
+            for name, oid in rows:
+                oids.setdefault(name, set()).add(int(oid))
+            return {name for name, _ in rows if name not in before}
+
+        def creations(name: str) -> int:
+            return max(counts.get(name, 0), len(oids.get(name, ())))
+
+        def close() -> None:
+            try:
+                if kind.kind == "Grant":
+                    admin.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM {}").format(
+                        sql.Identifier(settings.database), sql.Identifier(grantee)))
+                    admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(
+                        sql.Identifier(grantee)))
+                else:
+                    for name in names():
+                        verb = "ROLE" if kind.kind == "Role" else "DATABASE"
+                        admin.execute(sql.SQL("DROP {} IF EXISTS {}").format(
+                            sql.SQL(verb), sql.Identifier(name)))
+            finally:
+                admin.close()
+
+        before: set[str] = set()
+        if kind.kind == "Grant":
+            admin.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(grantee)))
+        else:
+            before = names()
+        return ExternalSystem(
+            _CountingConnector(client_class, counts, admin), names, creations,
+            credentials={"username": settings.user, "password": settings.password},
+            provider_spec={"host": settings.host, "port": settings.port,
+                           "sslmode": settings.sslmode, "database": settings.database},
+            api_seed=secrets.randbits(64), close=close)
+
+    def manifest(name: str) -> dict[str, Any]:
+        spec: dict[str, Any]
+        metadata: dict[str, Any] = {"name": name, "namespace": "default"}
+        if kind.kind == "Role":
+            spec = {"forProvider": {"login": True, "createdb": False}}
+        elif kind.kind == "Database":
+            spec = {"forProvider": {}}
+        else:
+            grantee = state["grantee"]
+            spec = {"forProvider": {"role": grantee, "database": settings.database,
+                                    "privileges": ["CONNECT"]}}
+            metadata["annotations"] = {EXTERNAL_NAME: f"{grantee}.{settings.database}"}
+        if kind.kind != "Grant":
+            spec["writeConnectionSecretToRef"] = {"name": f"{name}-conn"}
+        return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata,
+                "spec": spec}
+
+    def update(data: dict[str, Any]) -> dict[str, Any]:
+        changed = json.loads(json.dumps(data))
+        params = changed["spec"]["forProvider"]
+        if kind.kind == "Role":
+            params["createdb"] = True
+        elif kind.kind == "Database":
+            params["connection_limit"] = 5
+        else:
+            params["privileges"] = ["CONNECT", "CREATE"]
+        return changed
+
+    return Target(kind, system, manifest, update, label=label, objects=(prefix,))
+
+
+def postgres_settings() -> PostgresSettings | None:
+    """The server named by ``LIFECYCLE_POSTGRES_DSN``, or None when it is not set."""
+    dsn = os.environ.get(POSTGRES_DSN_ENV)
+    return PostgresSettings.from_dsn(dsn) if dsn else None
+
+
+def verify_target(kind: Kind) -> Target:
+    """The target of a PostgreSQL kind on the server of ``LIFECYCLE_POSTGRES_DSN``.
+
+    :class:`~lifecycle.verify.Unavailable` when the variable is not set; a
+    :class:`~lifecycle.verify.VerifyError` naming the server when it is
+    malformed or the server cannot be reached.
+    """
+    settings = postgres_settings()
+    if settings is None:
+        raise Unavailable(f"needs a PostgreSQL server: set {POSTGRES_DSN_ENV}")
+    settings.check()
+    return postgres_target(kind, settings)

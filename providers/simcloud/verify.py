@@ -1,0 +1,174 @@
+"""Crash-explorer targets on the simulated cloud: the database kind and the claim kind.
+
+:func:`simcloud_target` exercises a kind whose parameters are the simulated
+cloud's database parameters; :func:`claim_target` exercises a claim kind
+whose managed resources are such a kind, running the claim reconciler beside
+the managed-resource reconciler. The kinds register them as their
+``verify_target``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
+
+from lifecycle.core import objects
+from lifecycle.core.claims import ClaimBinding
+from lifecycle.core.conditions import get as get_condition
+from lifecycle.core.kind import Kind
+from lifecycle.kube.errors import NotFound
+from lifecycle.testing import Environment, database_manifest
+from lifecycle.testing.claims import (
+    CLAIM_NAME,
+    CLAIM_NAMESPACE,
+    ClaimEnvironment,
+    claim_manifest,
+    class_manifest,
+)
+from lifecycle.verify import ExternalSystem, Recorder, Target, TracedReconciler
+
+
+def simcloud_target(kind: Kind, label: str = "") -> Target:
+    """Exercise a kind backed by the simulated cloud, with asynchronous operations.
+
+    Creating takes two polls, modifying and deleting one each, so every
+    phase passes through a pending provider operation.
+    """
+    def system() -> ExternalSystem:
+        cloud = SimCloud(seed=0, create_polls=2, modify_polls=1, delete_polls=1)
+        return ExternalSystem(DatabaseConnector(cloud), lambda: set(cloud.instances()),
+                              cloud.creations)
+
+    def manifest(name: str) -> dict[str, Any]:
+        data = database_manifest(name)
+        data["apiVersion"], data["kind"] = kind.api_version, kind.kind
+        return data
+
+    def update(data: dict[str, Any]) -> dict[str, Any]:
+        changed = json.loads(json.dumps(data))
+        params = changed["spec"]["forProvider"]
+        params["storage_gb"] = int(params.get("storage_gb", 20)) + 20
+        return changed
+
+    return Target(kind, system, manifest, update, label=label)
+
+
+def claim_target(kind: Kind, binding: ClaimBinding, label: str = "") -> Target:
+    """Exercise a claim kind whose managed resources live on the simulated cloud.
+
+    ``binding`` pairs the claim kind with its class kind and managed kind
+    (the bundled DatabaseClaim's binding provisions DatabaseInstances).
+
+    One default DatabaseInstanceClass (reclaim policy Delete); the claim
+    names no class, so it is defaulted, provisions a DatabaseInstance,
+    binds when that is Ready and propagates its connection Secret. The
+    update changes the claim's ``storageGB`` (a portable field, applied only
+    when provisioning, so the binding must simply survive the new
+    generation); the delete releases and deletes the managed resource. Both
+    reconcilers, the claim's and the managed resource's, write through the
+    crashing API, so every point of either is explored; a restarted engine
+    lists and queues claims and managed resources.
+
+    Converged means: after create and update, the claim is Bound with its
+    generation observed, exactly one managed resource carries the claim's
+    labels, it is the one ``spec.resourceRef`` names, its ``spec.claimRef``
+    has the claim's uid, it is Ready, and the claim's Secret exists; after
+    delete, the claim and every managed resource provisioned for it are
+    gone. External resources are tracked by the managed resources.
+    """
+    if kind is not binding.claim:
+        raise ValueError(f"{kind.kind} is not the claim kind of this binding")
+    managed = binding.managed
+    base = simcloud_target(managed)
+
+    def extend(env: Environment, api: Any, recorder: Recorder) -> None:
+        claims = ClaimEnvironment(env, binding)
+        claims.reconciler.api = api
+        informed = env.reconcilers[kind.kind]
+        informed.inner = TracedReconciler(claims.reconciler, recorder)  # type: ignore[attr-defined]
+
+    def setup(env: Environment, system: ExternalSystem) -> None:
+        env.api.create(class_manifest("standard", default=True, class_kind=binding.resource_class))
+
+    def manifest(name: str) -> dict[str, Any]:
+        return claim_manifest(name, secret_name=f"{name}-db", claim_kind=kind, storageGB=30)
+
+    def update(data: dict[str, Any]) -> dict[str, Any]:
+        changed = json.loads(json.dumps(data))
+        changed["spec"]["storageGB"] = 50
+        return changed
+
+    def apply(env: Environment, data: dict[str, Any]) -> None:
+        """Change only the fields the user wrote; keep classRef and resourceRef."""
+        meta = data["metadata"]
+        stored = env.api.get(kind.api_version, kind.kind, meta["namespace"], meta["name"])
+        stored["spec"] = {**objects.spec(stored), **data["spec"]}
+        env.api.replace(stored)
+        env.enqueue(kind.kind, meta["name"], meta["namespace"])
+
+    def converged(env: Environment, manifests: Mapping[str, dict[str, Any]],
+                  expect: str) -> list[str]:
+        problems: list[str] = []
+        resources, _ = env.api.list(managed.api_version, managed.kind)
+        for name, data in manifests.items():
+            ns = data["metadata"]["namespace"]
+            mine = sorted(
+                f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o in resources
+                if objects.labels(o).get(CLAIM_NAME) == name
+                and objects.labels(o).get(CLAIM_NAMESPACE) == ns)
+            try:
+                claim = env.api.get(kind.api_version, kind.kind, ns, name)
+            except NotFound:
+                claim = None
+            if expect == "gone":
+                if claim is not None:
+                    problems.append(f"claim {name} was not deleted (state="
+                                    f"{(claim.get('status') or {}).get('state')}, finalizers="
+                                    f"{claim['metadata'].get('finalizers')})")
+                if mine:
+                    problems.append(f"managed resource(s) {', '.join(mine)} of claim {name} "
+                                    "left behind (reclaim policy Delete)")
+                continue
+            if claim is None:
+                problems.append(f"claim {name} vanished")
+                continue
+            if len(mine) != 1:
+                problems.append(f"{len(mine)} managed resources provisioned for claim {name}: "
+                                f"{', '.join(mine) or 'none'}")
+            status = objects.status(claim)
+            ready = get_condition(status.get("conditions") or [], "Ready")
+            if status.get("state") != "bound" or ready is None or ready.status.value != "True":
+                problems.append(f"claim {name} did not bind (state={status.get('state')}, "
+                                f"Ready={ready.status.value if ready else None} "
+                                f"{ready.reason if ready else ''})")
+            elif status.get("observedGeneration") != claim["metadata"].get("generation"):
+                problems.append(f"claim {name} is Bound but observedGeneration "
+                                f"{status.get('observedGeneration')} != generation "
+                                f"{claim['metadata'].get('generation')}")
+            ref = objects.mapping(objects.spec(claim).get("resourceRef"))
+            try:
+                resource = env.api.get(managed.api_version, managed.kind,
+                                       ref.get("namespace"), ref.get("name", ""))
+            except NotFound:
+                resource = None
+            if resource is None:
+                problems.append(f"claim {name} names no existing managed resource ({ref})")
+            else:
+                claim_ref = objects.mapping(objects.spec(resource).get("claimRef"))
+                if claim_ref.get("uid") != claim["metadata"]["uid"]:
+                    problems.append(f"managed resource {ref.get('name')} does not point back "
+                                    f"at claim {name} (claimRef={claim_ref})")
+                if objects.status(resource).get("state") != "ready":
+                    problems.append(f"managed resource {ref.get('name')} is not Ready")
+            try:
+                env.api.get("v1", "Secret", ns, data["spec"]["writeConnectionSecretToRef"]["name"])
+            except NotFound:
+                problems.append(f"claim {name} has no propagated connection Secret")
+        return problems
+
+    return Target(kind, base.system, manifest, update, label=label, objects=("app",),
+                  setup=setup, extend=extend, listed=(kind, managed), tracking=managed,
+                  apply=apply, converged=converged)
