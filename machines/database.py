@@ -1,7 +1,9 @@
 """A database instance on the simulated cloud: the smallest complete kind.
 
-The whole kind: a machine subclass tuning its intervals, and a Kind binding
-the machine to its parameters. The client lives in :mod:`lifecycle.providers.simcloud`.
+The whole kind: a machine subclass tuning its intervals, a Kind binding the
+machine to its parameters, and the registration through which operators, the
+command line and the crash explorer find it (the ``lifecycle.kinds`` entry
+point ``database``). The client lives in :mod:`lifecycle.providers.simcloud`.
 """
 
 from __future__ import annotations
