@@ -26,7 +26,7 @@ def ready(env: Environment, name: str = "db", **params: Any) -> dict[str, Any]:
 
 
 def external(env: Environment, name: str = "db") -> str:
-    """The external name the object was claimed with."""
+    """The external name the object took ownership with (its external-name annotation)."""
     return env.get(KIND, name)["metadata"]["annotations"][EXTERNAL_NAME]
 
 

@@ -1,11 +1,28 @@
-"""The pure core: event choice from facts, and the requeue matrix. No fakes needed."""
+"""The pure core: event choice from facts, the decided transition, and the requeue matrix."""
 
 from __future__ import annotations
 
 import pytest
+from lifecycle.machines.managed import ManagedResourceMachine as M
 
-from lifecycle.core.decide import Facts, ReconcilePolicy, choose_event, poll_interval, requeue
-from lifecycle.core.errors import ExternalError, HandledError, Severity, TerminalError, Throttled
+from lifecycle.core.decide import (
+    Choice,
+    Facts,
+    ReconcilePolicy,
+    choose_event,
+    decide,
+    poll_interval,
+    requeue,
+    transit,
+)
+from lifecycle.core.errors import (
+    CredentialsError,
+    ExternalError,
+    HandledError,
+    Severity,
+    TerminalError,
+    Throttled,
+)
 from lifecycle.core.machine import Timing
 from lifecycle.core.values import Observation, ProviderStatus, ResultKind
 
@@ -67,7 +84,7 @@ TIMING = Timing(poll=60.0, jitter=0.1, wait={"creating": 5.0, "deleting": 2.0})
 @pytest.mark.parametrize(
     ("kwargs", "kind", "after"),
     [
-        # Requeue matrix rows (SPEC section 3).
+        # Rows of the requeue matrix.
         ({"state": "ready", "dirty": True}, ResultKind.REQUEUE_NOW, 0.0),
         ({"state": "failed", "error": ExternalError("x")}, ResultKind.BACKOFF, 0.0),
         ({"state": "failed", "error": Throttled("slow", retry_after=9)}, ResultKind.BACKOFF, 9.0),
@@ -111,3 +128,39 @@ def test_wait_event_in_a_state_without_interval_uses_default_wait() -> None:
     assert (result.kind, result.after) == (ResultKind.REQUEUE_AFTER, TIMING.default_wait)
     polled = requeue(state="provisioning", final=False, timing=TIMING, key="k")
     assert polled.after != TIMING.default_wait
+
+
+# ------------------------------------------------------------ decide: event and transition
+def test_decide_takes_the_transition_of_the_chosen_event() -> None:
+    d = decide(M, Facts("ready", observation=DRIFTED))
+    assert d.choice.event == "update" and d.transition is not None
+    assert (d.source, d.transition.target) == ("ready", "updating")
+    assert d.actions == ("update_external",) and d.error is None
+
+
+def test_decide_remembers_which_operation_failed() -> None:
+    assert decide(M, Facts("ready", error=ExternalError("x"))).failed_operation == "observe"
+    assert decide(M, Facts("ready", error=CredentialsError("x"))).failed_operation == "connect"
+    # The provider reports a failure: the operation under way is remembered,
+    # and the fail edge runs no actions.
+    d = decide(M, Facts("creating", observation=BROKEN))
+    assert d.transition is not None and d.transition.target == "failed"
+    assert d.error is not None and d.error.reason == "ProviderFailed"
+    assert d.failed_operation == "create" and d.actions == ()
+
+
+def test_an_event_the_state_does_not_allow_is_a_handled_error() -> None:
+    d = transit(M, "deleting", Choice("create", "CreateRequested"), Facts("deleting"))
+    assert d.transition is None and d.actions == ()
+    assert d.error is not None and d.error.reason == "EventNotAllowed"
+
+
+def test_a_guard_that_raises_is_a_handled_error_naming_only_its_class() -> None:
+    class Touchy(M):
+        def failed_during_update(self, facts: Facts) -> bool:
+            raise RuntimeError("secret detail")
+
+    d = decide(Touchy, Facts("failed", observation=PENDING))
+    assert d.transition is None and d.failed_operation == "guard"
+    assert d.error is not None and d.error.reason == "GuardError"
+    assert "secret detail" not in d.error.message and "RuntimeError" in d.error.message

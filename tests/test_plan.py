@@ -5,13 +5,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from helpers import KIND, make, ready
+from lifecycle.machines.database import DatabaseInstance
 from lifecycle.machines.managed import ManagedResourceMachine as M
 
 from benchmarks import hot_path
 from lifecycle.core.errors import ExternalError
-from lifecycle.core.kind import FINALIZER
+from lifecycle.core.kind import FINALIZER, OPERATION, PAUSED
 from lifecycle.core.plan import plan, restore
 from lifecycle.core.values import Observation, ProviderStatus, ResultKind
+from lifecycle.testing import database_manifest
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -99,3 +102,43 @@ def test_plan_command_errors_are_one_line(tmp_path, capsys) -> None:
     dump.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
     assert main(["plan", "--object", str(dump)]) == 2
     assert "no bundled kind" in capsys.readouterr().err
+
+
+def test_plan_reads_a_malformed_generation_as_the_reconciler_does() -> None:
+    broken = obj("ready")
+    broken["metadata"]["generation"] = "7"
+    p = plan(M, broken, observation=Observation(exists=True), now=NOW)
+    assert p.settled.status["observedGeneration"] == 1
+
+
+def test_plan_predicts_what_the_reconciler_writes() -> None:
+    # The dry run and the reconciler share one decision and one conclusion:
+    # the plan of a drifted object is exactly what the next pass does.
+    env, _ = make()
+    ready(env, storage_gb=20)
+    env.apply(database_manifest("db", storage_gb=40))
+    stored = env.get(KIND, "db")
+    p = plan(DatabaseInstance.machine, stored,
+             observation=Observation(exists=True, up_to_date=False), now=env.clock.now())
+    env.reconcile(KIND, "db")
+    after = env.get(KIND, "db")["status"]
+    assert p.target == after["state"] == "updating"
+    for type_ in ("Ready", "Synced", "Updating"):
+        planned = next(c for c in p.settled.status["conditions"] if c["type"] == type_)
+        written = next(c for c in after["conditions"] if c["type"] == type_)
+        assert (planned["status"], planned["reason"]) == (written["status"], written["reason"])
+    assert p.settled.status["history"][-1] == after["history"][-1]
+
+
+def test_held_and_stopped_passes_conclude_without_an_event() -> None:
+    paused = obj("ready")
+    paused["metadata"]["annotations"] = {PAUSED: "true"}
+    p = plan(M, paused, observation=Observation(exists=True), now=NOW)
+    assert (p.choice.event, p.result.reason) == (None, "Paused")
+    synced = next(c for c in p.settled.status["conditions"] if c["type"] == "Synced")
+    assert synced["reason"] == "ReconcilePaused" and PAUSED in synced["message"]
+    ignored = obj("ready")
+    ignored["metadata"]["annotations"] = {OPERATION: "ignore"}
+    p = plan(M, ignored, observation=Observation(exists=True), now=NOW)
+    assert (p.choice.event, p.result.reason, p.settled.status) == (None, "Ignored",
+                                                                   {"state": "ready"})

@@ -1,4 +1,4 @@
-"""The generic reconciler through the harness: every step of SPEC section 2.
+"""The generic reconciler through the harness: every step of one pass, in order.
 
 Each test drives the bundled DatabaseInstance kind on the embedded cluster and
 the simulated cloud, and asserts state, conditions, result and cloud calls.
@@ -7,6 +7,7 @@ the simulated cloud, and asserts state, conditions, result and cloud calls.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -23,8 +24,10 @@ from lifecycle.core.kind import (
     PAUSED,
     RECONCILE_POLICY,
 )
-from lifecycle.core.values import ResultKind
+from lifecycle.core.values import Creation, Intent, ResultKind
 from lifecycle.kube.errors import Conflict, ServerError, TooManyRequests
+from lifecycle.runtime.contract import ManagedResource
+from lifecycle.runtime.effects import Effects, next_intent
 from lifecycle.testing import Environment, database_manifest
 
 
@@ -223,8 +226,8 @@ def test_deletion_that_orphans(annotations, deletion_policy) -> None:
     assert name in cloud.instances()
 
 
-# ---------------------------------------------------------- step 5: claim
-def test_claim_is_committed_before_any_external_call() -> None:
+# ------------------------------------------------- step 5: take ownership
+def test_finalizer_and_name_are_acquired_before_any_external_call() -> None:
     env, cloud = make()
     env.apply(database_manifest("db"))
     seen: list[int] = []
@@ -634,3 +637,50 @@ def test_supporting_reads_are_reused_for_reads_ttl_and_errors_are_not() -> None:
     fresh = Reconciler(env.api, DatabaseInstance, DatabaseConnector(cloud), clock=env.clock.now)
     fresh.reconcile("default", "db")
     assert cond(env, "Failed") == ("True", "ProviderConfigMissing")
+
+
+# ------------------------------------------------------- effects, intent journal
+class _Port:
+    """An ObjectPort over a plain dict of annotations, recording every commit."""
+
+    def __init__(self) -> None:
+        self.committed: dict[str, str] = {}
+        self.log: list[tuple[str, str]] = []
+
+    def annotations(self) -> dict[str, str]:
+        return self.committed
+
+    def annotate(self, key: str, value: str) -> None:
+        self.committed[key] = value
+        self.log.append((key, value))
+
+
+def test_effects_journal_each_call_through_the_object_port() -> None:
+    calls: list[str] = []
+
+    class Client:
+        def create(self, r: ManagedResource) -> Creation:
+            calls.append(r.idempotency_key)
+            return Creation(connection={"host": "h"}, external_name="assigned-7")
+
+    resource = ManagedResource(kind=KIND, namespace="default", name="db", uid="u-1",
+                               generation=3, external_name="db-x", parameters=None)
+    port = _Port()
+    effects = Effects(Client(), resource, port,  # type: ignore[arg-type]
+                      lambda: datetime(2026, 1, 1, tzinfo=UTC))
+    effects.create()
+    intents = [json.loads(v) for k, v in port.log if k == INTENT]
+    assert [i["outcome"] for i in intents] == ["pending", "succeeded"]
+    assert calls == [intents[0]["key"]] == ["u-1/create/3/1"]
+    assert port.committed[EXTERNAL_NAME] == "assigned-7" == effects.external_name
+    assert (effects.operation, effects.connection) == ("create", {"host": "h"})
+
+
+def test_a_pending_intent_is_resumed_and_a_new_one_gets_a_new_key() -> None:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    pending = Intent("create", "u/create/2/4", 2, "2026-01-01T00:00:00Z")
+    assert next_intent(pending, "create", "u", 2, at) is pending
+    assert next_intent(pending, "update", "u", 2, at).key == "u/update/2/5"
+    done = Intent("create", "u/create/2/4", 2, "2026-01-01T00:00:00Z", outcome="succeeded")
+    assert next_intent(done, "create", "u", 2, at).key == "u/create/2/5"
+    assert next_intent(None, "delete", "u", 9, at).key == "u/delete/9/1"

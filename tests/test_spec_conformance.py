@@ -1,11 +1,13 @@
-"""The engine core checked clause by clause against SPEC sections 1-5 and 7.
+"""The engine core checked rule by rule against its documented behaviour.
 
-Each test is named after the SPEC clause it checks and asserts the behaviour
-the contract (or an operator author reading it) expects. Tests marked
+Each test is named after the rule it checks (ownership and policies, the
+reconcile annotation, late initialisation, requeue results, conditions,
+crash safety, the intent journal, the dry-run plan) and asserts what an
+operator author reading docs/concepts.md expects. Tests marked
 ``xfail(strict=True)`` record a deviation the engine still has: they assert
-the SPEC behaviour and fail today; when the engine is fixed the mark must go
-(strict mode turns an unexpected pass into a failure). Behaviour already
-covered by ``tests/test_reconciler.py`` is not repeated here.
+the documented behaviour and fail today; when the engine is fixed the mark
+must go (strict mode turns an unexpected pass into a failure). Behaviour
+already covered by ``tests/test_reconciler.py`` is not repeated here.
 """
 
 from __future__ import annotations
@@ -86,8 +88,8 @@ class Wrapped:
         return Client()
 
 
-# ------------------------------------------------------------- SPEC 2.3
-def test_spec_2_3_object_in_foreign_namespace_is_never_touched_even_when_forced() -> None:
+# -------------------------------------------------------- ownership and policy
+def test_object_in_foreign_namespace_is_never_touched_even_when_forced() -> None:
     env, cloud = make()
     env.namespace("team-a", {OWNER: "other-operator"})
     env.apply(database_manifest("db", namespace="team-a", annotations={OPERATION: "reconcile"}))
@@ -100,7 +102,7 @@ def test_spec_2_3_object_in_foreign_namespace_is_never_touched_even_when_forced(
     assert cloud.calls == []
 
 
-def test_spec_2_3_unknown_object_policy_falls_back_past_a_namespace_skip() -> None:
+def test_unknown_object_policy_falls_back_past_a_namespace_skip() -> None:
     env, cloud = make()
     env.namespace("team", {RECONCILE_POLICY: "skip"})
     env.apply(database_manifest("db", namespace="team", annotations={RECONCILE_POLICY: "skp"}))
@@ -110,8 +112,8 @@ def test_spec_2_3_unknown_object_policy_falls_back_past_a_namespace_skip() -> No
     assert cloud.count("create") == 0
 
 
-# ------------------------------------------------------------- SPEC 2.2
-def test_spec_2_2_reconcile_annotation_forces_the_update_shortcut() -> None:
+# ---------------------------------------------------- the reconcile annotation
+def test_reconcile_annotation_forces_the_update_shortcut() -> None:
     env, cloud = make()
     ready(env)
     env.apply(database_manifest("db", annotations={OPERATION: "reconcile"}))
@@ -119,8 +121,8 @@ def test_spec_2_2_reconcile_annotation_forces_the_update_shortcut() -> None:
     assert cloud.count("modify") == 1  # the spec is re-applied even though observe says in sync
 
 
-# ------------------------------------------------------------- SPEC 2.8 skip
-def test_spec_2_8_skip_policy_does_not_fabricate_a_connection_password() -> None:
+# ------------------------------------------------------- reconcile policy skip
+def test_skip_policy_does_not_fabricate_a_connection_password() -> None:
     env, cloud = make(create_polls=0)
     cloud.create_instance(("AKIDEXAMPLE", "s3cr3t"), "legacy",
                           {"engine": "postgres", "storage_gb": 20}, password="the-real-password")
@@ -135,7 +137,7 @@ def test_spec_2_8_skip_policy_does_not_fabricate_a_connection_password() -> None
     assert secret.get("password") in (None, cloud.password_of("legacy"))
 
 
-def test_spec_2_8_skip_policy_does_not_late_initialise_the_spec() -> None:
+def test_skip_policy_does_not_late_initialise_the_spec() -> None:
     env, cloud = make(create_polls=0)
     cloud.create_instance(("AKIDEXAMPLE", "s3cr3t"), "legacy",
                           {"engine": "postgres", "storage_gb": 20}, password="the-real-password")
@@ -147,8 +149,8 @@ def test_spec_2_8_skip_policy_does_not_late_initialise_the_spec() -> None:
     assert obj["metadata"]["generation"] == 1
 
 
-# ------------------------------------------------------------- SPEC 2.10
-def test_spec_2_10_late_init_conflict_never_loses_the_users_write() -> None:
+# --------------------------------------------------------- late initialisation
+def test_late_init_conflict_never_loses_the_users_write() -> None:
     env, _ = make(create_polls=0)
     env.apply(database_manifest("db"))
     env.reconcile(KIND, "db")  # creates; the next observe reports the default version
@@ -170,8 +172,8 @@ def test_spec_2_10_late_init_conflict_never_loses_the_users_write() -> None:
     assert env.get(KIND, "db")["spec"]["forProvider"]["version"] == "16"
 
 
-# ------------------------------------------------------------- SPEC 3
-def test_spec_3_late_init_that_does_not_persist_is_not_a_hot_loop() -> None:
+# ------------------------------------------------------------- requeue results
+def test_late_init_that_does_not_persist_is_not_a_hot_loop() -> None:
     env, _ = make(create_polls=0)
     real_replace = env.api.replace
 
@@ -187,7 +189,7 @@ def test_spec_3_late_init_that_does_not_persist_is_not_a_hot_loop() -> None:
     assert [r.kind for r in results].count(ResultKind.REQUEUE_NOW) <= 1
 
 
-def test_spec_3_missing_connection_secret_namespace_is_a_handled_error() -> None:
+def test_missing_connection_secret_namespace_is_a_handled_error() -> None:
     env, cloud = make()
     manifest = database_manifest("db")
     manifest["spec"]["writeConnectionSecretToRef"] = {"name": "db-conn", "namespace": "nowhere"}
@@ -200,7 +202,7 @@ def test_spec_3_missing_connection_secret_namespace_is_a_handled_error() -> None
     assert cloud.count("create") == 0
 
 
-def test_spec_4_invalid_connection_secret_name_is_a_handled_error() -> None:
+def test_invalid_connection_secret_name_is_a_handled_error() -> None:
     env, _ = make()
     manifest = database_manifest("db")
     manifest["spec"]["writeConnectionSecretToRef"] = {"name": "Not_A_Valid_Name"}
@@ -211,7 +213,7 @@ def test_spec_4_invalid_connection_secret_name_is_a_handled_error() -> None:
     assert "Not_A_Valid_Name" in env.condition(KIND, "db", "Synced").message
 
 
-def test_spec_3_terminal_error_while_deleting_is_retried() -> None:
+def test_terminal_error_while_deleting_is_retried() -> None:
     env, cloud = make()
     ready(env)
     cloud.fail_next("delete", CloudInvalidParameter("deletion protection is enabled"))
@@ -223,8 +225,8 @@ def test_spec_3_terminal_error_while_deleting_is_retried() -> None:
     assert not env.exists(KIND, "db")
 
 
-# ------------------------------------------------------------- SPEC 2.6 / 2.7: escapes
-def test_spec_2_6_malformed_provider_config_is_a_handled_error() -> None:
+# ----------------------------------------------- errors escaping provider code
+def test_malformed_provider_config_is_a_handled_error() -> None:
     env, cloud = make()
     config = env.api.get(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None, "default")
     config["spec"]["credentials"] = {"secretRef": "default-credentials"}
@@ -238,7 +240,7 @@ def test_spec_2_6_malformed_provider_config_is_a_handled_error() -> None:
 
 
 @pytest.mark.parametrize("garbage", [None, {"exists": True}])
-def test_spec_2_7_observe_returning_garbage_is_a_handled_error(garbage: Any) -> None:
+def test_observe_returning_garbage_is_a_handled_error(garbage: Any) -> None:
     cloud = SimCloud(seed=1)
     env = with_connector(Wrapped(cloud, observe=lambda real, res: garbage))
     env.apply(database_manifest("db"))
@@ -247,8 +249,8 @@ def test_spec_2_7_observe_returning_garbage_is_a_handled_error(garbage: Any) -> 
     assert step.result.kind is ResultKind.BACKOFF
 
 
-# ------------------------------------------------------------- SPEC 4
-def test_spec_4_informational_error_does_not_fail_the_resource() -> None:
+# ------------------------------------------------------- conditions and status
+def test_informational_error_does_not_fail_the_resource() -> None:
     def update(real: Any, res: ManagedResource) -> None:
         real(res)
         raise HandledError("maintenance window starts in 1h", reason="MaintenanceScheduled",
@@ -264,7 +266,7 @@ def test_spec_4_informational_error_does_not_fail_the_resource() -> None:
     assert env.state(KIND, "db") == "ready"
 
 
-def test_spec_4_new_generation_keeps_ready_unknown_until_observed() -> None:
+def test_new_generation_keeps_ready_unknown_until_observed() -> None:
     env, cloud = make()
     ready(env)
     cloud.fail_next("describe", CloudUnavailable("down"), times=2)
@@ -275,7 +277,7 @@ def test_spec_4_new_generation_keeps_ready_unknown_until_observed() -> None:
     assert ready_cond.status.value == "Unknown"
 
 
-def test_spec_4_new_generation_while_paused_resets_ready_to_unknown() -> None:
+def test_new_generation_while_paused_resets_ready_to_unknown() -> None:
     env, _ = make()
     ready(env)
     env.apply(database_manifest("db", storage_gb=30, annotations={PAUSED: "true"}))
@@ -285,7 +287,7 @@ def test_spec_4_new_generation_while_paused_resets_ready_to_unknown() -> None:
     assert env.condition(KIND, "db", "Ready").status.value == "Unknown"
 
 
-def test_spec_4_condition_reasons_are_always_camel_case() -> None:
+def test_condition_reasons_are_always_camel_case() -> None:
     def observe(real: Any, res: ManagedResource) -> Observation:
         raise HandledError("quota exceeded in region", reason="quota exceeded")
 
@@ -296,8 +298,8 @@ def test_spec_4_condition_reasons_are_always_camel_case() -> None:
         assert REASON.match(c["reason"]), c
 
 
-# ------------------------------------------------------------- SPEC 5
-def test_spec_5_connection_secret_of_another_resource_is_not_taken_over() -> None:
+# ------------------------------ crash safety, connection Secret, external name
+def test_connection_secret_of_another_resource_is_not_taken_over() -> None:
     env, cloud = make()
     ready(env, "first")
     theirs = env.secret("first-conn")
@@ -310,7 +312,7 @@ def test_spec_5_connection_secret_of_another_resource_is_not_taken_over() -> Non
     assert second not in cloud.instances() or cloud.password_of(second) != theirs["password"]
 
 
-def test_spec_5_no_cross_namespace_owner_reference_on_connection_secret() -> None:
+def test_no_cross_namespace_owner_reference_on_connection_secret() -> None:
     env, _ = make()
     env.namespace("apps")
     manifest = database_manifest("db")
@@ -322,7 +324,7 @@ def test_spec_5_no_cross_namespace_owner_reference_on_connection_secret() -> Non
     assert all(ref.get("uid") != uid for ref in secret["metadata"].get("ownerReferences") or [])
 
 
-def test_spec_5_changing_the_external_name_after_claim_leaks_nothing() -> None:
+def test_changing_the_external_name_after_acquiring_leaks_nothing() -> None:
     env, cloud = make()
     ready(env)
     first = external(env)
@@ -332,7 +334,7 @@ def test_spec_5_changing_the_external_name_after_claim_leaks_nothing() -> None:
     assert list(cloud.instances()) == [first]
 
 
-def test_spec_2_5_create_can_record_a_provider_assigned_id() -> None:
+def test_create_can_record_a_provider_assigned_id() -> None:
     instances: dict[str, dict[str, Any]] = {}
 
     class IdCloudClient:
@@ -364,8 +366,8 @@ def test_spec_2_5_create_can_record_a_provider_assigned_id() -> None:
     assert external(env) == "i-1"
 
 
-# ------------------------------------------------------------- SPEC 7: intent journal
-def test_spec_7_a_new_create_intent_gets_a_new_idempotency_key() -> None:
+# -------------------------------------------------------------- intent journal
+def test_a_new_create_intent_gets_a_new_idempotency_key() -> None:
     cloud = SimCloud(seed=1)
     connector = Wrapped(cloud)
     env = with_connector(connector)
@@ -379,7 +381,7 @@ def test_spec_7_a_new_create_intent_gets_a_new_idempotency_key() -> None:
     assert keys[0] != keys[1]
 
 
-def test_spec_7_a_new_update_intent_gets_a_new_idempotency_key() -> None:
+def test_a_new_update_intent_gets_a_new_idempotency_key() -> None:
     cloud = SimCloud(seed=1)
     connector = Wrapped(cloud)
     env = with_connector(connector)
@@ -393,8 +395,8 @@ def test_spec_7_a_new_update_intent_gets_a_new_idempotency_key() -> None:
     assert keys[0] != keys[1]
 
 
-# ------------------------------------------------------------- SPEC 7: max time per state
-def test_spec_7_stuck_counts_from_when_the_operation_started() -> None:
+# ---------------------------------------------------------- max time per state
+def test_stuck_counts_from_when_the_operation_started() -> None:
     env, cloud = make(create_polls=10_000)
     env.apply(database_manifest("db"))
     env.reconcile(KIND, "db")
@@ -408,7 +410,7 @@ def test_spec_7_stuck_counts_from_when_the_operation_started() -> None:
     assert stuck is not None and stuck.status.value == "True"
 
 
-# ------------------------------------------------------------- SPEC 7: plan
+# ------------------------------------------------------------ the dry-run plan
 def _deleting_obj(**spec: Any) -> dict[str, Any]:
     return {
         "metadata": {"name": "db", "uid": "u", "generation": 1, "finalizers": [FINALIZER],
@@ -418,13 +420,13 @@ def _deleting_obj(**spec: Any) -> dict[str, Any]:
     }
 
 
-def test_spec_7_plan_agrees_with_the_reconciler_on_orphan_deletion() -> None:
+def test_plan_agrees_with_the_reconciler_on_orphan_deletion() -> None:
     p = plan(DatabaseInstance.machine, _deleting_obj(deletionPolicy="Orphan"),
              observation=Observation(exists=True), now=datetime(2026, 1, 1, tzinfo=UTC))
     assert p.choice.event == "orphan"
 
 
-def test_spec_7_plan_agrees_with_the_reconciler_on_ignore() -> None:
+def test_plan_agrees_with_the_reconciler_on_ignore() -> None:
     obj = _deleting_obj()
     obj["metadata"]["annotations"] = {OPERATION: "ignore"}
     p = plan(DatabaseInstance.machine, obj, observation=Observation(exists=True),
@@ -433,8 +435,8 @@ def test_spec_7_plan_agrees_with_the_reconciler_on_ignore() -> None:
     assert p.result.kind is ResultKind.DONE
 
 
-# ------------------------------------------------------------- conforming, not yet covered
-def test_spec_10_repeated_identical_failure_writes_no_status() -> None:
+# ------------------------------------------------- conforming, not yet covered
+def test_repeated_identical_failure_writes_no_status() -> None:
     env, cloud = make()
     ready(env)
     cloud.fail_next("describe", CloudUnavailable("down"), times=3)
@@ -445,7 +447,7 @@ def test_spec_10_repeated_identical_failure_writes_no_status() -> None:
     assert env.api.stats["replace_status"] == writes
 
 
-def test_spec_2_4_skip_policy_on_deletion_leaves_the_external_resource() -> None:
+def test_skip_policy_on_deletion_leaves_the_external_resource() -> None:
     env, cloud = make()
     ready(env)
     name = external(env)
@@ -456,7 +458,7 @@ def test_spec_2_4_skip_policy_on_deletion_leaves_the_external_resource() -> None
     assert name in cloud.instances() and cloud.count("delete") == 0
 
 
-def test_spec_1_delete_preempts_a_create_in_flight_without_leaking() -> None:
+def test_delete_preempts_a_create_in_flight_without_leaking() -> None:
     env, cloud = make(create_polls=5)
     env.apply(database_manifest("db"))
     env.reconcile(KIND, "db")
@@ -470,7 +472,7 @@ def test_spec_1_delete_preempts_a_create_in_flight_without_leaking() -> None:
 
 @pytest.mark.parametrize("field", ["failure", "history", "conditions", "stateSince",
                                    "observedGeneration", "atProvider"])
-def test_spec_1_corrupt_status_fields_are_repaired_not_a_crash(field: str) -> None:
+def test_corrupt_status_fields_are_repaired_not_a_crash(field: str) -> None:
     env, _ = make()
     ready(env)
     for garbage in ("x", 7, [1, {"a": None}], {"type": 3}, None):
