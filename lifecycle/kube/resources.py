@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 
@@ -20,6 +22,14 @@ class ResourceType:
     plural: str
     namespaced: bool
     status_subresource: bool = True
+    #: The OpenAPI v3 structural schema of a whole object of this version (``None``:
+    #: a built-in kind, or a custom kind registered without a schema).
+    schema: Any = attrs.field(default=None, eq=False, repr=False)
+    #: Short names and categories, as discovery reports them (``kubectl get dbi``).
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    #: ``additionalPrinterColumns`` of the version: dicts with name, type, jsonPath...
+    printer_columns: tuple[Any, ...] = attrs.field(default=(), eq=False, repr=False)
 
     @property
     def api_version(self) -> str:
@@ -32,9 +42,12 @@ class ResourceType:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
-NAMESPACE = ResourceType("", "v1", "Namespace", "namespaces", namespaced=False)
+NAMESPACE = ResourceType("", "v1", "Namespace", "namespaces", namespaced=False,
+                         short_names=("ns",))
 SECRET = ResourceType("", "v1", "Secret", "secrets", True, status_subresource=False)
-EVENT = ResourceType("", "v1", "Event", "events", True, status_subresource=False)
-CONFIG_MAP = ResourceType("", "v1", "ConfigMap", "configmaps", True, status_subresource=False)
+EVENT = ResourceType("", "v1", "Event", "events", True, status_subresource=False,
+                     short_names=("ev",))
+CONFIG_MAP = ResourceType("", "v1", "ConfigMap", "configmaps", True,
+                          status_subresource=False, short_names=("cm",))
 LEASE = ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True, status_subresource=False)
 BUILTIN_TYPES = (NAMESPACE, SECRET, EVENT, CONFIG_MAP, LEASE)
