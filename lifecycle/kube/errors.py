@@ -7,7 +7,7 @@ back into the matching class.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -81,10 +81,75 @@ class Gone(ApiError):
 
 
 class Invalid(ApiError):
-    """422: the object or request is malformed."""
+    """422: the object or request is malformed.
+
+    ``causes`` lists what is wrong, field by field, as a real server puts them
+    in ``details.causes``: dicts with ``reason`` (``FieldValueRequired``,
+    ``FieldValueInvalid``, ``FieldValueNotSupported``, ``FieldValueTypeInvalid``,
+    ...), ``message`` and ``field`` (``spec.forProvider.size``). ``name``,
+    ``group`` and ``kind`` identify the object in ``details``.
+    """
 
     status = 422
     reason = "Invalid"
+
+    def __init__(self, message: str, *, causes: Sequence[Mapping[str, str]] = (),
+                 name: str = "", group: str = "", kind: str = "",
+                 status: int | None = None, reason: str | None = None):
+        super().__init__(message, status=status, reason=reason)
+        self.causes = [dict(c) for c in causes]
+        self.details = {"name": name, "group": group, "kind": kind}
+
+    def to_status(self) -> dict[str, Any]:
+        """The ``Status`` object, with ``details`` naming the object and the causes."""
+        status = super().to_status()
+        if self.causes or any(self.details.values()):
+            details: dict[str, Any] = {k: v for k, v in self.details.items() if v}
+            if self.causes:
+                details["causes"] = self.causes
+            status["details"] = details
+        return status
+
+
+class BadRequest(ApiError):
+    """400: the request itself is malformed (a bad query parameter, body or selector)."""
+
+    status = 400
+    reason = "BadRequest"
+
+
+class MethodNotAllowed(ApiError):
+    """405: the verb is not supported on this resource."""
+
+    status = 405
+    reason = "MethodNotAllowed"
+
+
+class UnsupportedMediaType(ApiError):
+    """415: the request's content type is not supported (e.g. a strategic merge patch
+    on a custom resource, which a real server refuses the same way)."""
+
+    status = 415
+    reason = "UnsupportedMediaType"
+
+
+class ResourceVersionTooLarge(ApiError):
+    """504: a list or watch asked for a resourceVersion the server has not reached.
+
+    A real server answers ``Timeout`` with the cause ``ResourceVersionTooLarge``
+    after waiting briefly; clients relist from the current state.
+    """
+
+    status = 504
+    reason = "Timeout"
+
+    def to_status(self) -> dict[str, Any]:
+        """The ``Status`` object, with the ``ResourceVersionTooLarge`` cause."""
+        status = super().to_status()
+        status["details"] = {"causes": [{"reason": "ResourceVersionTooLarge",
+                                         "message": "Too large resource version"}],
+                             "retryAfterSeconds": 1}
+        return status
 
 
 class ServerError(ApiError):
@@ -113,7 +178,8 @@ class TooManyRequests(ApiError):
 
 _ERRORS_BY_REASON: dict[str, type[ApiError]] = {
     cls.reason: cls
-    for cls in (NotFound, AlreadyExists, Conflict, Forbidden, Gone, Invalid, TooManyRequests)
+    for cls in (NotFound, AlreadyExists, Conflict, Forbidden, Gone, Invalid, TooManyRequests,
+                BadRequest, MethodNotAllowed, UnsupportedMediaType)
 }
 
 
@@ -126,6 +192,13 @@ def error_from_status(status: Mapping[str, Any]) -> ApiError:
     if cls is TooManyRequests:
         details = status.get("details") or {}
         return TooManyRequests(message, retry_after=float(details.get("retryAfterSeconds", 1)))
+    details = status.get("details") if isinstance(status.get("details"), Mapping) else {}
+    causes = [c for c in details.get("causes") or [] if isinstance(c, Mapping)]
+    if cls is Invalid and code == 422:
+        return Invalid(message, causes=causes, name=str(details.get("name", "")),
+                       group=str(details.get("group", "")), kind=str(details.get("kind", "")))
+    if reason == "Timeout" and any(c.get("reason") == "ResourceVersionTooLarge" for c in causes):
+        return ResourceVersionTooLarge(message)
     if cls is not None and cls.status == code:
         return cls(message)
     if code >= 500:
