@@ -18,7 +18,7 @@ run of ``lifecycle plan`` and the hot path measured by the benchmarks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -43,8 +43,12 @@ from lifecycle.core.machine import LifecycleMachine, TransitionSpec
 from lifecycle.core.status import Outcome, Settled, paused, settle
 from lifecycle.core.values import Condition, Observation, ProviderStatus, Result
 
-__all__ = ["OBSERVATIONS", "PAUSED_MESSAGE", "Plan", "conclude", "describe", "gather", "held",
-           "plan", "restore", "stopped"]
+__all__ = ["OBSERVATIONS", "PAUSED_MESSAGE", "Plan", "Settler", "conclude", "describe", "gather",
+           "held", "plan", "restore", "stopped"]
+
+#: A status builder: ``(machine, stored status, outcome, now) -> Settled``.
+#: :func:`lifecycle.core.status.settle` builds the status of managed resources.
+Settler = Callable[[type[LifecycleMachine], Mapping[str, Any], Outcome, datetime], Settled]
 
 #: The Synced / Ready message of a paused object.
 PAUSED_MESSAGE = f"annotation {PAUSED} is 'true'"
@@ -127,20 +131,25 @@ def conclude(
     notes: Sequence[Condition] = (),
     external_name: str = "",
     dirty: bool = False,
+    settler: Settler = settle,
+    fallback: bool = True,
 ) -> Plan:
     """Status, Events and requeue result of a decided pass (pure).
 
-    When the pass carries an error but the transition taken is not a
-    ``fail`` one (its work failed, or the event was not allowed), the
-    machine takes its ``fail`` edge instead. ``key`` (the object's uid)
-    spreads the poll jitter; ``dirty`` says the object was changed in a way
-    the next step depends on.
+    With ``fallback`` (the default), when the pass carries an error but the
+    transition taken is not a ``fail`` one (its work failed, or the event
+    was not allowed), the machine takes its ``fail`` edge instead; without
+    it the transition stands as decided. ``key`` (the object's uid) spreads
+    the poll jitter; ``dirty`` says the object was changed in a way the next
+    step depends on; ``settler`` builds the status (:func:`settle` unless a
+    kind keeps a status of another shape).
     """
     transition = decision.transition
-    if decision.error is not None and (transition is None or transition.event != "fail"):
+    if fallback and decision.error is not None and (
+            transition is None or transition.event != "fail"):
         transition = fail_edge(machine, decision.source, facts)
     outcome = Outcome(facts, decision, transition, notes, external_name)
-    settled = settle(machine, old, outcome, now)
+    settled = settler(machine, old, outcome, now)
     target = outcome.target
     result = requeue(state=target, final=machine.table().states[target].final,
                      timing=machine.timing, key=key, error=decision.error, dirty=dirty,

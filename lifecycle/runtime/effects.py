@@ -21,7 +21,8 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
-from lifecycle.core.errors import ExternalError, HandledError
+from lifecycle.core.decide import Decision
+from lifecycle.core.errors import ExternalError, HandledError, Severity
 from lifecycle.core.kind import EXTERNAL_NAME, INTENT
 from lifecycle.core.values import Intent, rfc3339
 from lifecycle.runtime.contract import ExternalClient, ManagedResource
@@ -43,6 +44,30 @@ def guarded(call: Callable[[], T]) -> T:
         raise ExternalError(
             f"provider client raised {type(exc).__name__}", reason="ProviderClientError"
         ) from None
+
+
+def run_actions(
+    decision: Decision,
+    host: object,
+    effects: object,
+    operation: Callable[[], str | None] = lambda: None,
+) -> tuple[Decision, tuple[HandledError, ...]]:
+    """Carry out a decision: run its actions on the machine's ``host`` with ``effects``.
+
+    Each action is guarded (:func:`guarded`); the first handled error ends
+    them. An informational one is returned in the second item and the
+    transition stands; any other makes the decision failing, with the
+    operation ``operation()`` names (``action`` when it names none).
+    Works for any machine and effects type.
+    """
+    try:
+        for action in decision.actions:
+            guarded(lambda a=action: getattr(host, a)(effects))
+    except HandledError as exc:
+        if exc.severity is Severity.INFORMATIONAL:
+            return decision, (exc,)
+        return decision.failing(exc, operation() or "action"), ()
+    return decision, ()
 
 
 class ObjectPort(Protocol):

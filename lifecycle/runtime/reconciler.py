@@ -39,7 +39,6 @@ from lifecycle.core.decide import Facts, Gate, ReconcilePolicy, decide, gate
 from lifecycle.core.errors import (
     ExternalError,
     HandledError,
-    Severity,
     TerminalError,
     UnhandledError,
 )
@@ -54,7 +53,7 @@ from lifecycle.runtime.contract import (
     ManagedResource,
     close_client,
 )
-from lifecycle.runtime.effects import Effects, guarded
+from lifecycle.runtime.effects import Effects, guarded, run_actions
 from lifecycle.runtime.reads import TTLCache, namespace_annotations, provider_config
 from lifecycle.runtime.retry import retry_conflicts
 from lifecycle.runtime.secrets import ConnectionSecrets, generate_password
@@ -276,15 +275,10 @@ class Reconciler:
         machine = self.kind.machine
         decision = decide(machine, facts)
         if decision.actions:
-            try:
-                for action in decision.actions:
-                    self.guarded_call(lambda a=action: getattr(self.host, a)(effects))
-            except HandledError as exc:
-                if exc.severity is Severity.INFORMATIONAL:
-                    run.notes.append(_informational(exc, run.generation))
-                else:
-                    operation = effects.operation if effects is not None else None
-                    decision = decision.failing(exc, operation or "action")
+            decision, notices = run_actions(
+                decision, self.host, effects,
+                lambda: effects.operation if effects is not None else None)
+            run.notes.extend(_informational(exc, run.generation) for exc in notices)
             if effects is not None and effects.external_name:
                 run.external_name = effects.external_name
         observation = facts.observation
