@@ -25,8 +25,11 @@ from lifecycle.core.errors import LifecycleError
 
 #: Entry-point group of kind registrations.
 KINDS_GROUP = "lifecycle.kinds"
-#: Entry-point group of ``lifecycle demo`` scenarios: ``run(options, out) -> bool``.
+#: Entry-point group of ``lifecycle demo`` scenarios: ``scenario(out, options) -> bool``.
 DEMOS_GROUP = "lifecycle.demos"
+#: Entry-point group of harness environments: ``build(**options) -> (Environment, extra)``;
+#: the ``lifecycle_env`` pytest fixture builds the one named ``simcloud`` by default.
+ENVIRONMENTS_GROUP = "lifecycle.environments"
 
 
 class RegistryError(LifecycleError):
@@ -154,16 +157,29 @@ def for_object(api_version: str, kind: str) -> Registration:
     raise RegistryError(f"no registered kind for {kind} ({api_version})")
 
 
-def demos() -> dict[str, Callable[..., bool]]:
-    """The ``lifecycle demo`` scenarios, by name."""
-    found: dict[str, Callable[..., bool]] = {}
-    for ep in entry_points(group=DEMOS_GROUP):
+def _named(group: str, what: str) -> dict[str, Callable[..., Any]]:
+    found: dict[str, Callable[..., Any]] = {}
+    for ep in entry_points(group=group):
         try:
             found[ep.name] = ep.load()
         except Exception as exc:
-            raise RegistryError(f"demo {ep.name} = {ep.value}: cannot load: "
+            raise RegistryError(f"{what} {ep.name} = {ep.value}: cannot load: "
                                 f"{type(exc).__name__}: {_first_line(exc)}") from None
     return found
+
+
+def demos() -> dict[str, Callable[..., bool]]:
+    """The ``lifecycle demo`` scenarios, by name."""
+    return _named(DEMOS_GROUP, "demo")
+
+
+def environment(name: str) -> Callable[..., Any]:
+    """The harness environment builder registered as ``name``."""
+    names = sorted(ep.name for ep in entry_points(group=ENVIRONMENTS_GROUP))
+    if name not in names:
+        raise RegistryError(f"no harness environment {name!r} "
+                            f"(registered: {', '.join(names) or 'none'})")
+    return _named(ENVIRONMENTS_GROUP, "environment")[name]
 
 
 def _first_line(exc: BaseException) -> str:

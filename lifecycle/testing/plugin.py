@@ -16,17 +16,19 @@ import pytest
 def lifecycle_env() -> Any:
     """A factory fixture: ``lifecycle_env(**options)`` returns an Environment.
 
-    With no ``kinds`` it builds the bundled DatabaseInstance kind on a fresh
-    simulated cloud, reachable as ``env.cloud``, with a default ProviderConfig.
-    Pass ``kinds=[(Kind, connector), ...]`` to build your own.
+    With no ``kinds`` it builds a registered harness environment (entry-point
+    group ``lifecycle.environments``; ``environment="simcloud"`` by default:
+    the bundled DatabaseInstance kind on a fresh simulated cloud, reachable as
+    ``env.cloud``, with a default ProviderConfig). Pass
+    ``kinds=[(Kind, connector), ...]`` to build your own.
     """
+    from lifecycle import registry
+    from lifecycle.testing import Environment
 
-    from lifecycle.testing import Environment, simulated_environment
-
-    def build(**options: Any) -> Environment:
+    def build(*, environment: str = "simcloud", **options: Any) -> Environment:
         if "kinds" in options and options["kinds"] and isinstance(options["kinds"][0], tuple):
             return Environment(**options)
-        env, _ = simulated_environment(**options)
+        env, _ = registry.environment(environment)(**options)
         return env
 
     return build
