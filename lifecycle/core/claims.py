@@ -17,8 +17,8 @@ Nothing here does I/O. :func:`select_class` schedules or defaults a claim to
 a class; a :class:`ClaimBinding` builds the managed resource dynamic
 provisioning creates, with *configurators* (:data:`Configurator`);
 :func:`choose_claim_event` picks exactly one event of the claim machine from
-the :class:`ClaimFacts` of a pass; :func:`claim_status` is the status that
-pass leaves behind. The claim reconciler (:mod:`lifecycle.runtime.claims`)
+the :class:`ClaimFacts` of a pass; :func:`settle_claim` is the status that
+pass leaves behind and the Events it records. The claim reconciler (:mod:`lifecycle.runtime.claims`)
 gathers the facts and carries out the actions.
 """
 
@@ -33,11 +33,11 @@ import attrs
 
 from lifecycle.core import conditions as cond
 from lifecycle.core import objects
-from lifecycle.core.decide import Choice
+from lifecycle.core.decide import Choice, Decision
 from lifecycle.core.errors import HandledError, Severity, TerminalError
 from lifecycle.core.kind import Kind, connection_secret_ref
 from lifecycle.core.machine import LifecycleMachine, TransitionSpec, camel
-from lifecycle.core.status import stuck
+from lifecycle.core.status import Settled, stuck
 from lifecycle.core.values import Condition, ConditionStatus, HistoryEntry, rfc3339
 
 #: Class annotation: ``"true"`` makes the class the default for claims without a selector.
@@ -350,12 +350,13 @@ class ClaimFacts:
     is the managed resource as read (None if not named or absent);
     ``secret_ready`` says its connection Secret exists and is controlled by
     it; ``problem`` is an error found while gathering (bad spec, broken
-    class, two defaults).
+    class, two defaults); ``generation`` is the claim's ``metadata.generation``.
     """
 
     state: str
     uid: str
     deleting: bool = False
+    generation: int = 1
     resource_ref: tuple[str, str] | None = None
     dynamic: bool = False
     class_ref: str | None = None
@@ -488,61 +489,39 @@ def claim_secret_name(claim: Mapping[str, Any]) -> str:
 
 @attrs.frozen
 class ClaimOutcome:
-    """What one claim pass did: the state it started in, its choice, and what came of it.
+    """What one claim pass decided and what came of it: everything :func:`settle_claim` needs.
 
-    ``transition`` is the transition taken (None when nothing fired, the
-    event was not allowed, or an action failed); ``error`` the handled error
-    met while gathering or acting.
+    ``decision`` is the choice and the transition the table picked, carrying
+    any error met while gathering or acting; ``transition`` is the one finally
+    taken (None when nothing fired, the event was not allowed, or an action
+    failed: the claim then stays where it is).
     """
 
-    source: str
-    choice: Choice
-    transition: TransitionSpec | None = None
-    error: HandledError | None = None
+    facts: ClaimFacts
+    decision: Decision
+    transition: TransitionSpec | None
 
     @property
     def target(self) -> str:
         """The state after the pass."""
-        return self.transition.target if self.transition is not None else self.source
-
-    @property
-    def moved(self) -> bool:
-        """The pass changed state."""
-        t = self.transition
-        return t is not None and t.source != t.target
+        return self.transition.target if self.transition is not None else self.decision.source
 
 
-def claim_events(outcome: ClaimOutcome) -> list[tuple[str, str, str]]:
-    """The Events (type, reason, message) a pass records: its transition, error or refusal."""
-    t, choice, error = outcome.transition, outcome.choice, outcome.error
-    if t is not None and outcome.moved:
-        from_to = f"{t.source} -> {t.target}: {choice.message}"
-        return [("Normal", camel(t.event), from_to)]
-    if error is not None:
-        return [("Warning", error.reason, error.message)]
-    if choice.reason in REFUSALS:
-        return [("Warning", choice.reason, choice.message)]
-    return []
-
-
-def claim_status(
-    machine: type[LifecycleMachine],
-    old: Mapping[str, Any],
-    outcome: ClaimOutcome,
-    facts: ClaimFacts,
-    generation: int,
-    now: datetime,
-) -> dict[str, Any]:
-    """The claim's status after one pass, built on the stored one (pure).
+def settle_claim(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: ClaimOutcome,
+                 now: datetime) -> Settled:
+    """The claim's status after one pass, built on the stored one, and its Events (pure).
 
     Ready follows the target state (True only where the machine says so;
     otherwise its reason is the error's or the choice's); Synced reports the
     error; Stuck comes from the machine's time limits; ``history`` gains the
     transition; ``bindingPhase`` is the state's display name; ``resourceRef``
     is kept while binding or bound. Keys of ``old`` not written here are kept.
+    Events: the transition, else the error, else a refusal.
     """
+    facts, decision, t = outcome.facts, outcome.decision, outcome.transition
     when = rfc3339(now)
-    target, choice, error = outcome.target, outcome.choice, outcome.error
+    source, target, choice, error = decision.source, outcome.target, decision.choice, decision.error
+    generation = facts.generation
     spec = machine.table().states[target]
     ready_status, ready_reason = spec.ready
     if ready_status != "True":
@@ -554,13 +533,20 @@ def claim_status(
         Condition(cond.SYNCED, F, "ReconcileError", error.message, generation) if error
         else Condition(cond.SYNCED, T, "ReconcileSuccess", "", generation),
     ]
+    moved = t is not None and t.source != t.target
+    events: tuple[tuple[str, str, str], ...] = ()
+    if t is not None and moved:
+        events = (("Normal", camel(t.event), f"{t.source} -> {t.target}: {choice.message}"),)
+    elif error is not None:
+        events = (("Warning", error.reason, error.message),)
+    elif choice.reason in REFUSALS:
+        events = (("Warning", choice.reason, choice.message),)
     stored_history = old.get("history")
     history = [h for h in stored_history if isinstance(h, Mapping)] if isinstance(
         stored_history, list) else []
-    t = outcome.transition
-    if t is not None and outcome.moved:
+    if t is not None and moved:
         history.append(HistoryEntry(t.source, t.target, t.event, choice.reason, when).to_dict())
-    since = old.get("stateSince") if target == outcome.source else when
+    since = old.get("stateSince") if target == source else when
     since = since if isinstance(since, str) else when
     stored = old.get("conditions") if isinstance(old.get("conditions"), list) else []
     held = stuck(machine, target, since, stored, generation, now)
@@ -578,4 +564,4 @@ def claim_status(
     ref = facts.resource_ref
     if ref is not None and target in ("binding", "bound"):
         status["resourceRef"] = {"namespace": ref[0], "name": ref[1]}
-    return status
+    return Settled(status, events)

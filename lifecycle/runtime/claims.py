@@ -5,7 +5,7 @@ compiled table, one event per pass. The pure parts live in
 :mod:`lifecycle.core.claims`: the event is chosen by
 :func:`~lifecycle.core.claims.choose_claim_event` from
 :class:`~lifecycle.core.claims.ClaimFacts`, and the status by
-:func:`~lifecycle.core.claims.claim_status`. Here is the I/O around them:
+:func:`~lifecycle.core.claims.settle_claim`. Here is the I/O around them:
 reading the claim, its class and the managed resource it names
 (:meth:`ClaimReconciler.gather`), and the one sequence decide -> fire ->
 status -> requeue (:meth:`ClaimReconciler.conclude`).
@@ -43,20 +43,18 @@ from lifecycle.core.claims import (
     ResourceClass,
     ResourceView,
     choose_claim_event,
-    claim_events,
     claim_reference,
     claim_secret_name,
-    claim_status,
     class_problem,
     class_ref,
     dynamic_name,
     resource_ref,
     select_class,
+    settle_claim,
 )
-from lifecycle.core.decide import requeue, restore
+from lifecycle.core.decide import requeue, restore, transit
 from lifecycle.core.errors import HandledError, TerminalError, UnhandledError
 from lifecycle.core.kind import FINALIZER, Kind
-from lifecycle.core.machine import TransitionSpec
 from lifecycle.core.values import Result, now
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.conflict import ConflictsExhausted, on_conflict
@@ -437,7 +435,8 @@ class ClaimReconciler:
         obj = run.obj
         meta = obj["metadata"]
         spec = objects.spec(obj)
-        facts = ClaimFacts(state=run.state, uid=meta["uid"], deleting=deleting)
+        facts = ClaimFacts(state=run.state, uid=meta["uid"], deleting=deleting,
+                           generation=objects.generation(obj))
         try:
             ref = resource_ref(spec, meta["namespace"])
             named_class = class_ref(spec)
@@ -472,38 +471,37 @@ class ClaimReconciler:
     def conclude(self, run: ClaimPass, facts: ClaimFacts) -> Result:
         """The one sequence after gathering: choose, fire, write status, requeue.
 
-        The choice and the status are pure (:mod:`lifecycle.core.claims`); an
-        event the state does not allow, or an action's handled error, keeps
-        the state (the idempotent actions are retried on the next pass). A
-        final state removes the finalizer.
+        The choice, the transition and the status are pure
+        (:func:`~lifecycle.core.claims.choose_claim_event`,
+        :func:`~lifecycle.core.decide.transit`,
+        :func:`~lifecycle.core.claims.settle_claim`). An event the state does
+        not allow, or an action's handled error, keeps the state (the
+        idempotent actions are retried on the next pass); otherwise a problem
+        found while gathering is reported. A final state removes the finalizer.
         """
         choice = choose_claim_event(facts)
-        error = facts.problem
-        transition = self._fire(run.state, choice.event, facts)
-        if choice.event is not None and transition is None:
-            error = HandledError(f"event {choice.event!r} is not allowed in state "
-                                 f"{run.state!r} of {self.table.name}", reason="EventNotAllowed")
+        decision = transit(self.machine, run.state, choice, facts)
+        if decision.error is None and facts.problem is not None:
+            decision = attrs.evolve(decision, error=facts.problem)
+        transition = decision.transition
         if transition is not None:
             effects = ClaimEffects(self.store, run, facts)
             try:
-                for action in transition.actions:
+                for action in decision.actions:
                     getattr(self.host, action)(effects)
             except HandledError as exc:
-                error, transition = exc, None
-        outcome = ClaimOutcome(run.state, choice, transition, error)
-        for type_, reason, message in claim_events(outcome):
-            self.store.event(run.obj, type_, reason, message)
+                decision, transition = decision.failing(exc, "action"), None
+        # The status reports the generation as this pass's own writes left it.
+        written = attrs.evolve(facts, generation=objects.generation(run.obj))
+        outcome = ClaimOutcome(written, decision, transition)
         moment = self.clock()
-        generation = objects.generation(run.obj)
-        self.store.write_status(run, lambda old: claim_status(
-            self.machine, old, outcome, facts, generation, moment))
+        for type_, reason, message in settle_claim(self.machine, objects.status(run.obj),
+                                                   outcome, moment).events:
+            self.store.event(run.obj, type_, reason, message)
+        self.store.write_status(
+            run, lambda old: settle_claim(self.machine, old, outcome, moment).status)
         final = self.table.states[outcome.target].final
         if final:
             self.store.update_claim_meta(run, lambda m: remove_finalizer(m, FINALIZER))
         return requeue(state=outcome.target, final=final, timing=self.machine.timing,
-                       key=run.obj["metadata"]["uid"], error=error, dirty=run.dirty)
-
-    def _fire(self, state: str, event: str | None, facts: ClaimFacts) -> TransitionSpec | None:
-        if event is None:
-            return None
-        return self.table.fire(state, event, lambda g: bool(getattr(self.host, g)(facts)))
+                       key=run.obj["metadata"]["uid"], error=decision.error, dirty=run.dirty)
