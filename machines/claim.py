@@ -35,7 +35,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from lifecycle.machines import database
 from statemachine import State
 
 from lifecycle.core.claims import (
@@ -49,6 +48,7 @@ from lifecycle.core.claims import (
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.kind import Kind
 from lifecycle.core.machine import LifecycleMachine, Timing
+from lifecycle.machines import database
 from lifecycle.registry import Registration
 
 if TYPE_CHECKING:

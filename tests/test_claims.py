@@ -10,7 +10,6 @@ import base64
 from typing import Any
 
 import pytest
-from lifecycle.machines.claim import DATABASE_BINDING, ClaimMachine
 from statemachine import State
 
 from lifecycle.core.claims import (
@@ -30,6 +29,7 @@ from lifecycle.core.errors import HandledError, MachineDefinitionError, Terminal
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, connection_secret_ref
 from lifecycle.core.machine import validate
 from lifecycle.kube.errors import ServerError
+from lifecycle.machines.claim import DATABASE_BINDING, ClaimMachine
 from lifecycle.testing import database_manifest
 from lifecycle.testing.claims import claim_environment, claim_manifest, class_manifest
 

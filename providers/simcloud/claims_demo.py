@@ -16,10 +16,9 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
+from lifecycle.core.kind import EXTERNAL_NAME, connection_secret_ref
 from lifecycle.machines.claim import DATABASE_BINDING
 from lifecycle.providers.simcloud import SimCloud
-
-from lifecycle.core.kind import EXTERNAL_NAME, connection_secret_ref
 from lifecycle.testing import Step
 from lifecycle.testing.claims import (
     ClaimEnvironment,
