@@ -22,7 +22,7 @@ import collections
 import random
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -81,6 +81,7 @@ class EmbeddedAPI:
         self._types: dict[tuple[str, str], ResourceType] = {}
         self._store: dict[tuple[str, str], dict[tuple[str | None, str], dict[str, Any]]] = {}
         self._event_index: dict[tuple[str, ...], str] = {}
+        self._restored_rv = 0  # history before a restore is gone: older watches get 410
         self.faults = FaultInjector(seed)
         self.faults.on_drop(self._log.drop_watches)
         self.stats: collections.Counter[str] = collections.Counter()
@@ -535,7 +536,7 @@ class EmbeddedAPI:
                 if not resource_version.isdigit():
                     raise Invalid(f"resourceVersion: Invalid value: {resource_version!r}")
                 cursor = int(resource_version)
-                oldest = self._log.oldest_retained()
+                oldest = max(self._log.oldest_retained(), self._restored_rv + 1)
                 if cursor + 1 < oldest:
                     raise Gone(f"too old resource version: {cursor} ({oldest - 1})")
             return self._log.open(
@@ -546,6 +547,60 @@ class EmbeddedAPI:
     def close(self) -> None:
         """End every open watch; watches opened afterwards end at once."""
         self._log.close()
+
+    # -- persistence ---------------------------------------------------------------
+
+    def snapshot(self, *, with_external: Callable[[], Any] | None = None) -> dict[str, Any]:
+        """Every stored object and the resourceVersion counter, as of one instant.
+
+        Returns ``{"resourceVersion": int, "objects": [...], "external": ...}``
+        (objects copied). ``with_external`` is called while the store is held,
+        so what it returns (the state of a simulated provider, say) belongs
+        to the same instant as the objects: no write can land in between.
+        """
+        with self._lock:
+            objects = [clone(obj) for table in self._store.values() for obj in table.values()]
+            external = with_external() if with_external is not None else None
+            return {"resourceVersion": self._log.rv, "objects": objects, "external": external}
+
+    def restore(self, objects: Iterable[dict[str, Any]], resource_version: int) -> None:
+        """Replace every stored object by ``objects``, as :meth:`snapshot` returned them.
+
+        Objects keep their uid, resourceVersion and every other field; their
+        types must be registered (:class:`NotFound` otherwise, and nothing
+        changes). The counter becomes the highest of ``resource_version``,
+        every object's resourceVersion and the current counter, so versions
+        are never reused. The history of earlier writes is not restored: a
+        watch from an older version gets 410 Gone, one from the restored
+        version resumes. Open watches end.
+        """
+        with self._lock:
+            tables: dict[tuple[str, str], dict[tuple[str | None, str], dict[str, Any]]] = {
+                key: {} for key in self._store}
+            highest = max(int(resource_version), self._log.rv)
+            for obj in objects:
+                rtype = self._type_of(obj)
+                meta = metadata(obj)
+                name, rv = meta.get("name"), str(meta.get("resourceVersion", ""))
+                if not isinstance(name, str) or not name or not rv.isdigit() or not meta.get(
+                        "uid"):
+                    raise Invalid(f"{rtype.kind} {name!r}: a restored object needs a name, "
+                                  f"a uid and a numeric resourceVersion")
+                highest = max(highest, int(rv))
+                key = object_key(rtype, meta.get("namespace"), name)
+                tables[(rtype.api_version, rtype.kind)][key] = clone(obj)
+            self._log.drop_watches()
+            self._store.update(tables)
+            self._log.rv = highest
+            self._restored_rv = highest
+            self._event_index = {}
+            for (namespace, name), event in tables[("v1", "Event")].items():
+                involved = event.get("involvedObject") or {}
+                source = event.get("source") or {}
+                self._event_index[(
+                    str(namespace), str(involved.get("uid", "")), str(event.get("type", "")),
+                    str(event.get("reason", "")), str(event.get("message", "")),
+                    str(source.get("component", "")))] = name
 
     # -- events --------------------------------------------------------------------
 

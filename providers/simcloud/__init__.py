@@ -570,6 +570,62 @@ class SimCloud:
         with self._lock:
             return self._creations.get(name, 0)
 
+    # -- persistence ---------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """The instances (passwords and pending operations included) and creation counts.
+
+        A JSON-serialisable document for :meth:`restore`. Pending work that
+        completes after some clock time records how long it has run. Fault
+        knobs, queued failures and the call log are not part of it.
+        """
+        with self._lock:
+            now = self._clock()
+            instances = []
+            for inst in self._instances.values():
+                doc = attrs.asdict(inst, recurse=False)
+                pending = inst.pending
+                if pending is not None:
+                    doc["pending"] = {
+                        "operation": pending.operation,
+                        "polls_left": pending.polls_left,
+                        # only clock-driven work needs it; 0 keeps poll-driven snapshots stable
+                        "elapsed": 0.0 if pending.seconds is None else now - pending.started,
+                        "seconds": pending.seconds,
+                        "changes": dict(pending.changes),
+                    }
+                instances.append(doc)
+            return {"instances": instances, "creations": dict(self._creations)}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Replace every instance and creation count by a :meth:`snapshot`'s.
+
+        Raises :class:`ValueError` when ``state`` is not such a document.
+        """
+        try:
+            restored: dict[str, _Instance] = {}
+            for doc in state["instances"]:
+                fields = dict(doc)
+                pending = fields.pop("pending", None)
+                inst = _Instance(**fields)
+                if pending is not None:
+                    inst.pending = _Pending(
+                        operation=str(pending["operation"]),
+                        polls_left=int(pending["polls_left"]),
+                        started=self._clock() - float(pending["elapsed"]),
+                        seconds=None if pending["seconds"] is None else float(pending["seconds"]),
+                        changes=dict(pending["changes"]),
+                    )
+                restored[inst.name] = inst
+            creations = {str(k): int(v) for k, v in dict(state["creations"]).items()}
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(
+                f"not a simulated cloud snapshot: {type(exc).__name__}: {exc}"
+            ) from None
+        with self._lock:
+            self._instances = restored
+            self._creations = creations
+
     # -- internals -----------------------------------------------------------
 
     def _call(
@@ -871,3 +927,11 @@ class DatabaseConnector:
         return DatabaseClient(
             self.cloud, (config.credentials[self.KEY_ID], config.credentials[self.SECRET])
         )
+
+    def snapshot(self) -> dict[str, Any]:
+        """The simulated cloud's state (:meth:`SimCloud.snapshot`), to keep across restarts."""
+        return self.cloud.snapshot()
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Put the simulated cloud back in a state :meth:`snapshot` returned."""
+        self.cloud.restore(state)
