@@ -49,7 +49,6 @@ from lifecycle.core.errors import TerminalError
 from lifecycle.core.kind import Kind
 from lifecycle.core.machine import LifecycleMachine, Timing
 from lifecycle.machines import database
-from lifecycle.registry import Registration
 
 if TYPE_CHECKING:
     from lifecycle.runtime.claims import ClaimEffects
@@ -231,16 +230,3 @@ DATABASE_BINDING = ClaimBinding(
     managed=database.DatabaseInstance,
     configurators=(configure_object_meta, configure_from_class, configure_database),
 )
-
-
-def verify_target(kind: Kind) -> object | None:
-    """The crash-point explorer's target for the bundled claim kind (None for any other)."""
-    from lifecycle.providers.simcloud.verify import claim_target
-
-    if kind is not DatabaseClaim:
-        return None
-    return claim_target(kind, DATABASE_BINDING)
-
-
-#: What this module offers to operators, the command line and the verifier.
-REGISTRATIONS = (Registration(DatabaseClaim, verify_target=verify_target),)

@@ -8,12 +8,10 @@ point ``database``). The client lives in :mod:`lifecycle.providers.simcloud`.
 
 from __future__ import annotations
 
-from lifecycle.machines.managed import ManagedResourceMachine
-from lifecycle.providers.simcloud import DatabaseParameters
-
 from lifecycle.core.kind import Kind
 from lifecycle.core.machine import Timing
-from lifecycle.registry import Registration
+from lifecycle.machines.managed import ManagedResourceMachine
+from lifecycle.providers.simcloud import DatabaseParameters
 
 
 class DatabaseInstanceMachine(ManagedResourceMachine):
@@ -32,22 +30,3 @@ DatabaseInstance = Kind(
     password=True,
     short_names=("dbi",),
 )
-
-
-def simulated_connector() -> object:
-    """The connector of DatabaseInstance on a fresh simulated cloud (the operator's default)."""
-    from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-
-    return DatabaseConnector(SimCloud(seed=0, create_polls=1))
-
-
-def verify_target(kind: Kind) -> object:
-    """The crash explorer's target: DatabaseInstance on the simulated cloud."""
-    from lifecycle.providers.simcloud.verify import simcloud_target
-
-    return simcloud_target(kind)
-
-
-#: What this module offers to operators, the command line and the verifier.
-REGISTRATIONS = (Registration(DatabaseInstance, connector=simulated_connector,
-                              verify_target=verify_target),)

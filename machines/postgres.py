@@ -8,15 +8,13 @@ clients live in :mod:`lifecycle.providers.postgres`.
 
 from __future__ import annotations
 
+from lifecycle.core.kind import Kind
+from lifecycle.core.machine import Timing
 from lifecycle.machines.managed import ManagedResourceMachine
 from lifecycle.providers.postgres.config import PostgresConnector
 from lifecycle.providers.postgres.database import DatabaseClient, DatabaseParameters
 from lifecycle.providers.postgres.grant import GrantClient, GrantParameters
 from lifecycle.providers.postgres.role import RoleClient, RoleParameters
-
-from lifecycle.core.kind import Kind
-from lifecycle.core.machine import Timing
-from lifecycle.registry import Registration
 
 #: API group of the PostgreSQL kinds.
 GROUP = "postgresql.lifecycle.dev"
@@ -58,21 +56,3 @@ def kinds() -> list[tuple[Kind, PostgresConnector]]:
     return [(Role, PostgresConnector(RoleClient)),
             (Database, PostgresConnector(DatabaseClient)),
             (Grant, PostgresConnector(GrantClient))]
-
-
-def verify_target(kind: Kind) -> object | None:
-    """The crash-point explorer's target for ``kind`` on the server of ``LIFECYCLE_POSTGRES_DSN``.
-
-    Unavailable when the variable is not set (``lifecycle verify`` then lists
-    the kind as skipped, saying so); a malformed setting or a server that
-    cannot be reached is an error naming it.
-    """
-    from lifecycle.providers.postgres import verify
-
-    return verify.verify_target(kind)
-
-
-#: What this module offers to operators, the command line and the verifier.
-REGISTRATIONS = tuple(
-    Registration(kind, connector=lambda c=connector: c, verify_target=verify_target)
-    for kind, connector in kinds())

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from lifecycle.providers.simcloud import SimCloud
-
 from lifecycle.core.kind import EXTERNAL_NAME
-from lifecycle.testing import Environment, database_manifest, simulated_environment
+from lifecycle.providers.simcloud import SimCloud
+from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+from lifecycle.testing import Environment
 
 KIND = "DatabaseInstance"
 

@@ -30,8 +30,8 @@ from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, connection_secret_ref
 from lifecycle.core.machine import validate
 from lifecycle.kube.errors import ServerError
 from lifecycle.machines.claim import DATABASE_BINDING, ClaimMachine
-from lifecycle.testing import database_manifest
-from lifecycle.testing.claims import claim_environment, claim_manifest, class_manifest
+from lifecycle.providers.simcloud.harness import claim_environment, database_manifest
+from lifecycle.testing.claims import claim_manifest, class_manifest
 
 CREDS = ("AKIDEXAMPLE", "s3cr3t")
 

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lifecycle.machines.database import DatabaseInstance, DatabaseInstanceMachine
-from lifecycle.machines.managed import ManagedResourceMachine
 from statemachine import State
 
 from lifecycle import diagrams as diagram
@@ -26,7 +24,9 @@ from lifecycle.diagrams import (
     to_mermaid,
     write_generated,
 )
-from lifecycle.testing import database_manifest, simulated_environment
+from lifecycle.machines.database import DatabaseInstance, DatabaseInstanceMachine
+from lifecycle.machines.managed import ManagedResourceMachine
+from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -21,17 +21,17 @@ from typing import Any
 import attrs
 import pytest
 from kubernetes import client as k8s
-from lifecycle.machines.database import DatabaseInstance
-from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 
 from lifecycle.core.values import Result
 from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.driver.informer import InformerOptions
 from lifecycle.driver.manager import Manager, ManagerOptions, engine_reconciler
 from lifecycle.kube.errors import Conflict
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
+from lifecycle.providers.simcloud.harness import database_manifest
 from lifecycle.sim.embedded import embedded_cluster
 from lifecycle.sim.http import APIServerHTTP
-from lifecycle.testing import database_manifest
 
 #: A second kind on the same simulated cloud, with its own plural.
 CacheInstance = attrs.evolve(DatabaseInstance, kind="CacheInstance", plural="cacheinstances",

@@ -22,8 +22,6 @@ import time
 from typing import Any
 
 import attrs
-from lifecycle.machines.database import DatabaseInstance
-from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 
 from lifecycle.core.values import Result, ResultKind
 from lifecycle.driver.informer import InformerOptions
@@ -36,9 +34,11 @@ from lifecycle.driver.manager import (
     update_triggers,
 )
 from lifecycle.kube.errors import Conflict
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
+from lifecycle.providers.simcloud.harness import database_manifest
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.embedded import InProcessCluster, register_kinds
-from lifecycle.testing import database_manifest
 
 KIND = DatabaseInstance
 #: Cloud error codes the soak injects.

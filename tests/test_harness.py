@@ -7,12 +7,13 @@ from pathlib import Path
 
 import attrs
 import pytest
-from lifecycle.machines.managed import ManagedResourceMachine
 
 from lifecycle.core.kind import Kind
 from lifecycle.core.values import Creation, Observation
+from lifecycle.machines.managed import ManagedResourceMachine
+from lifecycle.providers.simcloud.harness import database_manifest
 from lifecycle.runtime.contract import ManagedResource, ProviderConfig
-from lifecycle.testing import Backoff, Environment, database_manifest
+from lifecycle.testing import Backoff, Environment
 
 
 def test_fixture_builds_the_bundled_kind(lifecycle_env) -> None:

@@ -6,15 +6,15 @@ from datetime import UTC, datetime
 
 import pytest
 from helpers import KIND, make, ready
-from lifecycle.machines.database import DatabaseInstance
-from lifecycle.machines.managed import ManagedResourceMachine as M
 
 from benchmarks import hot_path
 from lifecycle.core.errors import ExternalError
 from lifecycle.core.kind import FINALIZER, OPERATION, PAUSED
 from lifecycle.core.plan import plan, restore
 from lifecycle.core.values import Observation, ProviderStatus, ResultKind
-from lifecycle.testing import database_manifest
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.machines.managed import ManagedResourceMachine as M
+from lifecycle.providers.simcloud.harness import database_manifest
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from helpers import KIND, cond, external, make, ready
-from lifecycle.providers.simcloud import CloudThrottled, CloudUnavailable, SimCloud
 
 from lifecycle.core.errors import UnhandledError
 from lifecycle.core.kind import (
@@ -26,9 +25,11 @@ from lifecycle.core.kind import (
 )
 from lifecycle.core.values import Creation, Intent, ResultKind
 from lifecycle.kube.errors import Conflict, ServerError, TooManyRequests
+from lifecycle.providers.simcloud import CloudThrottled, CloudUnavailable, SimCloud
+from lifecycle.providers.simcloud.harness import database_manifest
 from lifecycle.runtime.contract import ManagedResource
 from lifecycle.runtime.effects import Effects, next_intent
-from lifecycle.testing import Environment, database_manifest
+from lifecycle.testing import Environment
 
 
 # ---------------------------------------------------------------- happy path
@@ -611,7 +612,6 @@ def test_one_broken_resource_does_not_stop_others() -> None:
 def test_supporting_reads_are_reused_for_reads_ttl_and_errors_are_not() -> None:
     from lifecycle.machines.database import DatabaseInstance
     from lifecycle.providers.simcloud import DatabaseConnector
-
     from lifecycle.runtime.reconciler import Reconciler
 
     env, cloud = make()

@@ -15,7 +15,7 @@ def test_bundled_kinds_are_registered_through_entry_points() -> None:
     assert {"DatabaseInstance", "DatabaseClaim", "Role", "Database", "Grant"} <= names
     found = registry.find("DatabaseInstance")
     assert found.kind is DatabaseInstance
-    assert found.source == "lifecycle.machines.database:REGISTRATIONS"
+    assert found.source == "lifecycle.machines.registrations:DATABASE"
     assert found.connector is not None and hasattr(found.connector(), "connect")
 
 
@@ -37,7 +37,7 @@ def test_unknown_and_wrong_names_are_one_line_errors() -> None:
         registry.find("Bucket")
     with pytest.raises(registry.RegistryError, match="is not a kind"):
         registry.find("lifecycle.machines.managed:ManagedResourceMachine")
-    with pytest.raises(registry.RegistryError, match="cannot import 'no.such'"):
+    with pytest.raises(registry.RegistryError, match=r"cannot import .no\.such."):
         registry.find("no.such:Thing")
     with pytest.raises(registry.RegistryError, match="expected MODULE:NAME"):
         registry.load("nocolon")

@@ -17,11 +17,11 @@ import logging
 from typing import Any
 
 import pytest
-from lifecycle.providers.simcloud import DatabaseClient, DatabaseConnector, SimCloud
 
 from lifecycle.core.errors import UnhandledError
 from lifecycle.kube.errors import Conflict
-from lifecycle.testing import database_manifest, simulated_environment
+from lifecycle.providers.simcloud import DatabaseClient, DatabaseConnector, SimCloud
+from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
 
 KIND = "DatabaseInstance"
 KEY_ID = "AKIDHYGIENE"

@@ -16,10 +16,11 @@ import time
 from typing import Any
 
 import attrs
-from lifecycle.providers.simcloud import SimCloud
 
 from lifecycle.kube.errors import Conflict
-from lifecycle.testing import Environment, database_manifest, simulated_environment
+from lifecycle.providers.simcloud import SimCloud
+from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+from lifecycle.testing import Environment
 
 KIND = "DatabaseInstance"
 #: Cloud error codes the soak injects (a describe of a missing instance is not one).

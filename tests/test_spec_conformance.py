@@ -18,13 +18,6 @@ from typing import Any
 
 import pytest
 from helpers import KIND, external, make, ready
-from lifecycle.machines.database import DatabaseInstance
-from lifecycle.providers.simcloud import (
-    CloudInvalidParameter,
-    CloudUnavailable,
-    DatabaseConnector,
-    SimCloud,
-)
 
 from lifecycle.core.errors import HandledError, Severity
 from lifecycle.core.kind import (
@@ -39,8 +32,16 @@ from lifecycle.core.kind import (
 )
 from lifecycle.core.plan import plan
 from lifecycle.core.values import Creation, Observation, ResultKind
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.simcloud import (
+    CloudInvalidParameter,
+    CloudUnavailable,
+    DatabaseConnector,
+    SimCloud,
+)
+from lifecycle.providers.simcloud.harness import database_manifest
 from lifecycle.runtime.contract import ManagedResource, ProviderConfig
-from lifecycle.testing import Environment, database_manifest
+from lifecycle.testing import Environment
 
 #: metav1.Condition.reason validation pattern of the Kubernetes API server.
 REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")

@@ -15,6 +15,7 @@ import pytest
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.values import ResultKind
 from lifecycle.kube.objects import owned_by
+from lifecycle.providers.simcloud.harness import simulated_environment
 from lifecycle.runtime.children import (
     OwnedChild,
     ParentKind,
@@ -26,7 +27,6 @@ from lifecycle.runtime.children import (
     initialize_conditions,
     overlay,
 )
-from lifecycle.testing import simulated_environment
 
 
 def v1alpha1_up(obj: dict[str, Any]) -> dict[str, Any]:

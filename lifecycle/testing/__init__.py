@@ -15,8 +15,6 @@ _HOMES = {
     "Step": "lifecycle.testing.harness",
     "Backoff": "lifecycle.testing.harness",
     "Environment": "lifecycle.testing.harness",
-    "database_manifest": "lifecycle.testing.harness",
-    "simulated_environment": "lifecycle.testing.harness",
 }
 
 __all__ = sorted(_HOMES)

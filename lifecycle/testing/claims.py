@@ -36,7 +36,6 @@ __all__ = [
     "CLAIM_NAMESPACE",
     "ClaimEnvironment",
     "ClaimInformer",
-    "claim_environment",
     "claim_manifest",
     "class_manifest",
 ]
@@ -260,16 +259,3 @@ class ClaimEnvironment:
             return self.env.secret(self.reconciler.claim_secret_name(claim), namespace)
         except NotFound:
             return None
-
-
-def claim_environment(binding: ClaimBinding, **options: Any) -> ClaimEnvironment:
-    """Claims of ``binding`` on a fresh simulated cloud (``options`` go to the environment).
-
-    The simulated environment runs the bundled DatabaseInstance kind, so
-    ``binding`` is a binding whose managed kind that is (the bundled
-    ``DATABASE_BINDING``, for instance).
-    """
-    from lifecycle.testing.harness import simulated_environment
-
-    env, _ = simulated_environment(**options)
-    return ClaimEnvironment(env, binding)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import heapq
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -336,43 +336,3 @@ class Environment:
             return None
         status = obj.get("status")
         return status.get("state") if isinstance(status, Mapping) else None
-
-
-def database_manifest(
-    name: str,
-    namespace: str = "default",
-    *,
-    annotations: Mapping[str, str] | None = None,
-    deletion_policy: str | None = None,
-    **parameters: Any,
-) -> dict[str, Any]:
-    """A DatabaseInstance manifest for the bundled simulated-cloud kind."""
-    spec: dict[str, Any] = {
-        "forProvider": {"engine": "postgres", "storage_gb": 20, **parameters},
-        "writeConnectionSecretToRef": {"name": f"{name}-conn"},
-    }
-    if deletion_policy is not None:
-        spec["deletionPolicy"] = deletion_policy
-    return {
-        "apiVersion": "db.lifecycle.dev/v1alpha1",
-        "kind": "DatabaseInstance",
-        "metadata": {"name": name, "namespace": namespace,
-                     "annotations": dict(annotations or {})},
-        "spec": spec,
-    }
-
-
-def simulated_environment(
-    *, cloud: Any = None, kinds: Iterable[Kind] = (), **options: Any
-) -> tuple[Environment, Any]:
-    """An Environment with the bundled DatabaseInstance kind on a fresh SimCloud."""
-    from lifecycle.machines.database import DatabaseInstance
-    from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-
-    cloud = cloud if cloud is not None else SimCloud(seed=0)
-    connector = DatabaseConnector(cloud)
-    pairs = [(DatabaseInstance, connector)] + [(k, connector) for k in kinds]
-    env = Environment(pairs, **options)
-    env.cloud = cloud  # type: ignore[attr-defined]
-    env.provider_config()
-    return env, cloud

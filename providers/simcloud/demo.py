@@ -15,9 +15,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 import attrs
-from lifecycle.providers.simcloud import CloudUnavailable, SimCloud
 
-from lifecycle.testing import Environment, Step, database_manifest, simulated_environment
+from lifecycle.providers.simcloud import CloudUnavailable, SimCloud
+from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+from lifecycle.testing import Environment, Step
 
 KIND = "DatabaseInstance"
 

@@ -13,14 +13,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-
 from lifecycle.core import objects
 from lifecycle.core.claims import ClaimBinding
 from lifecycle.core.conditions import get as get_condition
 from lifecycle.core.kind import Kind
 from lifecycle.kube.errors import NotFound
-from lifecycle.testing import Environment, database_manifest
+from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
+from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.testing import Environment
 from lifecycle.testing.claims import (
     CLAIM_NAME,
     CLAIM_NAMESPACE,

@@ -1,0 +1,54 @@
+"""What the bundled kinds offer to operators, the command line and the crash explorer.
+
+Each tuple below is named by an entry point of the ``lifecycle.kinds`` group
+in ``pyproject.toml``, which is how lifecycle finds them: the library never
+imports this package. Kinds, connectors and verification targets meet here,
+so the kind modules stay free of provider test code.
+"""
+
+from __future__ import annotations
+
+from lifecycle.core.kind import Kind
+from lifecycle.machines.claim import DATABASE_BINDING, DatabaseClaim
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.machines.postgres import kinds as postgres_kinds
+from lifecycle.registry import Registration
+
+
+def simulated_connector() -> object:
+    """DatabaseInstance's connector on a fresh simulated cloud (the operator's default)."""
+    from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
+
+    return DatabaseConnector(SimCloud(seed=0, create_polls=1))
+
+
+def _database_target(kind: Kind) -> object:
+    from lifecycle.providers.simcloud.verify import simcloud_target
+
+    return simcloud_target(kind)
+
+
+def _claim_target(kind: Kind) -> object:
+    from lifecycle.providers.simcloud.verify import claim_target
+
+    return claim_target(kind, DATABASE_BINDING)
+
+
+def _postgres_target(kind: Kind) -> object:
+    """The target on the server of ``LIFECYCLE_POSTGRES_DSN`` (unavailable without it)."""
+    from lifecycle.providers.postgres.verify import verify_target
+
+    return verify_target(kind)
+
+
+#: DatabaseInstance on the simulated cloud.
+DATABASE = (Registration(DatabaseInstance, connector=simulated_connector,
+                         verify_target=_database_target),)
+
+#: The PostgreSQL Role, Database and Grant, each with its connector.
+POSTGRES = tuple(
+    Registration(kind, connector=lambda c=connector: c, verify_target=_postgres_target)
+    for kind, connector in postgres_kinds())
+
+#: The DatabaseClaim, bound to DatabaseInstances made from DatabaseInstanceClasses.
+CLAIMS = (Registration(DatabaseClaim, verify_target=_claim_target),)
