@@ -8,7 +8,8 @@ A provider writes two small things per kind:
   and an optional ``close``.
 
 Idempotency rules every client must follow (the engine relies on them for
-crash safety, SPEC section 5):
+crash safety: after a crash it repeats the interrupted call, so each call
+must be safe to run twice):
 
 * ``create`` of a resource that already exists under ``resource.external_name``
   is not an error: return as if the create succeeded. When the external API
