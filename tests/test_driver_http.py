@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
-from lifecycle.machines.database import DatabaseInstance
 
 from lifecycle.driver.cluster import KubeCluster, api_client, translate
 from lifecycle.driver.crds import crd
@@ -24,6 +23,7 @@ from lifecycle.kube.errors import (
     TooManyRequests,
 )
 from lifecycle.kube.resources import ResourceType
+from lifecycle.machines.database import DatabaseInstance
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.http import APIServerHTTP, json_patch
 

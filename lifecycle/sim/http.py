@@ -1,23 +1,29 @@
 """An HTTP face for the embedded API: the Kubernetes REST and watch protocol.
 
 :class:`APIServerHTTP` serves an embedded API on ``127.0.0.1`` (a free port by
-default) well enough that the official ``kubernetes`` Python client works
-against it unchanged: discovery (``/api``, ``/apis``, ``/apis/GROUP/VERSION``),
-create (POST), get and list (GET, with ``labelSelector``), replace (PUT),
-JSON merge patch and JSON patch (PATCH), delete (DELETE, with preconditions),
-the ``status`` subresource, and ``watch=true`` streams resumed from a
-``resourceVersion``, with bookmarks and ``410 Gone`` as an ``ERROR`` event
-carrying a ``Status``. Errors answer with a ``metav1.Status`` body and the
-matching HTTP code.
+default) so that the official ``kubernetes`` Python client, ``kubectl`` and
+kopf work against it unchanged:
 
-Creating a ``CustomResourceDefinition`` registers the kind it defines, so
-``lifecycle crds`` output can be applied to it like to a real cluster.
+* discovery (:mod:`lifecycle.sim.discovery`), ``/version``, ``/healthz``, and
+  OpenAPI v2/v3 (:mod:`lifecycle.sim.openapi`) so kubectl validates and explains;
+* create, get, list (label and field selectors, ``limit``/``continue``,
+  ``resourceVersion``/``resourceVersionMatch``), replace, delete (preconditions,
+  ``propagationPolicy``, ``DeleteOptions`` bodies), delete-collection, the
+  ``status`` subresource, ``dryRun=All`` on every write, ``fieldValidation``;
+* JSON patch, merge patch and, for built-in kinds, strategic merge patch
+  (:mod:`lifecycle.sim.patches`); server-side apply answers 415;
+* ``watch`` streams resumed from a ``resourceVersion``, with bookmarks and
+  ``410 Gone`` as an ``ERROR`` event carrying a ``Status``;
+* Table and ``PartialObjectMetadata`` answers (:mod:`lifecycle.sim.tables`).
 
-``docs/driver.md`` lists where this face differs from a real API server.
+Every error, malformed requests included, answers a ``metav1.Status`` body with
+the matching HTTP code, and the connection stays usable when the body was read.
+Request parsing is in :mod:`lifecycle.sim.requests`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import select
@@ -26,127 +32,43 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import yaml
 
 from lifecycle.core import objects
-from lifecycle.kube.errors import ApiError, Conflict, Gone, Invalid, NotFound, TooManyRequests
-from lifecycle.kube.objects import clone
+from lifecycle.kube.errors import (
+    ApiError,
+    BadRequest,
+    Conflict,
+    Gone,
+    Invalid,
+    MethodNotAllowed,
+    NotFound,
+    ResourceVersionTooLarge,
+    TooManyRequests,
+    UnsupportedMediaType,
+)
 from lifecycle.kube.resources import ResourceType
+from lifecycle.kube.selectors import parse_label_selector
+from lifecycle.sim import openapi, tables
 from lifecycle.sim.apiserver import EmbeddedAPI
+from lifecycle.sim.crds import CRD
+from lifecycle.sim.discovery import discovery
+from lifecycle.sim.patches import diff_as_merge_patch, json_patch, strategic_merge
+from lifecycle.sim.requests import Options, accepts, decode_body, parse_options, read_body
 
 __all__ = ["CRD", "APIServerHTTP", "json_patch"]
 
 log = logging.getLogger("lifecycle.sim.http")
 
-#: The CustomResourceDefinition type; creating one through the face registers its kind.
-CRD = ResourceType(
-    "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
-    namespaced=False, status_subresource=True,
-)
-
-_VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
-_MAX_BODY = 8 * 1024 * 1024
-
-
-def json_patch(target: Any, operations: Any) -> Any:
-    """Apply a JSON patch (RFC 6902: add, remove, replace, test, copy, move) to a copy.
-
-    Raises :class:`~lifecycle.kube.errors.Invalid` for a malformed patch or a
-    failed ``test``.
-    """
-    if not isinstance(operations, list):
-        raise Invalid("a JSON patch must be a list of operations")
-    doc = clone(target)
-    for op in operations:
-        if not isinstance(op, dict) or "op" not in op or "path" not in op:
-            raise Invalid(f"invalid JSON patch operation {op!r}")
-        kind, path = op["op"], op["path"]
-        if kind in ("add", "replace", "test"):
-            if "value" not in op:
-                raise Invalid(f"JSON patch {kind} at {path!r} needs a value")
-            value = clone(op["value"])
-        if kind in ("copy", "move"):
-            value = clone(_pointer_get(doc, op.get("from", "")))
-            if kind == "move":
-                doc = _pointer_remove(doc, op["from"])
-            kind = "add"
-        if kind == "add":
-            doc = _pointer_set(doc, path, value, insert=True)
-        elif kind == "replace":
-            _pointer_get(doc, path)
-            doc = _pointer_set(doc, path, value, insert=False)
-        elif kind == "remove":
-            doc = _pointer_remove(doc, path)
-        elif kind == "test":
-            if _pointer_get(doc, path) != value:
-                raise Invalid(f"JSON patch test failed at {path!r}")
-        else:
-            raise Invalid(f"unknown JSON patch operation {kind!r}")
-    return doc
-
-
-def _tokens(path: str) -> list[str]:
-    if path == "":
-        return []
-    if not path.startswith("/"):
-        raise Invalid(f"invalid JSON pointer {path!r}")
-    return [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
-
-
-def _step(node: Any, token: str, path: str) -> Any:
-    if isinstance(node, dict) and token in node:
-        return node[token]
-    if isinstance(node, list) and token.isdigit() and int(token) < len(node):
-        return node[int(token)]
-    raise Invalid(f"JSON patch path {path!r} does not exist")
-
-
-def _pointer_get(doc: Any, path: str) -> Any:
-    node = doc
-    for token in _tokens(path):
-        node = _step(node, token, path)
-    return node
-
-
-def _parent(doc: Any, path: str) -> tuple[Any, str]:
-    tokens = _tokens(path)
-    if not tokens:
-        raise Invalid("JSON patch cannot address the whole document here")
-    node = doc
-    for token in tokens[:-1]:
-        node = _step(node, token, path)
-    return node, tokens[-1]
-
-
-def _pointer_set(doc: Any, path: str, value: Any, *, insert: bool) -> Any:
-    if path == "":
-        return value
-    parent, last = _parent(doc, path)
-    if isinstance(parent, dict):
-        parent[last] = value
-    elif isinstance(parent, list):
-        if last == "-" and insert:
-            parent.append(value)
-        elif last.isdigit() and int(last) <= len(parent) - (0 if insert else 1):
-            if insert:
-                parent.insert(int(last), value)
-            else:
-                parent[int(last)] = value
-        else:
-            raise Invalid(f"JSON patch index {last!r} out of range at {path!r}")
-    else:
-        raise Invalid(f"JSON patch path {path!r} does not exist")
-    return doc
-
-
-def _pointer_remove(doc: Any, path: str) -> Any:
-    parent, last = _parent(doc, path)
-    _step(parent, last, path)
-    if isinstance(parent, dict):
-        del parent[last]
-    else:
-        del parent[int(last)]
-    return doc
+_JSON_PATCH = "application/json-patch+json"
+_MERGE_PATCH = "application/merge-patch+json"
+_STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+_APPLY_PATCH = "application/apply-patch+yaml"
+_BODY_TYPES = ("", "application/json", "application/yaml", "*/*")
+_NOT_ALLOWED = "the server does not allow this method on the requested resource"
+_NOT_FOUND = "the server could not find the requested resource"
 
 
 class _Route:
@@ -169,7 +91,10 @@ class APIServerHTTP:
 
     def __init__(self, api: EmbeddedAPI, *, host: str = "127.0.0.1", port: int = 0) -> None:
         self.api = api
-        api.register(CRD)
+        try:
+            api.resource_type(CRD.api_version, CRD.kind)
+        except NotFound:
+            api.register(CRD)
         self._server = ThreadingHTTPServer((host, port), _Handler)
         self._server.daemon_threads = True
         self._server.face = self  # type: ignore[attr-defined]
@@ -218,49 +143,30 @@ class APIServerHTTP:
                 "cluster": "embedded", "user": "embedded", "namespace": namespace}}],
         }
 
-    # ------------------------------------------------------------ discovery
+    # ------------------------------------------------------------ documents
     def discovery(self, parts: list[str]) -> dict[str, Any] | None:
         """The discovery document for a path split into parts, or ``None`` if it is not one."""
-        types = self.api.types()
-        if parts == ["api"]:
-            return {"kind": "APIVersions", "apiVersion": "v1", "versions": ["v1"],
-                    "serverAddressByClientCIDRs": [
-                        {"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{self.port}"}]}
-        if parts == ["apis"]:
-            return {"kind": "APIGroupList", "apiVersion": "v1",
-                    "groups": [self._group(g, types) for g in _groups(types)]}
-        if len(parts) == 2 and parts[0] == "apis":
-            if parts[1] not in _groups(types):
-                raise NotFound(f"the server could not find the requested resource ({parts[1]})")
-            return {"kind": "APIGroup", "apiVersion": "v1", **self._group(parts[1], types)}
-        if parts == ["api", "v1"] or (len(parts) == 3 and parts[0] == "apis"):
-            group_version = "v1" if parts[0] == "api" else f"{parts[1]}/{parts[2]}"
-            served = [t for t in types if t.api_version == group_version]
-            if not served:
-                raise NotFound(f"the server could not find the requested resource "
-                               f"({group_version})")
-            resources: list[dict[str, Any]] = []
-            for t in served:
-                resources.append({"name": t.plural, "singularName": t.kind.lower(),
-                                  "namespaced": t.namespaced, "kind": t.kind, "verbs": _VERBS})
-                if t.status_subresource:
-                    resources.append({"name": f"{t.plural}/status", "singularName": "",
-                                      "namespaced": t.namespaced, "kind": t.kind,
-                                      "verbs": ["get", "patch", "update"]})
-            return {"kind": "APIResourceList", "apiVersion": "v1",
-                    "groupVersion": group_version, "resources": resources}
-        if parts == ["version"]:
-            return {"major": "1", "minor": "30", "gitVersion": "v1.30.0-lifecycle-embedded",
-                    "gitCommit": "", "gitTreeState": "clean",
-                    "buildDate": "1970-01-01T00:00:00Z", "goVersion": "none",
-                    "compiler": "none", "platform": "linux/amd64"}
-        return None
+        return discovery(parts, self.api.types(), f"127.0.0.1:{self.port}")
 
-    @staticmethod
-    def _group(name: str, types: list[ResourceType]) -> dict[str, Any]:
-        versions = sorted({t.version for t in types if t.group == name})
-        entries = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
-        return {"name": name, "versions": entries, "preferredVersion": entries[0]}
+    def openapi(self, parts: list[str]) -> dict[str, Any] | None:
+        """The OpenAPI document for a path split into parts, or ``None`` if it is not one."""
+        types = self.api.types()
+        if parts == ["openapi", "v2"]:
+            return openapi.v2_document(types)
+        if parts == ["openapi", "v3"]:
+            return openapi.v3_index(types)
+        if parts[:2] == ["openapi", "v3"]:
+            rest = parts[2:]
+            if rest[:1] == ["api"] and len(rest) == 2:
+                doc = openapi.v3_document(types, rest[1])
+            elif rest[:1] == ["apis"] and len(rest) == 3:
+                doc = openapi.v3_document(types, f"{rest[1]}/{rest[2]}")
+            else:
+                doc = None
+            if doc is None:
+                raise NotFound(_NOT_FOUND)
+            return doc
+        return None
 
     # --------------------------------------------------------------- routes
     def route(self, parts: list[str]) -> _Route:
@@ -270,7 +176,7 @@ class APIServerHTTP:
         elif parts[:1] == ["apis"] and len(parts) >= 3:
             api_version, rest = f"{parts[1]}/{parts[2]}", parts[3:]
         else:
-            raise NotFound("the server could not find the requested resource")
+            raise NotFound(_NOT_FOUND)
         namespace: str | None = None
         # namespaces/NS/PLURAL... is a namespaced path, unless it is a namespace's subresource.
         if len(rest) >= 3 and rest[0] == "namespaces" and not (
@@ -278,40 +184,17 @@ class APIServerHTTP:
         ):
             namespace, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
-            raise NotFound("the server could not find the requested resource")
+            raise NotFound(_NOT_FOUND)
         rtype = self.api.resource_type_by_plural(api_version, rest[0])
         if namespace is not None and not rtype.namespaced:
-            raise NotFound(f"the server could not find the requested resource ({rest[0]})")
+            raise NotFound(_NOT_FOUND)
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
         if sub is not None and (sub != "status" or not rtype.status_subresource):
-            raise NotFound(f"the server could not find the requested resource "
-                           f"({rtype.resource}/{sub})")
+            raise NotFound(_NOT_FOUND)
         if rtype.namespaced and name is not None and namespace is None:
-            raise NotFound(f"the server could not find the requested resource ({rest[0]})")
+            raise NotFound(_NOT_FOUND)
         return _Route(rtype, namespace, name, sub)
-
-    def on_created(self, obj: dict[str, Any]) -> None:
-        """Register the kind a created CustomResourceDefinition defines."""
-        if obj.get("kind") != CRD.kind:
-            return
-        spec = objects.spec(obj)
-        names = spec.get("names") or {}
-        for version in spec.get("versions") or []:
-            if version.get("served", True):
-                self.api.register(ResourceType(
-                    spec.get("group", ""), version.get("name", ""), names.get("kind", ""),
-                    names.get("plural", ""), namespaced=spec.get("scope") == "Namespaced",
-                    status_subresource="status" in (version.get("subresources") or {}),
-                ))
-
-
-def _groups(types: list[ResourceType]) -> list[str]:
-    seen: dict[str, None] = {}
-    for t in types:
-        if t.group:
-            seen.setdefault(t.group, None)
-    return list(seen)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -327,6 +210,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
+
+    def send_error(self, code: int, message: str | None = None,
+                   explain: str | None = None) -> None:
+        """Answer protocol-level errors (bad request line, unknown method) with a Status."""
+        self.close_connection = True
+        if code == 501:
+            error: ApiError = MethodNotAllowed(_NOT_ALLOWED)
+        else:
+            error = ApiError(message or "bad request", status=code,
+                             reason="BadRequest" if code == 400 else "Unknown")
+        with contextlib.suppress(OSError):
+            self._send_json(error.status, error.to_status(), {"Connection": "close"})
 
     # ------------------------------------------------------------- dispatch
     def do_GET(self) -> None:
@@ -344,153 +239,361 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._dispatch("DELETE")
 
+    def do_HEAD(self) -> None:
+        self._dispatch("HEAD")
+
+    def do_OPTIONS(self) -> None:
+        self._dispatch("OPTIONS")
+
     def _dispatch(self, method: str) -> None:
-        url = urlsplit(self.path)
-        query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
-        parts = [p for p in url.path.split("/") if p]
+        self._pretty = False
+        self._warnings: list[str] = []
         try:
-            body = self._body()
-            if parts in (["healthz"], ["readyz"], ["livez"]):
-                self._send_text(200, "ok")
-                return
-            if method == "GET":
-                doc = self.face.discovery(parts)
-                if doc is not None:
-                    self._send_json(200, doc)
-                    return
-            route = self.face.route(parts)
-            if method == "GET" and route.name is None:
-                if query.get("watch") in ("true", "1"):
-                    self._watch(route, query)
-                else:
-                    self._list(route, query)
-                return
-            status, answer = self._handle(method, route, body, query)
-            self._send_json(status, answer)
+            url = urlsplit(self.path)
+            query = parse_qs(url.query, keep_blank_values=True)
+            parts = [unquote(p) for p in url.path.split("/") if p]
+            self._pretty = (query.get("pretty") or [""])[-1] in ("true", "1")
+            raw = self._read()
+            if method not in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+                raise MethodNotAllowed(_NOT_ALLOWED)
+            self._route(method, parts, query, raw)
         except ApiError as exc:
             self._send_error(exc)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+        except Exception:  # a bug must still answer a Status, not drop the connection
+            log.exception("internal error serving %s %s", method, self.path)
+            self._send_error(ApiError("an internal error occurred"))
 
-    def _body(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > _MAX_BODY:
-            raise ApiError("request entity too large", status=413, reason="RequestEntityTooLarge")
-        if length <= 0:
-            return None
-        raw = self.rfile.read(length)
+    def _read(self) -> bytes:
         try:
-            return json.loads(raw)
-        except ValueError:
-            raise ApiError("the request body is not valid JSON", status=400,
-                           reason="BadRequest") from None
+            raw, _ = read_body(self.headers, self.rfile)
+        except ApiError:
+            self.close_connection = True  # the unread rest of the body cannot be skipped
+            raise
+        return raw
 
-    def _handle(self, method: str, route: _Route, body: Any,
-                query: dict[str, str]) -> tuple[int, Any]:
+    def _content_type(self) -> str:
+        return (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+
+    def _route(self, method: str, parts: list[str], query: dict[str, list[str]],
+               raw: bytes) -> None:
+        if parts in (["healthz"], ["readyz"], ["livez"]) and method == "GET":
+            self._send_text(200, "ok")
+            return
+        if parts[:1] == ["openapi"] and method == "GET":
+            self._openapi(parts)
+            return
+        if method == "GET":
+            doc = self.face.discovery(parts)
+            if doc is not None:
+                self._send_json(200, doc)
+                return
+        route = self.face.route(parts)
+        content_type = self._content_type()
+        if method == "PATCH":
+            body = self._patch_body(route, raw, content_type)
+        else:
+            if raw.strip() and content_type not in _BODY_TYPES:
+                raise UnsupportedMediaType(
+                    "the body of the request was in an unknown format - accepted media types "
+                    "include: application/json, application/yaml")
+            body = decode_body(raw, content_type)
+        options = parse_options(method, query, body, collection=route.name is None)
+        if method == "GET":
+            shape, meta_version = accepts(self.headers.get("Accept"))
+            if route.name is None or options.watch:
+                if options.watch:
+                    self._watch(route, options, shape, meta_version)
+                else:
+                    self._list(route, options, shape, meta_version)
+                return
+            obj = self.face.api.get(route.rtype.api_version, route.rtype.kind,
+                                    route.namespace, route.name)
+            self._send_object(200, route.rtype, obj, shape, meta_version, options)
+            return
+        accepts(self.headers.get("Accept"))
+        status, answer = self._write(method, route, body, options, content_type)
+        self._send_json(status, answer)
+
+    def _openapi(self, parts: list[str]) -> None:
+        accept = (self.headers.get("Accept") or "").lower()
+        if parts == ["openapi", "v2"] and "json" not in accept and "*/*" not in accept \
+                and accept.strip():
+            raise ApiError("only application/json is served for /openapi/v2", status=406,
+                           reason="NotAcceptable")
+        doc = self.face.openapi(parts)
+        if doc is None:
+            raise NotFound(_NOT_FOUND)
+        self._send_json(200, doc)
+
+    # ---------------------------------------------------------------- writes
+    def _write(self, method: str, route: _Route, body: Any, options: Options,
+               content_type: str) -> tuple[int, Any]:
         api, rtype = self.face.api, route.rtype
+        dry = {"dry_run": True} if options.dry_run else {}
         if method == "POST":
             if route.name is not None:
-                raise ApiError("POST is not allowed on a named resource", status=405,
-                               reason="MethodNotAllowed")
+                raise MethodNotAllowed(_NOT_ALLOWED)
             obj = self._object(body, rtype, route)
-            created = api.create(obj)
-            self.face.on_created(created)
-            return 201, created
+            self._check_fields(obj, rtype, options, skip_status=rtype.status_subresource)
+            return 201, api.create(obj, **dry)
+        if method == "DELETE":
+            return 200, self._delete(route, options)
         if route.name is None:
-            raise ApiError(f"{method} needs a resource name", status=405,
-                           reason="MethodNotAllowed")
-        if method == "GET":
-            return 200, api.get(rtype.api_version, rtype.kind, route.namespace, route.name)
+            raise MethodNotAllowed(_NOT_ALLOWED)
         if method == "PUT":
             obj = self._object(body, rtype, route)
-            if objects.metadata(obj).get("name") not in (None, route.name):
-                raise Invalid("the name of the object does not match the name on the URL")
-            obj.setdefault("metadata", {})["name"] = route.name
+            name = objects.metadata(obj).get("name")
+            if name not in (None, "", route.name):
+                raise BadRequest(f"the name of the object ({name}) does not match the name "
+                                 f"on the URL ({route.name})")
+            obj["metadata"]["name"] = route.name
             if route.subresource == "status":
-                return 200, api.replace_status(obj)
-            return 200, api.replace(obj)
-        if method == "PATCH":
-            return 200, self._patch(route, body)
-        if method == "DELETE":
-            options = body if isinstance(body, dict) else {}
-            pre = options.get("preconditions") or {}
-            if pre.get("uid"):
-                current = api.get(rtype.api_version, rtype.kind, route.namespace, route.name)
-                if current["metadata"]["uid"] != pre["uid"]:
-                    raise Conflict(f"Precondition failed: UID in precondition: {pre['uid']}, "
-                                   f"UID in object meta: {current['metadata']['uid']}")
-            result = api.delete(rtype.api_version, rtype.kind, route.namespace, route.name,
-                                resource_version=pre.get("resourceVersion"))
-            if result is not None:
-                return 200, result
-            return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                         "status": "Success",
-                         "details": {"name": route.name, "group": rtype.group,
-                                     "kind": rtype.plural}}
-        raise ApiError(f"method {method} is not allowed", status=405, reason="MethodNotAllowed")
+                return 200, api.replace_status(obj, **dry)
+            self._check_fields(obj, rtype, options, skip_status=rtype.status_subresource)
+            return 200, api.replace(obj, **dry)
+        return 200, self._patch(route, body, options, content_type)
 
     def _object(self, body: Any, rtype: ResourceType, route: _Route) -> dict[str, Any]:
+        if body is None:
+            raise BadRequest("the body of the request was empty")
         if not isinstance(body, dict):
-            raise Invalid("the request body must be a JSON object")
+            raise BadRequest(f"the body of the request must be a JSON object, not "
+                             f"{type(body).__name__}")
+        for field in ("apiVersion", "kind"):
+            if not isinstance(body.get(field), str) or not body[field]:
+                raise BadRequest(f"Object '{'Kind' if field == 'kind' else 'apiVersion'}' "
+                                 f"is missing in the request body")
+        if body["apiVersion"] != rtype.api_version:
+            raise BadRequest(f"the API version in the data ({body['apiVersion']}) does not "
+                             f"match the expected API version ({rtype.api_version})")
+        if body["kind"] != rtype.kind:
+            raise BadRequest(f"the kind in the data ({body['kind']}) does not match the "
+                             f"expected kind ({rtype.kind})")
+        meta = body.get("metadata", {})
+        if meta is None:
+            meta = {}
+        if not isinstance(meta, dict):
+            raise BadRequest(f'{rtype.kind} in version "{rtype.version}" cannot be handled as '
+                             f"a {rtype.kind}: metadata: expected an object, got "
+                             f"{type(meta).__name__}")
         obj = dict(body)
-        obj.setdefault("apiVersion", rtype.api_version)
-        obj.setdefault("kind", rtype.kind)
-        if (obj["apiVersion"], obj["kind"]) != (rtype.api_version, rtype.kind):
-            raise ApiError(f"the API version in the data ({obj['apiVersion']}) does not match "
-                           f"the expected API version ({rtype.api_version})", status=400,
-                           reason="BadRequest")
-        meta = dict(objects.metadata(obj))
+        meta = dict(meta)
         if route.namespace is not None:
             if meta.get("namespace") not in (None, "", route.namespace):
-                raise ApiError("the namespace of the provided object does not match the "
-                               "namespace sent on the request", status=400, reason="BadRequest")
+                raise BadRequest("the namespace of the provided object does not match the "
+                                 "namespace sent on the request")
             meta["namespace"] = route.namespace
+        elif rtype.namespaced:
+            raise MethodNotAllowed(_NOT_ALLOWED)  # only list and watch span namespaces
         obj["metadata"] = meta
         return obj
 
-    def _patch(self, route: _Route, body: Any) -> dict[str, Any]:
-        api, rtype = self.face.api, route.rtype
-        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
-        if content_type == "application/json-patch+json":
-            current = api.get(rtype.api_version, rtype.kind, route.namespace, route.name)
-            patched = json_patch(current, body)
-            # Rewritten as a full merge patch guarded by the version it was computed from.
-            patch = _diff_as_merge_patch(current, patched)
-            patch.setdefault("metadata", {})["resourceVersion"] = (
-                current["metadata"]["resourceVersion"])
-        elif content_type in ("application/merge-patch+json",
-                              "application/strategic-merge-patch+json", "application/json"):
-            if not isinstance(body, dict):
-                raise Invalid("a merge patch must be a JSON object")
-            patch = body
-        else:
-            raise ApiError(f"the media type {content_type!r} is not supported for PATCH",
-                           status=415, reason="UnsupportedMediaType")
-        return api.patch(rtype.api_version, rtype.kind, route.namespace, route.name, patch,
-                         subresource=route.subresource)
+    def _check_fields(self, obj: Any, rtype: ResourceType, options: Options, *,
+                      skip_status: bool) -> None:
+        """``fieldValidation``: Strict refuses unknown fields, Warn (the default) warns."""
+        if options.field_validation == "Ignore":
+            return
+        unknown = openapi.unknown_fields(obj, rtype, skip_status=skip_status)
+        if not unknown:
+            return
+        if options.field_validation == "Strict":
+            listed = ", ".join(f'unknown field "{path}"' for path in unknown)
+            raise BadRequest(f'{rtype.kind} in version "{rtype.version}" cannot be handled as '
+                             f"a {rtype.kind}: strict decoding error: {listed}")
+        self._warnings += [f'unknown field "{path}"' for path in unknown]
 
-    def _list(self, route: _Route, query: dict[str, str]) -> None:
+    # --------------------------------------------------------------- patch
+    def _patch_body(self, route: _Route, raw: bytes, content_type: str) -> Any:
+        builtin = openapi.is_builtin(route.rtype)
+        accepted = [_JSON_PATCH, _MERGE_PATCH] + ([_STRATEGIC_PATCH] if builtin else [])
+        if content_type == _APPLY_PATCH:
+            raise UnsupportedMediaType(
+                f"server-side apply ({_APPLY_PATCH}) is not supported by this server; use "
+                f"client-side apply - accepted media types include: {', '.join(accepted)}")
+        if content_type not in accepted:
+            raise UnsupportedMediaType(
+                f"the body of the request was in an unknown format - accepted media types "
+                f"include: {', '.join([*accepted, _APPLY_PATCH])}")
+        body = decode_body(raw, "application/json")
+        if body is None:
+            raise BadRequest("the body of the request was empty")
+        return body
+
+    def _patch(self, route: _Route, body: Any, options: Options,
+               content_type: str) -> dict[str, Any]:
+        api, rtype = self.face.api, route.rtype
+        dry = {"dry_run": True} if options.dry_run else {}
+        skip_status = rtype.status_subresource and route.subresource is None
+        sub = {"subresource": route.subresource} if route.subresource else {}
+        if content_type == _MERGE_PATCH:
+            if not isinstance(body, dict):
+                raise BadRequest("a merge patch must be a JSON object")
+            self._check_fields(body, rtype, options, skip_status=skip_status)
+            return api.patch(rtype.api_version, rtype.kind, route.namespace, route.name, body,
+                             **sub, **dry)
+        if content_type == _STRATEGIC_PATCH and not isinstance(body, dict):
+            raise BadRequest("a strategic merge patch must be a JSON object")
+        if content_type == _JSON_PATCH and not isinstance(body, list):
+            raise BadRequest("a JSON patch must be a list of operations")
+        for attempt in range(5):
+            current = api.get(rtype.api_version, rtype.kind, route.namespace, route.name)
+            if content_type == _JSON_PATCH:
+                try:
+                    result = json_patch(current, body)
+                except Invalid as exc:
+                    raise Invalid("the server rejected our request due to an error in our "
+                                  "request", causes=[{"reason": "UnexpectedServerResponse",
+                                                      "message": str(exc)}]) from None
+            else:
+                result = strategic_merge(current, body)
+            if not isinstance(result, dict) or not isinstance(result.get("metadata"), dict):
+                raise Invalid(f'{rtype.kind} "{route.name}" is invalid: metadata: Invalid '
+                              f"value: the patched object's metadata must be an object",
+                              causes=[{"reason": "FieldValueInvalid", "field": "metadata",
+                                       "message": "Invalid value: must be an object"}],
+                              name=route.name or "", group=rtype.group, kind=rtype.kind)
+            self._check_fields(result, rtype, options, skip_status=skip_status)
+            version = current["metadata"].get("resourceVersion")
+            asked = result["metadata"].get("resourceVersion")
+            patch = diff_as_merge_patch(current, result)
+            patch.setdefault("metadata", {})["resourceVersion"] = asked or version
+            try:
+                return api.patch(rtype.api_version, rtype.kind, route.namespace, route.name,
+                                 patch, **sub, **dry)
+            except Conflict:
+                # the object changed between the read and the write: patch it again
+                if asked != version or attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
+
+    # -------------------------------------------------------------- delete
+    def _delete(self, route: _Route, options: Options) -> Any:
+        api, rtype = self.face.api, route.rtype
+        extra: dict[str, Any] = {}
+        if options.dry_run:
+            extra["dry_run"] = True
+        if options.propagation_policy is not None:
+            extra["propagation_policy"] = options.propagation_policy
+        if route.subresource is not None:
+            raise MethodNotAllowed(_NOT_ALLOWED)
+        if route.name is None:
+            if rtype.kind == "Namespace" and rtype.api_version == "v1":
+                raise MethodNotAllowed(_NOT_ALLOWED)
+            items, version = self._select(route, options)
+            for item in items:
+                meta = item["metadata"]
+                try:
+                    api.delete(rtype.api_version, rtype.kind, meta.get("namespace"),
+                               meta["name"], **extra)
+                except NotFound:
+                    continue
+            return {"apiVersion": rtype.api_version, "kind": f"{rtype.kind}List",
+                    "metadata": {"resourceVersion": version}, "items": items}
+        pre = options.preconditions
+        if pre.get("uid"):
+            current = api.get(rtype.api_version, rtype.kind, route.namespace, route.name)
+            if current["metadata"]["uid"] != pre["uid"]:
+                raise Conflict(f"Precondition failed: UID in precondition: {pre['uid']}, "
+                               f"UID in object meta: {current['metadata']['uid']}")
+        result = api.delete(rtype.api_version, rtype.kind, route.namespace, route.name,
+                            resource_version=pre.get("resourceVersion"), **extra)
+        if result is not None:
+            return result
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {"name": route.name, "group": rtype.group, "kind": rtype.plural}}
+
+    # ---------------------------------------------------------------- reads
+    def _selectors(self, options: Options) -> dict[str, Any]:
+        if options.label_selector:
+            try:
+                parse_label_selector(options.label_selector)
+            except Invalid as exc:
+                raise BadRequest(f"unable to parse requirement: {exc}") from None
+        found: dict[str, Any] = {}
+        if options.label_selector:
+            found["label_selector"] = options.label_selector
+        if options.field_selector:
+            found["field_selector"] = options.field_selector
+        return found
+
+    def _select(self, route: _Route, options: Options,
+                ) -> tuple[list[dict[str, Any]], str]:
         rtype = route.rtype
-        items, rv = self.face.api.list(rtype.api_version, rtype.kind, route.namespace,
-                                       query.get("labelSelector") or None)
-        self._send_json(200, {"apiVersion": rtype.api_version, "kind": f"{rtype.kind}List",
-                              "metadata": {"resourceVersion": rv}, "items": items})
+        items, version = self.face.api.list(rtype.api_version, rtype.kind, route.namespace,
+                                            **self._selectors(options))
+        return items, version
+
+    def _check_list_version(self, options: Options) -> None:
+        wanted = options.resource_version
+        if wanted in (None, "0"):
+            return
+        if not wanted.isdigit():
+            raise BadRequest(f'invalid resource version: strconv.ParseUint: parsing "{wanted}": '
+                             f"invalid syntax")
+        current = int(self.face.api.resource_version)
+        if int(wanted) > current:
+            raise ResourceVersionTooLarge(f"Timeout: Too large resource version: {wanted}, "
+                                          f"current: {current}")
+        if options.resource_version_match == "Exact" and int(wanted) < current:
+            raise Gone(f"too old resource version: {wanted} ({current})")
+
+    def _list(self, route: _Route, options: Options, shape: str, meta_version: str) -> None:
+        rtype, api = route.rtype, self.face.api
+        self._check_list_version(options)
+        list_meta: dict[str, Any]
+        if hasattr(api, "list_page"):
+            items, version, token, remaining = api.list_page(
+                rtype.api_version, rtype.kind, route.namespace, limit=options.limit,
+                continue_token=options.continue_token, **self._selectors(options))
+            list_meta = {"resourceVersion": version}
+            if token:
+                list_meta["continue"] = token
+            if remaining is not None:
+                list_meta["remainingItemCount"] = remaining
+        else:
+            items, version = self._select(route, options)
+            list_meta = {"resourceVersion": version}
+        if shape == "table":
+            doc = tables.table(rtype, items, list_meta=list_meta,
+                               include_object=options.include_object, api_version=meta_version)
+        elif shape == "meta":
+            doc = {"kind": "PartialObjectMetadataList", "apiVersion": meta_version,
+                   "metadata": list_meta,
+                   "items": [tables.partial_metadata(o, meta_version) for o in items]}
+        else:
+            doc = {"apiVersion": rtype.api_version, "kind": f"{rtype.kind}List",
+                   "metadata": list_meta, "items": items}
+        self._send_json(200, doc, yaml_out=shape == "yaml")
+
+    def _send_object(self, status: int, rtype: ResourceType, obj: dict[str, Any], shape: str,
+                     meta_version: str, options: Options) -> None:
+        if shape == "table":
+            doc = tables.table(rtype, [obj], list_meta={
+                "resourceVersion": obj["metadata"].get("resourceVersion", "")},
+                include_object=options.include_object, api_version=meta_version)
+        elif shape == "meta":
+            doc = tables.partial_metadata(obj, meta_version)
+        else:
+            doc = obj
+        self._send_json(status, doc, yaml_out=shape == "yaml")
 
     # ---------------------------------------------------------------- watch
-    def _watch(self, route: _Route, query: dict[str, str]) -> None:
+    def _watch(self, route: _Route, options: Options, shape: str, meta_version: str) -> None:
         rtype = route.rtype
-        want_bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
-        timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
+        selectors = self._selectors(options)
+        if route.name is not None:
+            by_name = f"metadata.name={route.name}"
+            selectors["field_selector"] = ",".join(
+                s for s in (selectors.get("field_selector"), by_name) if s)
         events: Iterator[tuple[str, dict[str, Any]]]
         try:
             # Bookmarks are always requested: they double as a heartbeat that lets the
             # stream notice a client that went away.
             stream = self.face.api.watch(
-                rtype.api_version, rtype.kind, route.namespace,
-                query.get("resourceVersion") or None,
-                label_selector=query.get("labelSelector") or None,
-                timeout=timeout, bookmarks=True,
-            )
+                rtype.api_version, rtype.kind, route.namespace, options.resource_version,
+                timeout=options.timeout, bookmarks=True, **selectors)
         except Gone as exc:
             stream = None
             events = iter([("ERROR", exc.to_status())])
@@ -501,12 +604,21 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self.close_connection = True
+        headers = True
         try:
             for kind, obj in events:
-                if kind == "BOOKMARK" and not want_bookmarks:
+                if kind == "BOOKMARK" and not options.allow_bookmarks:
                     if self._client_gone():
                         break
                     continue
+                if kind not in ("ERROR", "BOOKMARK") and shape in ("table", "meta"):
+                    if shape == "table":
+                        obj = tables.table(rtype, [obj], list_meta={}, headers=headers,
+                                           include_object=options.include_object,
+                                           api_version=meta_version)
+                        headers = False
+                    else:
+                        obj = tables.partial_metadata(obj, meta_version)
                 line = json.dumps({"type": kind, "object": obj}, separators=(",", ":")) + "\n"
                 data = line.encode()
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -529,15 +641,31 @@ class _Handler(BaseHTTPRequestHandler):
         return False
 
     # ------------------------------------------------------------- answers
-    def _send_json(self, status: int, doc: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(doc, separators=(",", ":")).encode()
+    def _send_json(self, status: int, doc: Any, headers: dict[str, str] | None = None, *,
+                   yaml_out: bool = False) -> None:
+        if yaml_out:
+            data = yaml.safe_dump(doc, sort_keys=False).encode()
+            content_type = "application/yaml"
+        elif self._pretty_output():
+            data = (json.dumps(doc, indent=2) + "\n").encode()
+            content_type = "application/json"
+        else:
+            data = json.dumps(doc, separators=(",", ":")).encode()
+            content_type = "application/json"
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
+        for warning in getattr(self, "_warnings", []):
+            self.send_header("Warning", f"299 - {json.dumps(warning)}")
         for key, value in (headers or {}).items():
             self.send_header(key, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
+
+    def _pretty_output(self) -> bool:
+        return bool(getattr(self, "_pretty", False))
 
     def _send_text(self, status: int, text: str) -> None:
         data = text.encode()
@@ -552,19 +680,3 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(exc, TooManyRequests):
             headers["Retry-After"] = str(max(1, round(exc.retry_after)))
         self._send_json(exc.status, exc.to_status(), headers)
-
-
-def _diff_as_merge_patch(before: Any, after: Any) -> Any:
-    """The JSON merge patch that turns ``before`` into ``after``."""
-    if not isinstance(before, dict) or not isinstance(after, dict):
-        return clone(after)
-    patch: dict[str, Any] = {}
-    for key in before.keys() - after.keys():
-        patch[key] = None
-    for key, value in after.items():
-        if key not in before:
-            patch[key] = clone(value)
-        elif before[key] != value:
-            patch[key] = _diff_as_merge_patch(before[key], value)
-    return patch
-
