@@ -22,6 +22,7 @@ COMMANDS = (
     "lifecycle.cli.plan",
     "lifecycle.cli.verify",
     "lifecycle.cli.run",
+    "lifecycle.cli.serve",
     "lifecycle.cli.bench",
 )
 

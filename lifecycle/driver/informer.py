@@ -12,7 +12,13 @@ resourceVersion, applying every event to its cache and telling a
 - ``410 Gone`` (the version left the server's history) re-lists, and the
   difference between the cache and the fresh list is delivered as adds,
   updates and deletes, so nothing that happened meanwhile is lost;
-- other errors reconnect with exponential backoff;
+- a version the server never issued (it restarted with a lower counter, or
+  it is another server) re-lists the same way: a real server answers
+  ``504 Timeout`` with the cause ``ResourceVersionTooLarge``, as an error
+  response or as an ``ERROR`` event;
+- other errors reconnect with exponential backoff, and after
+  ``relist_after_errors`` watches in a row that delivered nothing but an
+  error, re-list too (the version may be one the server cannot serve);
 - every ``resync`` seconds the handler sees every cached object again.
 """
 
@@ -27,7 +33,7 @@ from typing import Any, Protocol
 import attrs
 
 from lifecycle.core.objects import metadata
-from lifecycle.kube.errors import ApiError, Gone, error_from_status
+from lifecycle.kube.errors import ApiError, ResourceVersionTooLarge, error_from_status
 
 __all__ = ["Handler", "Informer", "InformerOptions", "ListWatcher", "object_key"]
 
@@ -91,7 +97,8 @@ class InformerOptions:
     to twice, as client-go does, so replicas do not reconnect in step);
     ``inactivity_timeout`` is the client-side read timeout; ``resync`` 0
     disables the resync; reconnects back off from ``backoff_base`` to
-    ``backoff_cap``.
+    ``backoff_cap``; ``relist_after_errors`` watches in a row that ended in
+    an error before any event re-list (0: never for that reason).
     """
 
     resync: float = 600.0
@@ -99,6 +106,7 @@ class InformerOptions:
     inactivity_timeout: float = 90.0
     backoff_base: float = 0.2
     backoff_cap: float = 30.0
+    relist_after_errors: int = 3
 
 
 @attrs.define
@@ -108,6 +116,8 @@ class InformerStats:
     lists: int = 0
     watches: int = 0
     relists_after_gone: int = 0
+    relists_after_unknown_version: int = 0
+    relists_after_errors: int = 0
     errors: int = 0
     events: int = 0
     resyncs: int = 0
@@ -130,6 +140,7 @@ class Informer:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._resource_version: str | None = None
+        self._delivered = False  # whether the current watch delivered an event
         self._wait = sleep or (lambda event, seconds: event.wait(seconds))
 
     # --------------------------------------------------------------- cache
@@ -173,28 +184,50 @@ class Informer:
 
     def _run(self) -> None:
         failures = 0
+        failed_watches = 0  # watches in a row that delivered nothing but an error
         while not self._stop.is_set():
+            watching = False
             try:
                 if self._resource_version is None:
                     self._relist()
+                    failed_watches = 0
+                watching = True
+                self._delivered = False
                 if self._watch_once():
-                    failures = 0
+                    failures = failed_watches = 0
                     continue
                 # A watch that ended without a single event (not even a bookmark) is
                 # treated like an error, so a server that keeps closing cannot spin us.
                 failures += 1
                 if self._wait(self._stop, self._backoff(failures)):
                     return
-            except Gone:
-                self.stats.relists_after_gone += 1
-                log.info("watch of %s expired (410); re-listing", self.name)
+            except ResourceVersionTooLarge:
+                self.stats.relists_after_unknown_version += 1
+                log.info("the server never issued resourceVersion %s of %s (504); re-listing",
+                         self._resource_version, self.name)
                 self._resource_version = None
                 continue
             except Exception as exc:
+                if isinstance(exc, ApiError) and exc.status == 410:
+                    self.stats.relists_after_gone += 1
+                    log.info("watch of %s expired (410); re-listing", self.name)
+                    self._resource_version = None
+                    continue
                 if self._stop.is_set():
                     return
                 failures += 1
                 self.stats.errors += 1
+                if watching and self._delivered:
+                    failed_watches = 0
+                elif watching:
+                    failed_watches += 1
+                limit = self.options.relist_after_errors
+                if limit and failed_watches >= limit:
+                    failed_watches = 0
+                    self.stats.relists_after_errors += 1
+                    log.warning("%d watches of %s in a row failed before any event; "
+                                "re-listing", limit, self.name)
+                    self._resource_version = None
                 delay = self._backoff(failures)
                 log.warning("list/watch of %s failed (%s: %s); retrying in %.2fs",
                             self.name, type(exc).__name__, _short(exc), delay)
@@ -213,15 +246,16 @@ class Informer:
         with self._lock:
             old = self._cache
             self._cache = fresh
+        for key, obj in old.items():
+            now = fresh.get(key)
+            if now is None or _uid(now) != _uid(obj):
+                self.handler.on_delete(obj)  # gone, or replaced by another of that name
         for key, obj in fresh.items():
             before = old.get(key)
-            if before is None:
+            if before is None or _uid(before) != _uid(obj):
                 self.handler.on_add(obj)
             elif _rv(before) != _rv(obj):
                 self.handler.on_update(before, obj)
-        for key, obj in old.items():
-            if key not in fresh:
-                self.handler.on_delete(obj)
         self._resource_version = resource_version
         self.synced.set()
 
@@ -236,9 +270,9 @@ class Informer:
                                            inactivity=opts.inactivity_timeout):
             if self._stop.is_set():
                 break
-            got = True
             if kind == "ERROR":
                 raise error_from_status(obj) if isinstance(obj, dict) else ApiError(str(obj))
+            got = self._delivered = True
             rv = _rv(obj)
             if kind == "BOOKMARK":
                 if rv:
@@ -282,6 +316,10 @@ class Informer:
 
 def _rv(obj: dict[str, Any]) -> Any:
     return metadata(obj).get("resourceVersion")
+
+
+def _uid(obj: dict[str, Any]) -> Any:
+    return metadata(obj).get("uid")
 
 
 def _short(exc: BaseException) -> str:

@@ -35,7 +35,7 @@ import attrs
 from lifecycle.core.errors import LifecycleError
 from lifecycle.core.objects import metadata
 
-__all__ = ["Autosave", "ExternalState", "SavedState", "StateFile", "StateFileError"]
+__all__ = ["CRASH_GAP", "Autosave", "ExternalState", "SavedState", "StateFile", "StateFileError"]
 
 log = logging.getLogger("lifecycle.sim.persist")
 
@@ -43,6 +43,9 @@ log = logging.getLogger("lifecycle.sim.persist")
 FORMAT = "lifecycle-embedded-api-state"
 #: The layout version this module writes and reads.
 VERSION = 1
+#: How far the counter jumps after a shutdown that did not save a last time: more
+#: writes than could have happened after the last save, so none is ever reused.
+CRASH_GAP = 1_000_000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -74,11 +77,23 @@ class ExternalState(Protocol):
 
 @attrs.frozen
 class SavedState:
-    """What a state file holds: the counter, the objects and the external documents."""
+    """What a state file holds: the counter, the objects and the external documents.
+
+    ``clean`` says whether the process that wrote it closed it after a last
+    save; if not, writes after the last save were lost and their
+    resourceVersions may have been seen by clients, so a restore must start
+    from :attr:`restart_resource_version`, never from ``resource_version``.
+    """
 
     resource_version: int
     objects: list[dict[str, Any]]
     external: dict[str, Any]
+    clean: bool = True
+
+    @property
+    def restart_resource_version(self) -> int:
+        """The counter to restore: the saved one, plus :data:`CRASH_GAP` after a crash."""
+        return self.resource_version + (0 if self.clean else CRASH_GAP)
 
 
 def _key(obj: Mapping[str, Any]) -> ObjectKey:
@@ -110,6 +125,7 @@ class StateFile:
         self._saved: dict[ObjectKey, int] = {}
         self._saved_external: dict[str, str] = {}
         self._saved_rv = -1
+        self._was_clean = True
         self._lock = threading.Lock()
         self._create_private()
         try:
@@ -161,8 +177,11 @@ class StateFile:
                            (FORMAT, str(VERSION)))
             else:
                 self._check_layout(tables)
-                # A write proves the file is writable before anything is served from it.
-                db.execute("UPDATE meta SET value = value WHERE key = 'format'")
+                rows = dict(db.execute("SELECT key, value FROM meta"))
+                self._was_clean = rows.get("clean", "1") == "1"
+            # Not clean until close(clean=True): a crash from now on is detected on load.
+            # The write also proves the file is writable before anything is served from it.
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('clean', '0')")
             db.execute("COMMIT")
         except StateFileError:
             with contextlib.suppress(sqlite3.Error):
@@ -221,7 +240,7 @@ class StateFile:
             except sqlite3.Error as exc:
                 raise self._unusable(exc) from None
             self._saved_rv = int(counter)
-            return SavedState(int(counter), objects, external)
+            return SavedState(int(counter), objects, external, clean=self._was_clean)
 
     def _decode(self, body: str, what: str) -> Any:
         try:
@@ -278,10 +297,21 @@ class StateFile:
             self._saved_rv = counter
             return True
 
-    def close(self) -> None:
-        """Close the file (releasing it for another process)."""
+    def close(self, *, clean: bool = False) -> None:
+        """Close the file (releasing it for another process).
+
+        ``clean``: the last save holds everything (nothing was written after
+        it), so the next load may continue from its counter exactly.
+        """
         with self._lock:
-            self._db.close()
+            try:
+                if clean:
+                    self._db.execute("INSERT OR REPLACE INTO meta VALUES ('clean', '1')")
+            except sqlite3.Error as exc:
+                raise StateFileError(f"cannot save to the state file {self.path}: "
+                                     f"{_first_line(exc)}") from None
+            finally:
+                self._db.close()
 
 
 class Autosave:

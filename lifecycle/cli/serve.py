@@ -1,0 +1,295 @@
+"""The ``lifecycle serve`` subcommand: a local cluster to try the operator with kubectl.
+
+``lifecycle serve`` starts the embedded Kubernetes API on a fixed loopback
+port, writes a kubeconfig for it, installs the CRDs of the kinds it runs and
+a ``default`` ProviderConfig, and runs the operator for those kinds in the
+same process (each with the connector its registration declares; for
+DatabaseInstance that is the simulated cloud). Point kubectl at it with the
+``export KUBECONFIG=...`` line it prints.
+
+Everything (every object with its uid and resourceVersion, the
+resourceVersion counter, the simulated cloud's instances) is kept in a
+SQLite state file and restored on the next start. The state is saved every
+``--save-interval`` seconds when something changed and once more on
+SIGTERM/SIGINT, so a clean stop loses nothing and ``kill -9`` loses at most
+the writes of the last interval; after such a crash the resourceVersion
+counter jumps far ahead, so no version a client may have seen is issued
+again.
+
+The API has no authentication and no TLS: it listens on 127.0.0.1 unless
+``--address`` names another address together with ``--allow-remote``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import ipaddress
+import json
+import logging
+import os
+import random
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lifecycle.cli import UsageError
+from lifecycle.core.kind import Kind
+from lifecycle.kube.errors import ApiError
+
+__all__ = ["DEFAULT_KUBECONFIG", "DEFAULT_PORT", "DEFAULT_STATE", "register", "serve"]
+
+log = logging.getLogger("lifecycle.serve")
+
+#: Where the API listens unless ``--port`` says otherwise.
+DEFAULT_PORT = 6443
+#: The state file, relative to the working directory.
+DEFAULT_STATE = "lifecycle-state.db"
+#: The kubeconfig written, relative to the working directory.
+DEFAULT_KUBECONFIG = "lifecycle.kubeconfig"
+
+
+# ----------------------------------------------------------------- addresses
+def _bind_address(address: str, allow_remote: bool) -> str:
+    """The address to listen on; refuses non-loopback ones unless ``allow_remote``."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        try:
+            ip = ipaddress.ip_address(socket.gethostbyname(address))
+        except (OSError, UnicodeError):
+            raise UsageError(f"--address {address!r} is neither an IPv4 address nor a "
+                             f"name that resolves to one") from None
+    if ip.version != 4:
+        raise UsageError(f"--address {address}: only IPv4 addresses are supported "
+                         f"(use 127.0.0.1)")
+    if not ip.is_loopback:
+        if not allow_remote:
+            raise UsageError(f"--address {address} is not a loopback address; the API has "
+                             f"no authentication, so anyone who can reach it could read and "
+                             f"change every object (Secrets included). Pass --allow-remote "
+                             f"to serve there anyway")
+        print(f"warning: serving on {address} without authentication or TLS: anyone who can "
+              f"reach this port can read and change every object, Secrets included",
+              file=sys.stderr, flush=True)
+    return str(ip)
+
+
+def _client_host(bound: str) -> str:
+    """The host clients use: loopback for a wildcard address."""
+    return "127.0.0.1" if ipaddress.ip_address(bound).is_unspecified else bound
+
+
+def kubeconfig(url: str, namespace: str = "default") -> dict[str, Any]:
+    """A kubeconfig for ``url`` (no credentials: the embedded API does not check any)."""
+    return {
+        "apiVersion": "v1", "kind": "Config", "preferences": {},
+        "current-context": "lifecycle",
+        "clusters": [{"name": "lifecycle", "cluster": {"server": url}}],
+        "users": [{"name": "lifecycle", "user": {}}],
+        "contexts": [{"name": "lifecycle", "context": {
+            "cluster": "lifecycle", "user": "lifecycle", "namespace": namespace}}],
+    }
+
+
+def _write_kubeconfig(path: Path, url: str) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        temporary.write_text(yaml.safe_dump(kubeconfig(url), sort_keys=False),
+                             encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write the kubeconfig {path}: {exc.strerror or exc}") from None
+
+
+# ----------------------------------------------------------------------- CRDs
+def _install_crd(api: Any, doc: dict[str, Any]) -> None:
+    """Create a CRD in the store, or bring a stored one up to date (as ``kubectl apply``)."""
+    from lifecycle.sim.crds import apply_crd
+
+    try:
+        apply_crd(api, doc)
+    except ApiError as exc:
+        log.warning("kept the stored CRD %s: it cannot be updated (%s)",
+                    doc["metadata"]["name"], exc)
+
+
+# ---------------------------------------------------------------------- serve
+def _persisted(pairs: Sequence[tuple[Kind, Any]]) -> dict[str, Any]:
+    """Connectors whose provider state is kept in the state file, by kind name."""
+    return {kind.kind: connector for kind, connector in pairs
+            if callable(getattr(connector, "snapshot", None))
+            and callable(getattr(connector, "restore", None))}
+
+
+def serve(args: argparse.Namespace) -> int:
+    """``lifecycle serve``: serve the API (and run the operator) until SIGTERM/SIGINT."""
+    from lifecycle.cli.run import _pairs, _registrations, configure_logging
+    from lifecycle.driver.crds import crds
+    from lifecycle.sim.apiserver import EmbeddedAPI
+    from lifecycle.sim.embedded import seed_provider_config
+    from lifecycle.sim.persist import StateFile, StateFileError
+
+    registrations = _registrations(args.kinds or ("DatabaseInstance",))
+    kinds = [r.kind for r in registrations]
+    pairs = [] if args.no_operator else _pairs(registrations, args.connector)
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port must be between 1 and 65535, got {args.port}")
+    if args.save_interval <= 0:
+        raise UsageError("--save-interval must be positive")
+    host = _bind_address(args.address, args.allow_remote)
+    configure_logging(args.log_level, args.log_json)
+
+    state = StateFile(Path(args.state).absolute())
+    saved = None
+    served = finished = False
+    try:
+        saved = state.load()
+        api = EmbeddedAPI(seed=random.SystemRandom().getrandbits(63))
+        externals = _persisted(pairs)
+        if saved is not None:
+            try:
+                api.restore(saved.objects, saved.restart_resource_version)
+            except ApiError as exc:
+                raise StateFileError(f"the saved objects cannot be restored: {exc}") from None
+            for name, connector in externals.items():
+                if name in saved.external:
+                    try:
+                        connector.restore(saved.external[name])
+                    except ValueError as exc:
+                        raise StateFileError(f"the saved state of {name}'s provider cannot "
+                                             f"be restored: {exc}") from None
+        for doc in crds(kinds):
+            _install_crd(api, doc)
+        if saved is None:
+            seed_provider_config(api)
+        face = _listen(api, host, args.port)
+        served = True
+        _run(args, api, face, state, externals, pairs, kinds,
+             f"http://{_client_host(host)}:{face.port}")
+        finished = True
+        return 0
+    finally:
+        # Before serving nothing was issued, so the file is as clean as it was loaded.
+        state.close(clean=finished if served else (saved is None or saved.clean))
+
+
+def _listen(api: Any, host: str, port: int) -> Any:
+    """The HTTP face bound to ``host:port`` (not serving yet); one-line error if taken."""
+    from lifecycle.sim.http import APIServerHTTP
+
+    try:
+        return APIServerHTTP(api, host=host, port=port)
+    except OSError as exc:
+        hint = (" (another lifecycle serve or a cluster? choose another with --port)"
+                if exc.errno == errno.EADDRINUSE else "")
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
+
+
+def _run(args: argparse.Namespace, api: Any, face: Any, state: Any,
+         externals: Mapping[str, Any], pairs: Sequence[tuple[Kind, Any]],
+         kinds: Sequence[Kind], url: str) -> None:
+    """Serve, save and run the operator until a signal; then stop in order and save."""
+    from lifecycle.sim.persist import Autosave
+
+    last: list[Any] = [None]
+
+    def provider_states() -> dict[str, Any]:
+        return {name: connector.snapshot() for name, connector in externals.items()}
+
+    def changed() -> bool:
+        seen = (api.resource_version, json.dumps(provider_states(), sort_keys=True))
+        if seen == last[0]:
+            return False
+        last[0] = seen
+        return True
+
+    config_path = Path(args.kubeconfig).absolute()
+    autosave = Autosave(state, lambda: api.snapshot(with_external=provider_states),
+                        interval=args.save_interval, changed=changed)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        log.info("received %s; shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    manager = None
+    started = False
+    try:
+        autosave.save()
+        _write_kubeconfig(config_path, url)
+        face.start()
+        started = True
+        autosave.start()
+        print(f"lifecycle serve: Kubernetes API on {url} (state: {state.path})", flush=True)
+        print(f"export KUBECONFIG={config_path}", flush=True)
+        if pairs:
+            manager = _operator(url, pairs, kinds)
+            manager.start()
+        while not stop.wait(0.2):
+            if manager is not None and manager.wait(0):
+                break
+    finally:
+        if manager is not None:
+            manager.stop()
+        if started:
+            face.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        autosave.stop()
+    log.info("state saved", extra={"resourceVersion": api.resource_version})
+
+
+def _operator(url: str, pairs: Sequence[tuple[Kind, Any]], kinds: Sequence[Kind]) -> Any:
+    """The operator for ``pairs``, talking to ``url`` through the official client."""
+    from prometheus_client import disable_created_metrics
+
+    from lifecycle.driver.cluster import KubeCluster, api_client
+    from lifecycle.driver.manager import Manager, ManagerOptions
+
+    disable_created_metrics()
+    return Manager(KubeCluster(api_client(host=url), kinds), pairs,
+                   ManagerOptions(workers=2, drain_timeout=10.0))
+
+
+def register(subparsers: Any) -> None:
+    """Add ``serve``."""
+    p = subparsers.add_parser(
+        "serve", help="a local Kubernetes API with the operator, for kubectl",
+        description=__doc__.split("\n\n", 1)[1].replace("``", ""),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  lifecycle serve &\n  export KUBECONFIG=$PWD/lifecycle.kubeconfig\n"
+               "  kubectl apply -f docs/examples/databaseinstance.yaml\n  kubectl get dbi")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help=f"TCP port of the API (default: {DEFAULT_PORT})")
+    p.add_argument("--address", default="127.0.0.1",
+                   help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="allow a non-loopback --address (no authentication, no TLS)")
+    p.add_argument("--kubeconfig", default=DEFAULT_KUBECONFIG, metavar="FILE",
+                   help=f"kubeconfig to write (default: ./{DEFAULT_KUBECONFIG})")
+    p.add_argument("--state", default=DEFAULT_STATE, metavar="FILE",
+                   help=f"SQLite file keeping the state across restarts "
+                        f"(default: ./{DEFAULT_STATE})")
+    p.add_argument("--save-interval", type=float, default=0.5, metavar="SECONDS",
+                   help="save this often when something changed; a kill -9 loses at most "
+                        "this much (default: 0.5)")
+    p.add_argument("--kinds", nargs="+", metavar="KIND",
+                   help="registered kinds by name or plural, or MODULE:NAME, whose CRDs to "
+                        "install and operator to run (default: DatabaseInstance)")
+    p.add_argument("--connector", metavar="MODULE:NAME",
+                   help="one provider connector for every kind (default: the connector each "
+                        "kind registers; DatabaseInstance: the simulated cloud)")
+    p.add_argument("--no-operator", action="store_true",
+                   help="serve the API only; run no operator")
+    p.add_argument("--log-json", action="store_true", help="JSON log lines")
+    p.add_argument("--log-level", default="info",
+                   choices=["debug", "info", "warning", "error"])
+    p.set_defaults(func=serve)
