@@ -215,13 +215,15 @@ class _Handler(BaseHTTPRequestHandler):
                    explain: str | None = None) -> None:
         """Answer protocol-level errors (bad request line, unknown method) with a Status."""
         self.close_connection = True
+        if not getattr(self, "request_version", "").startswith("HTTP/1."):
+            self.request_version = "HTTP/1.1"  # answer with a status line and headers
         if code == 501:
             error: ApiError = MethodNotAllowed(_NOT_ALLOWED)
         else:
             error = ApiError(message or "bad request", status=code,
                              reason="BadRequest" if code == 400 else "Unknown")
         with contextlib.suppress(OSError):
-            self._send_json(error.status, error.to_status(), {"Connection": "close"})
+            self._send_json(error.status, error.to_status())
 
     # ------------------------------------------------------------- dispatch
     def do_GET(self) -> None:

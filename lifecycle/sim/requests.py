@@ -141,7 +141,7 @@ class Options:
     allow_bookmarks: bool = False
     timeout: float | None = None
     pretty: bool = False
-    field_validation: str = "Ignore"
+    field_validation: str = "Warn"
     propagation_policy: str | None = None
     preconditions: dict[str, Any] = attrs.Factory(dict)
     include_object: str = "Metadata"
