@@ -60,8 +60,10 @@ class DeletionPolicy(enum.StrEnum):
 class Gate:
     """What the object's metadata and stored status allow, before any write or call.
 
-    ``stop`` names why the reconcile ends here (``Ignored``, ``NotOwned``,
-    ``NotClaimed``, ``TerminalError``); ``notes`` are ConfigValid / StatusValid
+    ``stop`` names why the reconcile ends here (``Ignored``; ``NotOwned``: the
+    namespace belongs to another operator; ``NotClaimed``: the object is being
+    deleted but never got our finalizer, so nothing of ours exists to clean
+    up; ``TerminalError``); ``notes`` are ConfigValid / StatusValid
     conditions about the object itself; ``repaired`` is the corrupt stored
     state value, when there was one; ``generation`` is the object's
     ``metadata.generation`` (1 when missing or malformed).
@@ -154,15 +156,11 @@ def gate(
         return Gate(state, paused=True, **common)
     orphan = deleting and (
         not policy.allows_delete or deletion_policy is DeletionPolicy.ORPHAN)
-    failure = objects.mapping(status.get("failure"))
-    if (
-        state == "failed"
-        and failure.get("severity") == Severity.TERMINAL.value
-        and failure.get("generation") == generation
-        and not forced
-        and not deleting
-    ):
-        return Gate(state, stop="TerminalError", **common)
+    if state == "failed" and not forced and not deleting:
+        failure = objects.mapping(status.get("failure"))
+        if (failure.get("severity") == Severity.TERMINAL.value
+                and failure.get("generation") == generation):
+            return Gate(state, stop="TerminalError", **common)
     return Gate(state, orphan=orphan, **common)
 
 

@@ -150,7 +150,7 @@ def conclude(
         transition = fail_edge(machine, decision.source, facts)
     outcome = Outcome(facts, decision, transition, notes, external_name)
     settled = settler(machine, old, outcome, now)
-    target = outcome.target
+    target = transition.target if transition is not None else decision.source
     result = requeue(state=target, final=machine.table().states[target].final,
                      timing=machine.timing, key=key, error=decision.error, dirty=dirty,
                      waiting=decision.choice.event == "wait", deleting=facts.deleting)

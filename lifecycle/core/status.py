@@ -76,7 +76,8 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
     own are kept.
     """
     facts, decision = outcome.facts, outcome.decision
-    source, target, transition = decision.source, outcome.target, outcome.transition
+    source, transition = decision.source, outcome.transition
+    target = transition.target if transition is not None else source
     choice, error, notes = decision.choice, decision.error, outcome.notes
     generation, deleting, observation = facts.generation, facts.deleting, facts.observation
     when = rfc3339(now)

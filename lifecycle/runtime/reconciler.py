@@ -58,7 +58,7 @@ from lifecycle.runtime.reads import TTLCache, namespace_annotations, provider_co
 from lifecycle.runtime.retry import retry_conflicts
 from lifecycle.runtime.secrets import ConnectionSecrets, generate_password
 
-__all__ = ["Effects", "ObjectGone", "Pass", "Reconciler", "generate_password"]
+__all__ = ["ObjectGone", "Pass", "Reconciler"]
 
 log = logging.getLogger("lifecycle.runtime.reconciler")
 
