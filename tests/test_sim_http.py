@@ -138,8 +138,8 @@ def test_delete_options_body_policies_and_preconditions(client: Client) -> None:
     code, doc, _ = client.call("DELETE", f"{WIDGETS}/a",
                                {"kind": "DeleteOptions", "preconditions": {"uid": "other"}})
     assert assert_status(doc, 409, "Conflict")["message"] == (
-        f"Precondition failed: UID in precondition: other, UID in object meta: "
-        f"{made['metadata']['uid']}")
+        f'Operation cannot be fulfilled on widgets.example.test "a": Precondition failed: '
+        f"UID in precondition: other, UID in object meta: {made['metadata']['uid']}")
     code, doc, _ = client.call("DELETE", f"{WIDGETS}/a", {"kind": "Pod"})
     assert_status(doc, 400, "BadRequest")
     code, doc, _ = client.call("DELETE", f"{WIDGETS}/a", {
@@ -151,6 +151,7 @@ def test_delete_options_body_policies_and_preconditions(client: Client) -> None:
 
 
 def test_list_options_are_checked_like_a_real_server(client: Client, face: APIServerHTTP) -> None:
+    before = face.api.resource_version
     client.call("POST", WIDGETS, widget("a"))
     code, doc, _ = client.call("GET", f"{WIDGETS}?resourceVersionMatch=Exact")
     assert assert_status(doc, 422, "Invalid")["details"]["causes"][0]["field"] == (
@@ -162,13 +163,14 @@ def test_list_options_are_checked_like_a_real_server(client: Client, face: APISe
     code, doc, _ = client.call("GET", f"{WIDGETS}?resourceVersion={future}")
     status = assert_status(doc, 504, "Timeout")
     assert status["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
-    code, doc, _ = client.call("GET", f"{WIDGETS}?resourceVersion=1&resourceVersionMatch=Exact")
-    assert_status(doc, 410, "Expired")
+    code, doc, _ = client.call("GET", f"{WIDGETS}?resourceVersion={before}&"
+                                      f"resourceVersionMatch=Exact")
+    assert code == 200 and doc["items"] == [] and doc["metadata"]["resourceVersion"] == before
     current = face.api.resource_version
     code, doc, _ = client.call("GET", f"{WIDGETS}?resourceVersion={current}&"
                                       f"resourceVersionMatch=NotOlderThan")
     assert code == 200 and [o["metadata"]["name"] for o in doc["items"]] == ["a"]
-    for bad in ("limit=ten", "watch=maybe", "timeoutSeconds=x", "resourceVersion=abc"):
+    for bad in ("limit=ten", "watch=maybe", "timeoutSeconds=x"):
         code, doc, _ = client.call("GET", f"{WIDGETS}?{bad}")
         assert_status(doc, 400, "BadRequest")
     code, doc, _ = client.call("GET", f"{WIDGETS}?labelSelector=a%20in%20(")
@@ -177,6 +179,64 @@ def test_list_options_are_checked_like_a_real_server(client: Client, face: APISe
     assert assert_status(doc, 422, "Invalid")["details"]["causes"][0]["field"] == "fieldManager"
     code, doc, _ = client.call("POST", f"{WIDGETS}?fieldManager=kubectl", widget("b"))
     assert code == 201
+
+
+def test_limit_and_continue_page_through_a_consistent_snapshot(client: Client) -> None:
+    for name in "abcde":
+        client.call("POST", WIDGETS, widget(name))
+    code, page, _ = client.call("GET", f"{WIDGETS}?limit=2")
+    assert [o["metadata"]["name"] for o in page["items"]] == ["a", "b"]
+    assert page["metadata"]["remainingItemCount"] == 3 and page["metadata"]["continue"]
+    client.call("DELETE", f"{WIDGETS}/e")
+    names = []
+    while page["metadata"].get("continue"):
+        token = page["metadata"]["continue"]
+        code, page, _ = client.call("GET", f"{WIDGETS}?limit=2&continue={token}")
+        assert code == 200
+        names += [o["metadata"]["name"] for o in page["items"]]
+    assert names == ["c", "d", "e"]  # the snapshot of the first page
+    code, doc, _ = client.call("GET", f"{WIDGETS}?limit=2&continue=garbage")
+    assert_status(doc, 400, "BadRequest")
+
+
+def test_field_selectors_on_lists_and_watches(client: Client, face: APIServerHTTP) -> None:
+    for name in ("a", "b"):
+        client.call("POST", WIDGETS, widget(name))
+    doc = client.call("GET", f"{WIDGETS}?fieldSelector=metadata.name%3Db")[1]
+    assert [o["metadata"]["name"] for o in doc["items"]] == ["b"]
+    assert_status(client.call("GET", f"{WIDGETS}?fieldSelector=spec.size%3D1")[1], 400,
+                  "BadRequest")
+    start = face.api.resource_version
+    client.call("PATCH", f"{WIDGETS}/a", {"spec": {"size": 2}},
+                content_type="application/merge-patch+json")
+    client.call("PATCH", f"{WIDGETS}/b", {"spec": {"size": 2}},
+                content_type="application/merge-patch+json")
+    conn = http.client.HTTPConnection("127.0.0.1", face.port, timeout=10)
+    conn.request("GET", f"{WIDGETS}?watch=true&resourceVersion={start}&timeoutSeconds=1&"
+                        f"fieldSelector=metadata.name%3Db")
+    events = [json.loads(line) for line in conn.getresponse().read().splitlines() if line]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("MODIFIED", "b")]
+
+
+def test_dry_run_on_replace_patch_and_delete_changes_nothing(
+        client: Client, face: APIServerHTTP) -> None:
+    code, made, _ = client.call("POST", WIDGETS, widget("a"))
+    made["spec"]["size"] = 5
+    code, doc, _ = client.call("PUT", f"{WIDGETS}/a?dryRun=All", made)
+    assert code == 200 and doc["spec"]["size"] == 5
+    code, doc, _ = client.call("PATCH", f"{WIDGETS}/a?dryRun=All", {"spec": {"size": 6}},
+                               content_type="application/merge-patch+json")
+    assert code == 200 and doc["spec"]["size"] == 6
+    code, doc, _ = client.call("PATCH", f"{WIDGETS}/a?dryRun=All", [
+        {"op": "replace", "path": "/spec/size", "value": 7}],
+        content_type="application/json-patch+json")
+    assert code == 200 and doc["spec"]["size"] == 7
+    code, doc, _ = client.call("DELETE", f"{WIDGETS}/a", {"kind": "DeleteOptions",
+                                                          "dryRun": ["All"]})
+    assert code == 200
+    code, doc, _ = client.call("DELETE", f"{WIDGETS}?dryRun=All")
+    assert code == 200 and [o["metadata"]["name"] for o in doc["items"]] == ["a"]
+    assert face.api.get(f"{G}/{V}", "Widget", "default", "a")["metadata"] == made["metadata"]
 
 
 def test_pretty_output_and_watch_flag_on_a_list_url(client: Client, face: APIServerHTTP) -> None:

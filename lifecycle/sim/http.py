@@ -45,7 +45,6 @@ from lifecycle.kube.errors import (
     Invalid,
     MethodNotAllowed,
     NotFound,
-    ResourceVersionTooLarge,
     TooManyRequests,
     UnsupportedMediaType,
 )
@@ -494,13 +493,9 @@ class _Handler(BaseHTTPRequestHandler):
             return {"apiVersion": rtype.api_version, "kind": f"{rtype.kind}List",
                     "metadata": {"resourceVersion": version}, "items": items}
         pre = options.preconditions
-        if pre.get("uid"):
-            current = api.get(rtype.api_version, rtype.kind, route.namespace, route.name)
-            if current["metadata"]["uid"] != pre["uid"]:
-                raise Conflict(f"Precondition failed: UID in precondition: {pre['uid']}, "
-                               f"UID in object meta: {current['metadata']['uid']}")
         result = api.delete(rtype.api_version, rtype.kind, route.namespace, route.name,
-                            resource_version=pre.get("resourceVersion"), **extra)
+                            resource_version=pre.get("resourceVersion"), uid=pre.get("uid"),
+                            **extra)
         if result is not None:
             return result
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
@@ -527,36 +522,17 @@ class _Handler(BaseHTTPRequestHandler):
                                             **self._selectors(options))
         return items, version
 
-    def _check_list_version(self, options: Options) -> None:
-        wanted = options.resource_version
-        if wanted in (None, "0"):
-            return
-        if not wanted.isdigit():
-            raise BadRequest(f'invalid resource version: strconv.ParseUint: parsing "{wanted}": '
-                             f"invalid syntax")
-        current = int(self.face.api.resource_version)
-        if int(wanted) > current:
-            raise ResourceVersionTooLarge(f"Timeout: Too large resource version: {wanted}, "
-                                          f"current: {current}")
-        if options.resource_version_match == "Exact" and int(wanted) < current:
-            raise Gone(f"too old resource version: {wanted} ({current})")
-
     def _list(self, route: _Route, options: Options, shape: str, meta_version: str) -> None:
-        rtype, api = route.rtype, self.face.api
-        self._check_list_version(options)
-        list_meta: dict[str, Any]
-        if hasattr(api, "list_page"):
-            items, version, token, remaining = api.list_page(
-                rtype.api_version, rtype.kind, route.namespace, limit=options.limit,
-                continue_token=options.continue_token, **self._selectors(options))
-            list_meta = {"resourceVersion": version}
-            if token:
-                list_meta["continue"] = token
-            if remaining is not None:
-                list_meta["remainingItemCount"] = remaining
-        else:
-            items, version = self._select(route, options)
-            list_meta = {"resourceVersion": version}
+        rtype = route.rtype
+        items, version, token, remaining = self.face.api.list_page(
+            rtype.api_version, rtype.kind, route.namespace, limit=options.limit,
+            continue_token=options.continue_token, resource_version=options.resource_version,
+            resource_version_match=options.resource_version_match, **self._selectors(options))
+        list_meta: dict[str, Any] = {"resourceVersion": version}
+        if token:
+            list_meta["continue"] = token
+        if remaining is not None:
+            list_meta["remainingItemCount"] = remaining
         if shape == "table":
             doc = tables.table(rtype, items, list_meta=list_meta,
                                include_object=options.include_object, api_version=meta_version)
