@@ -7,11 +7,11 @@ import copy
 import attrs
 import pytest
 import yaml
-from lifecycle.machines.database import DatabaseInstance
 
 from lifecycle.cli import main
 from lifecycle.driver.crds import check_crd, check_structural, crd, schema_for_type
 from lifecycle.driver.manifests import cluster_rules
+from lifecycle.machines.database import DatabaseInstance
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -32,14 +32,21 @@ def test_lifecycle_crds_prints_valid_structural_crds(capsys: pytest.CaptureFixtu
     assert spec["scope"] == "Namespaced" and docs[0]["spec"]["scope"] == "Cluster"
     version = spec["versions"][0]
     assert version["subresources"] == {"status": {}}
-    assert [c["name"] for c in version["additionalPrinterColumns"]] == [
-        "State", "Ready", "Synced", "Phase", "Age"]
+    columns = version["additionalPrinterColumns"]
+    assert [c["name"] for c in columns if not c.get("priority")] == [
+        "Ready", "Synced", "State", "External-Name", "Age"]
+    assert [c["name"] for c in columns if c.get("priority")] == ["Phase"]
+    assert spec["names"]["shortNames"] == ["dbi"] and "managed" in spec["names"]["categories"]
     schema = version["schema"]["openAPIV3Schema"]
     params = schema["properties"]["spec"]["properties"]["forProvider"]["properties"]
     assert params["storage_gb"]["type"] == "integer" and params["version"]["nullable"] is True
     status = schema["properties"]["status"]["properties"]
     assert status["state"]["enum"] == list(DatabaseInstance.machine.table().states)
-    assert {"conditions", "observedGeneration", "phase", "history"} <= set(status)
+    assert {"conditions", "observedGeneration", "phase", "history", "externalName",
+            "operationSince", "failure", "atProvider", "stateSince"} <= set(status)
+    assert status["atProvider"]["x-kubernetes-preserve-unknown-fields"] is True
+    assert set(status["failure"]["properties"]) == {"operation", "reason", "severity",
+                                                    "generation"}
 
 
 def test_the_checker_rejects_non_structural_schemas() -> None:

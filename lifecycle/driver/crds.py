@@ -3,9 +3,10 @@
 :func:`crd` builds an ``apiextensions.k8s.io/v1`` CRD for a :class:`~lifecycle.core.kind.Kind`:
 the spec schema comes from the kind's attrs parameters class
 (``spec.forProvider``) plus the engine's common spec fields; the status
-schema lists the engine's status fields with ``state`` restricted to the
-machine's states. It has the status subresource, printer columns State,
-Ready, Synced, Phase and Age, and the kind's scope.
+schema declares every status field the engine writes, with ``state``
+restricted to the machine's states. It has the status subresource, printer
+columns Ready, Synced, State, External-Name and Age (Phase in wide output),
+the kind's short names, the ``managed`` category and the kind's scope.
 
 :func:`check_crd` verifies a CRD document against the API server's rules for
 ``apiextensions.k8s.io/v1``, including the structural-schema rules, and returns
@@ -134,12 +135,18 @@ def status_schema(kind: Kind) -> dict[str, Any]:
                     "from": {"type": "string"}, "to": {"type": "string"},
                     "event": {"type": "string"}, "reason": {"type": "string"},
                     "time": {"type": "string", "format": "date-time"}}}},
-                "failure": {"type": "object", "properties": {
-                    "operation": {"type": "string"}, "reason": {"type": "string"},
-                    "severity": {"type": "string"},
-                    "generation": {"type": "integer", "format": "int64"}}},
+                "failure": {"type": "object", "description": "The last failed operation.",
+                            "properties": {
+                                "operation": {"type": "string"}, "reason": {"type": "string"},
+                                "severity": {"type": "string"},
+                                "generation": {"type": "integer", "format": "int64"}}},
                 "atProvider": {"type": "object",
+                               "description": "What the provider reports about the resource.",
                                "x-kubernetes-preserve-unknown-fields": True},
+                "externalName": {"type": "string",
+                                 "description": "The name of the external resource."},
+                "operationSince": {"type": "string", "format": "date-time",
+                                   "description": "When the operation under way began."},
             }}
 
 
@@ -153,17 +160,23 @@ def spec_schema(kind: Kind) -> dict[str, Any]:
                                            namespaced=True),
         "deletionPolicy": {"type": "string", "enum": ["Delete", "Orphan"],
                            "default": "Delete"},
+        "claimRef": {"type": "object", "description": "The claim this resource is bound to.",
+                     "properties": {k: {"type": "string"} for k in (
+                         "apiVersion", "kind", "namespace", "name", "uid")}},
+        "reclaimPolicy": {"type": "string", "enum": ["Delete", "Retain"],
+                          "description": "What releasing the bound claim does to it."},
     }}
 
 
 _COLUMNS = [
-    {"name": "State", "type": "string", "jsonPath": ".status.state"},
     {"name": "Ready", "type": "string",
      "jsonPath": ".status.conditions[?(@.type=='Ready')].status"},
     {"name": "Synced", "type": "string",
      "jsonPath": ".status.conditions[?(@.type=='Synced')].status"},
-    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "State", "type": "string", "jsonPath": ".status.state"},
+    {"name": "External-Name", "type": "string", "jsonPath": ".status.externalName"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase", "priority": 1},
 ]
 
 

@@ -4,8 +4,10 @@ Tests, the demo and the benchmarks run the engine against :class:`EmbeddedAPI`
 instead of a cluster. It keeps objects as plain JSON-like dicts and follows the
 API server's rules that a controller can observe: uids, a monotonically
 increasing ``resourceVersion``, optimistic concurrency, ``generation``, the
-status subresource, finalizers and graceful deletion, label selectors, JSON
-merge patch, and watches with a bounded history that expires (``410 Gone``).
+status subresource, finalizers and graceful deletion, label and field
+selectors, JSON merge patch, server-side dry runs, paginated lists, garbage
+collection of dependents and namespace deletion (:mod:`lifecycle.sim.gc`), and
+watches with a bounded history that expires (``410 Gone``).
 ``docs/embedded-api.md`` lists what it implements and where it differs.
 
 Every object passed in or returned is copied, so callers can never alias the
@@ -28,33 +30,42 @@ from typing import Any
 
 from lifecycle.core.objects import metadata
 from lifecycle.core.values import now, rfc3339
-from lifecycle.kube.errors import AlreadyExists, Forbidden, Gone, Invalid, NotFound
+from lifecycle.kube.errors import (
+    AlreadyExists,
+    Forbidden,
+    Invalid,
+    NotFound,
+)
 from lifecycle.kube.objects import clone, merge_patch
 from lifecycle.kube.resources import BUILTIN_TYPES, EVENT, NAMESPACE, SECRET, ResourceType
-from lifecycle.kube.selectors import LabelSelector, parse_label_selector
+from lifecycle.sim.crds import CRD, CRDController, resource_types
 from lifecycle.sim.events import new_event, repeated_event
 from lifecycle.sim.faults import WRITE_VERBS, FaultInjector
+from lifecycle.sim.gc import Collector, Deletes, deletion_done
+from lifecycle.sim.reads import Reads
+from lifecycle.sim.schema import admit as admit_schema
 from lifecycle.sim.validation import (
     admit_new,
     check_immutable,
+    check_meta_types,
     check_name,
     check_resource_version,
     check_uid,
+    keep_namespace_spec,
     object_key,
     prepare_secret,
     type_key,
     validate_metadata,
+    validate_owner_references,
 )
-from lifecycle.sim.watch import History, Watch, labels_of
+from lifecycle.sim.watch import History
 
 __all__ = ["EmbeddedAPI"]
 
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 # Metadata the server owns: ignored on create, kept from the stored object on update.
 _SERVER_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
-
-
-class EmbeddedAPI:
+class EmbeddedAPI(Reads, Deletes):
     """An in-memory Kubernetes API server for tests, the demo and benchmarks.
 
     ``clock`` supplies timestamps (default: :func:`lifecycle.core.values.now`);
@@ -82,11 +93,13 @@ class EmbeddedAPI:
         self._store: dict[tuple[str, str], dict[tuple[str | None, str], dict[str, Any]]] = {}
         self._event_index: dict[tuple[str, ...], str] = {}
         self._restored_rv = 0  # history before a restore is gone: older watches get 410
+        self._gc = Collector(self)
+        self._crds = CRDController(self)
         self.faults = FaultInjector(seed)
         self.faults.on_drop(self._log.drop_watches)
         self.stats: collections.Counter[str] = collections.Counter()
         self._kind_stats: collections.Counter[tuple[str, str]] = collections.Counter()
-        for rtype in BUILTIN_TYPES:
+        for rtype in (*BUILTIN_TYPES, CRD):
             self.register(rtype)
         self._create(
             NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}
@@ -104,10 +117,17 @@ class EmbeddedAPI:
     # -- types ---------------------------------------------------------------
 
     def register(self, rtype: ResourceType) -> None:
-        """Serve a kind. Registering the same type again is a no-op."""
+        """Serve a kind. Registering the same type again is a no-op.
+
+        So is registering a built-in kind or one a CustomResourceDefinition
+        object serves: those change only through the definition.
+        """
         key = (rtype.api_version, rtype.kind)
         with self._lock:
             existing = self._types.get(key)
+            if existing is not None and (
+                    existing in (*BUILTIN_TYPES, CRD) or self._crds.serves(key)):
+                return
             if existing is not None and existing != rtype:
                 raise ValueError(
                     f"{rtype.kind} of {rtype.api_version} is already registered "
@@ -170,9 +190,14 @@ class EmbeddedAPI:
         obj: dict[str, Any],
         previous: dict[str, Any] | None,
     ) -> None:
-        """Append one change at the current resourceVersion and wake the watches."""
+        """Append one change, wake the watches, and let the garbage collector follow it."""
         namespace = obj["metadata"].get("namespace") if rtype.namespaced else None
         self._log.record(change_type, (rtype.api_version, rtype.kind), namespace, obj, previous)
+        self._gc.track(rtype, None if change_type == "DELETED" else obj, previous)
+        if change_type == "DELETED":
+            self._gc.removed(rtype, obj)
+        if rtype is CRD or change_type == "DELETED":
+            self._crds.recorded(change_type, rtype, obj)
 
     def _timestamp(self) -> str:
         return rfc3339(self._clock())
@@ -182,36 +207,33 @@ class EmbeddedAPI:
     def _type_of(self, obj: Any) -> ResourceType:
         return self.resource_type(*type_key(obj))
 
-    def _stored(self, rtype: ResourceType, key: tuple[str | None, str]) -> dict[str, Any]:
-        obj = self._store[(rtype.api_version, rtype.kind)].get(key)
-        if obj is None:
-            raise NotFound(f'{rtype.resource} "{key[1]}" not found')
-        return obj
-
     # -- create ----------------------------------------------------------------
 
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         """Create an object and return it as stored.
 
         The server sets uid, creationTimestamp, resourceVersion and generation;
         incoming values of those are ignored. ``metadata.generateName`` makes a
         unique name. Custom kinds (types with a status subresource) drop
-        ``status``. Namespaced objects need an existing namespace.
+        ``status``. Namespaced objects need an existing namespace. With
+        ``dry_run`` everything is checked and the answer built (name, uid and
+        timestamp filled, no resourceVersion) but nothing is stored or sent.
         """
         rtype = self._type_of(obj)
         self._count("create", rtype.kind)
         self.faults.check("create", rtype.kind)
         with self._lock:
-            return clone(self._create(rtype, clone(obj)))
+            return clone(self._create(rtype, clone(obj), dry_run=dry_run))
 
-    def _create(self, rtype: ResourceType, new: dict[str, Any]) -> dict[str, Any]:
+    def _create(
+        self, rtype: ResourceType, new: dict[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any]:
         """Create from an owned copy (lock held or taken); returns the stored object."""
         with self._lock:
+            check_meta_types(rtype, new)
             meta = new.get("metadata")
             if meta is None:
                 meta = {}
-            if not isinstance(meta, dict):
-                raise Invalid("metadata: must be an object")
             meta = dict(meta)
             new["metadata"] = meta
             for field in (*_SERVER_METADATA, "resourceVersion", "generation"):
@@ -225,8 +247,9 @@ class EmbeddedAPI:
                     raise NotFound(f'namespaces "{namespace}" not found')
                 if ns_obj["metadata"].get("deletionTimestamp"):
                     raise Forbidden(
-                        f"unable to create new content in namespace {namespace} "
-                        f"because it is being terminated"
+                        f'{rtype.resource} "{meta.get("name") or ""}" is forbidden: unable to '
+                        f"create new content in namespace {namespace} because it is being "
+                        f"terminated"
                     )
             else:
                 meta.pop("namespace", None)
@@ -249,78 +272,44 @@ class EmbeddedAPI:
             if (namespace, name) in table:
                 raise AlreadyExists(f'{rtype.resource} "{name}" already exists')
             validate_metadata(rtype, name, meta)
+            validate_owner_references(rtype, name, meta)
             admit_new(rtype, name, new)
+            self._crds.check_create(rtype)
+            if rtype is CRD:
+                new = self._crds.admit(new, None)
+            new = admit_schema(rtype, new)
+            meta = new["metadata"]
             new["apiVersion"], new["kind"] = rtype.api_version, rtype.kind
             meta["uid"] = str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
             meta["creationTimestamp"] = self._timestamp()
             meta["generation"] = 1
+            if dry_run:
+                return new
             self._log.rv += 1
             meta["resourceVersion"] = str(self._log.rv)
             table[(namespace, name)] = new
             self._record("ADDED", rtype, new, None)
+            self._gc.adopted(rtype, new)
+            if rtype is CRD:
+                self._crds.written(new)
             return new
-
-    # -- read ----------------------------------------------------------------------
-
-    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
-        """Read one object; :class:`NotFound` if it does not exist."""
-        self._count("get", kind)
-        self.faults.check("get", kind)
-        rtype = self.resource_type(api_version, kind)
-        with self._lock:
-            obj = self._stored(rtype, object_key(rtype, namespace, name))
-        return clone(obj)
-
-    def list(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-    ) -> tuple[list[dict[str, Any]], str]:
-        """List objects of a kind, optionally in one namespace and matching a selector.
-
-        Returns the items sorted by namespace and name, and the list's
-        resourceVersion (to start a watch from).
-        """
-        self._count("list", kind)
-        self.faults.check("list", kind)
-        rtype = self.resource_type(api_version, kind)
-        selector = parse_label_selector(label_selector)
-        with self._lock:
-            found = self._select(rtype, namespace, selector)
-            list_rv = str(self._log.rv)
-        return [clone(obj) for obj in found], list_rv
-
-    def _select(
-        self, rtype: ResourceType, namespace: str | None, selector: LabelSelector
-    ) -> list[dict[str, Any]]:
-        table = self._store[(rtype.api_version, rtype.kind)]
-        if not rtype.namespaced:
-            namespace = None
-        keys = sorted(
-            (key for key in table if namespace is None or key[0] == namespace),
-            key=lambda key: (key[0] or "", key[1]),
-        )
-        objects = [table[key] for key in keys]
-        if selector.requirements:
-            objects = [obj for obj in objects if selector.matches(labels_of(obj))]
-        return objects
 
     # -- update --------------------------------------------------------------------
 
-    def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def replace(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         """Update the main resource (PUT) and return the object as stored.
 
         ``status`` comes from the stored object for types with a status
         subresource. A stale ``metadata.resourceVersion`` or a different uid
         raises :class:`Conflict`. A write that changes nothing is not stored
         and does not bump the resourceVersion. Removing the last finalizer of
-        an object being deleted removes it.
+        an object being deleted removes it. With ``dry_run`` the answer is
+        built and nothing is stored.
         """
         rtype = self._type_of(obj)
         self._count("replace", rtype.kind)
         self.faults.check("replace", rtype.kind)
+        check_meta_types(rtype, obj)
         with self._lock:
             meta = metadata(obj)
             stored = self._stored(rtype, object_key(rtype, meta.get("namespace"), meta.get("name")))
@@ -329,18 +318,18 @@ class EmbeddedAPI:
             if rtype.status_subresource and obj.__class__ is dict and "status" in obj:
                 # the stored status wins: do not copy the incoming one (keep its key's place)
                 obj = {k: (None if k == "status" else v) for k, v in obj.items()}
-            result = self._replace(rtype, stored, clone(obj))
+            result = self._replace(rtype, stored, clone(obj), dry_run=dry_run)
         return clone(result)
 
-    def _replace(
-        self, rtype: ResourceType, stored: dict[str, Any], new: dict[str, Any]
-    ) -> dict[str, Any]:
+    def _replace(self, rtype: ResourceType, stored: dict[str, Any], new: dict[str, Any],
+                 dry_run: bool = False) -> dict[str, Any]:
         """Write an owned object over ``stored`` (lock held; preconditions checked)."""
         old_meta = stored["metadata"]
         name = old_meta["name"]
+        check_meta_types(rtype, new)
         meta = new.get("metadata")
         if not isinstance(meta, dict):
-            raise Invalid(f'{rtype.kind} "{name}" is invalid: metadata: must be an object')
+            raise Invalid(f'{rtype.kind} "{name}" is invalid: metadata: Required value')
         meta = dict(meta)
         new["metadata"] = meta
         new["apiVersion"], new["kind"] = rtype.api_version, rtype.kind
@@ -350,6 +339,9 @@ class EmbeddedAPI:
             else:
                 meta.pop(field, None)
         validate_metadata(rtype, name, meta)
+        validate_owner_references(rtype, name, meta)
+        if rtype is NAMESPACE:
+            keep_namespace_spec(new, stored, name)
         if old_meta.get("deletionTimestamp"):
             added = set(meta.get("finalizers") or ()) - set(old_meta.get("finalizers") or ())
             if added:
@@ -363,26 +355,43 @@ class EmbeddedAPI:
                 new["status"] = stored["status"]
             else:
                 new.pop("status", None)
+        if rtype is CRD:
+            new = self._crds.admit(new, stored)
+        new = admit_schema(rtype, new, old=stored)
+        meta = new["metadata"]
         if rtype is SECRET:
             prepare_secret(new, name)
             new.setdefault("type", stored.get("type", "Opaque"))
         check_immutable(rtype, name, stored, new)
         if new.get("spec") != stored.get("spec"):
             meta["generation"] = old_meta.get("generation", 1) + 1
-        return self._commit(rtype, stored, new)
+        result = self._commit(rtype, stored, new, dry_run=dry_run)
+        if dry_run:
+            return result
+        if rtype is CRD and result is not stored:
+            self._crds.written(result)
+        if result is not stored and meta.get("ownerReferences") != old_meta.get("ownerReferences"):
+            self._gc.adopted(rtype, result)
+        return result
 
-    def _commit(
-        self, rtype: ResourceType, stored: dict[str, Any], new: dict[str, Any]
-    ) -> dict[str, Any]:
-        """Store ``new`` unless it equals ``stored``; remove it if its deletion is done."""
+    def _commit(self, rtype: ResourceType, stored: dict[str, Any], new: dict[str, Any],
+                dry_run: bool = False) -> dict[str, Any]:
+        """Store ``new`` unless it equals ``stored``; remove it if its deletion is done.
+
+        With ``dry_run`` nothing is stored: ``new`` comes back with the stored
+        resourceVersion.
+        """
         if new == stored:
             return stored
         meta = new["metadata"]
+        if dry_run:
+            meta["resourceVersion"] = stored["metadata"]["resourceVersion"]
+            return new
         self._log.rv += 1
         meta["resourceVersion"] = str(self._log.rv)
         table = self._store[(rtype.api_version, rtype.kind)]
         key = (meta.get("namespace") if rtype.namespaced else None, meta["name"])
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+        if deletion_done(rtype, new):
             del table[key]
             self._record("DELETED", rtype, new, stored)
         else:
@@ -390,24 +399,26 @@ class EmbeddedAPI:
             self._record("MODIFIED", rtype, new, stored)
         return new
 
-    def replace_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def replace_status(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         """Update the status subresource: only ``status`` changes; generation stays.
 
-        Types without a status subresource answer :class:`NotFound`.
+        Types without a status subresource answer :class:`NotFound`. With
+        ``dry_run`` the answer is built and nothing is stored.
         """
         rtype = self._type_of(obj)
         self._count("replace_status", rtype.kind)
         self.faults.check("replace_status", rtype.kind)
+        check_meta_types(rtype, obj)
         with self._lock:
             meta = metadata(obj)
             stored = self._stored(rtype, object_key(rtype, meta.get("namespace"), meta.get("name")))
             check_uid(stored, meta.get("uid"))
             check_resource_version(rtype, stored, meta.get("resourceVersion"))
-            result = self._replace_status(rtype, stored, clone(obj.get("status")))
+            result = self._replace_status(rtype, stored, clone(obj.get("status")), dry_run)
         return clone(result)
 
     def _replace_status(
-        self, rtype: ResourceType, stored: dict[str, Any], status: Any
+        self, rtype: ResourceType, stored: dict[str, Any], status: Any, dry_run: bool = False
     ) -> dict[str, Any]:
         if not rtype.status_subresource:
             raise NotFound(
@@ -419,7 +430,8 @@ class EmbeddedAPI:
             new.pop("status", None)
         else:
             new["status"] = status
-        return self._commit(rtype, stored, new)
+        new = admit_schema(rtype, new, old=stored, subresource="status")
+        return self._commit(rtype, stored, new, dry_run=dry_run)
 
     def patch(
         self,
@@ -430,12 +442,13 @@ class EmbeddedAPI:
         patch: dict[str, Any],
         *,
         subresource: str | None = None,
+        dry_run: bool = False,
     ) -> dict[str, Any]:
         """Apply a JSON merge patch (RFC 7386) to the object or its ``status`` subresource.
 
         A ``metadata.resourceVersion`` (or ``uid``) in the patch is a
         precondition. The result is written with the rules of :meth:`replace`
-        or :meth:`replace_status`.
+        or :meth:`replace_status` (``dry_run`` included).
         """
         self._count("patch", kind)
         self.faults.check("patch", kind)
@@ -454,95 +467,16 @@ class EmbeddedAPI:
                 check_resource_version(rtype, stored, patch_meta.get("resourceVersion"))
             merged = merge_patch(stored, patch)
             if subresource == "status":
-                result = self._replace_status(rtype, stored, merged.get("status"))
+                result = self._replace_status(rtype, stored, merged.get("status"), dry_run)
             else:
-                result = self._replace(rtype, stored, merged)
+                result = self._replace(rtype, stored, merged, dry_run=dry_run)
         return clone(result)
 
     # -- delete --------------------------------------------------------------------
 
-    def delete(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        name: str,
-        *,
-        resource_version: str | None = None,
-    ) -> dict[str, Any] | None:
-        """Delete an object.
-
-        With finalizers, the object only gets ``deletionTimestamp`` (set once)
-        and ``deletionGracePeriodSeconds: 0`` and is returned; it goes away when
-        its last finalizer is removed. Without, it is removed and ``None`` is
-        returned. ``resource_version`` is a precondition.
-        """
-        self._count("delete", kind)
-        self.faults.check("delete", kind)
-        rtype = self.resource_type(api_version, kind)
-        with self._lock:
-            key = object_key(rtype, namespace, name)
-            stored = self._stored(rtype, key)
-            check_resource_version(rtype, stored, resource_version)
-            meta = stored["metadata"]
-            if meta.get("finalizers"):
-                if meta.get("deletionTimestamp"):
-                    return clone(stored)
-                new = dict(stored)
-                new["metadata"] = dict(
-                    meta, deletionTimestamp=self._timestamp(), deletionGracePeriodSeconds=0
-                )
-                return clone(self._commit(rtype, stored, new))
-            self._log.rv += 1
-            gone = dict(stored)
-            gone["metadata"] = dict(meta, resourceVersion=str(self._log.rv))
-            del self._store[(rtype.api_version, rtype.kind)][key]
-            self._record("DELETED", rtype, gone, stored)
-            return None
-
-    # -- watch ---------------------------------------------------------------------
-
-    def watch(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None = None,
-        resource_version: str | None = None,
-        *,
-        label_selector: str | None = None,
-        timeout: float | None = None,
-        bookmarks: bool = False,
-    ) -> Watch:
-        """Watch a kind, optionally in one namespace and matching a label selector.
-
-        With ``resource_version`` ``None`` or ``"0"`` the watch starts with an
-        ``ADDED`` event per current object; otherwise it replays every change
-        after that version and raises :class:`Gone` at once when the version is
-        older than the retained history. Changes that move an object into or
-        out of the selector arrive as ``ADDED`` or ``DELETED``.
-        """
-        self._count("watch", kind)
-        self.faults.check("watch", kind)
-        rtype = self.resource_type(api_version, kind)
-        selector = parse_label_selector(label_selector)
-        if not rtype.namespaced:
-            namespace = None
-        with self._lock:
-            initial: list[tuple[str, dict[str, Any]]] = []
-            if resource_version in (None, "", "0"):
-                cursor = self._log.rv
-                initial = [("ADDED", obj) for obj in self._select(rtype, namespace, selector)]
-            else:
-                if not resource_version.isdigit():
-                    raise Invalid(f"resourceVersion: Invalid value: {resource_version!r}")
-                cursor = int(resource_version)
-                oldest = max(self._log.oldest_retained(), self._restored_rv + 1)
-                if cursor + 1 < oldest:
-                    raise Gone(f"too old resource version: {cursor} ({oldest - 1})")
-            return self._log.open(
-                (rtype.api_version, rtype.kind), namespace, selector, cursor, initial,
-                timeout, bookmarks,
-            )
+    def _deleting(self, rtype: ResourceType, stored: dict[str, Any]) -> dict[str, Any]:
+        """The object a delete starts from (a CRD first gets its cleanup finalizer)."""
+        return self._crds.deleting(stored) if rtype is CRD else stored
 
     def close(self) -> None:
         """End every open watch; watches opened afterwards end at once."""
@@ -566,35 +500,56 @@ class EmbeddedAPI:
     def restore(self, objects: Iterable[dict[str, Any]], resource_version: int) -> None:
         """Replace every stored object by ``objects``, as :meth:`snapshot` returned them.
 
-        Objects keep their uid, resourceVersion and every other field; their
-        types must be registered (:class:`NotFound` otherwise, and nothing
-        changes). The counter becomes the highest of ``resource_version``,
+        Objects keep their uid, resourceVersion and every other field. Their
+        types must be built in, registered, or served by a restored
+        CustomResourceDefinition that is not being deleted (which starts
+        being served as on a write): :class:`NotFound` otherwise, and nothing
+        changes. The counter becomes the highest of ``resource_version``,
         every object's resourceVersion and the current counter, so versions
         are never reused. The history of earlier writes is not restored: a
         watch from an older version gets 410 Gone, one from the restored
         version resumes. Open watches end.
         """
+        objects = [clone(obj) for obj in objects]
         with self._lock:
-            tables: dict[tuple[str, str], dict[tuple[str | None, str], dict[str, Any]]] = {
-                key: {} for key in self._store}
+            crds = [obj for obj in objects if type_key(obj) == (CRD.api_version, CRD.kind)]
+            served = set(self._types)
+            for crd in crds:
+                if not metadata(crd).get("deletionTimestamp"):
+                    served.update((t.api_version, t.kind) for t in resource_types(crd))
             highest = max(int(resource_version), self._log.rv)
+            placed = []
             for obj in objects:
-                rtype = self._type_of(obj)
+                if type_key(obj) not in served:
+                    self._type_of(obj)  # NotFound, naming it
                 meta = metadata(obj)
                 name, rv = meta.get("name"), str(meta.get("resourceVersion", ""))
                 if not isinstance(name, str) or not name or not rv.isdigit() or not meta.get(
                         "uid"):
-                    raise Invalid(f"{rtype.kind} {name!r}: a restored object needs a name, "
-                                  f"a uid and a numeric resourceVersion")
+                    raise Invalid(f"{obj.get('kind')} {name!r}: a restored object needs a "
+                                  f"name, a uid and a numeric resourceVersion")
                 highest = max(highest, int(rv))
-                key = object_key(rtype, meta.get("namespace"), name)
-                tables[(rtype.api_version, rtype.kind)][key] = clone(obj)
+                placed.append(obj)
             self._log.drop_watches()
-            self._store.update(tables)
-            self._log.rv = highest
-            self._restored_rv = highest
+            for table in {id(t): t for t in self._store.values()}.values():
+                table.clear()
+            crd_table = self._store[(CRD.api_version, CRD.kind)]
+            for crd in crds:
+                crd_table[(None, metadata(crd)["name"])] = crd
+            self._log.rv = highest  # any write from here on gets a version never issued
+            for crd in crds:
+                self._crds.written(crd)  # serve its versions (a stored status stays as it is)
+            for obj in placed:
+                if type_key(obj) == (CRD.api_version, CRD.kind):
+                    continue
+                rtype = self._type_of(obj)
+                meta = metadata(obj)
+                key = object_key(rtype, meta.get("namespace"), meta["name"])
+                self._store[(rtype.api_version, rtype.kind)][key] = obj
+            self._restored_rv = self._log.rv
+            self._gc.reindex()
             self._event_index = {}
-            for (namespace, name), event in tables[("v1", "Event")].items():
+            for (namespace, name), event in self._store[("v1", "Event")].items():
                 involved = event.get("involvedObject") or {}
                 source = event.get("source") or {}
                 self._event_index[(

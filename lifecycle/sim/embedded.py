@@ -1,7 +1,8 @@
 """An embedded cluster behind a real HTTP endpoint, for ``lifecycle run --embedded`` and tests.
 
 :func:`embedded_cluster` builds an :class:`~lifecycle.sim.apiserver.EmbeddedAPI`
-serving the given kinds and the engine's ProviderConfig, seeds a default
+serving the given kinds and the engine's ProviderConfig (installed as
+CustomResourceDefinition objects, as ``lifecycle crds`` prints them), seeds a default
 ProviderConfig with its credentials Secret, and serves it over HTTP on
 loopback, so the operator talks to it through the official client exactly as
 it would to a cluster.
@@ -19,8 +20,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
-from lifecycle.kube.resources import ResourceType
+from lifecycle.driver.crds import crds
 from lifecycle.sim.apiserver import EmbeddedAPI
+from lifecycle.sim.crds import apply_crd
 from lifecycle.sim.http import APIServerHTTP
 from lifecycle.sim.watch import Watch
 
@@ -63,13 +65,13 @@ def embedded_cluster(kinds: Sequence[Kind], *, api: EmbeddedAPI | None = None,
 
 
 def register_kinds(api: EmbeddedAPI, kinds: Sequence[Kind], *, seed_config: bool = True) -> None:
-    """Register the ProviderConfig kind and ``kinds`` in ``api``; seed a default ProviderConfig."""
-    group, _, version = PROVIDER_CONFIG_API.partition("/")
-    api.register(ResourceType(group, version, PROVIDER_CONFIG_KIND, "providerconfigs",
-                              namespaced=False))
-    for kind in kinds:
-        api.register(ResourceType(kind.group, kind.version, kind.kind, kind.plural,
-                                  namespaced=kind.namespaced))
+    """Install the CRDs of the ProviderConfig kind and ``kinds`` in ``api`` as CRD objects.
+
+    Each is created, or updated when it exists (re-applying the same CRDs
+    changes nothing); ``seed_config`` also creates a default ProviderConfig.
+    """
+    for doc in crds(kinds):
+        apply_crd(api, doc)
     if seed_config:
         seed_provider_config(api)
 

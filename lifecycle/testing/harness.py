@@ -32,11 +32,12 @@ from lifecycle.core.decide import ReconcilePolicy
 from lifecycle.core.errors import UnhandledError
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 from lifecycle.core.values import Condition, Result, ResultKind
+from lifecycle.driver.crds import crds
 from lifecycle.kube.errors import NotFound
-from lifecycle.kube.resources import ResourceType
 from lifecycle.runtime.contract import Connector
 from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.sim.apiserver import EmbeddedAPI
+from lifecycle.sim.crds import apply_crd
 
 
 class VirtualClock:
@@ -100,13 +101,13 @@ class Environment:
     ) -> None:
         self.clock = clock or VirtualClock()
         self.api = api or EmbeddedAPI(clock=self.clock.now, seed=seed)
-        self.api.register(ResourceType("lifecycle.dev", "v1alpha1", PROVIDER_CONFIG_KIND,
-                                       "providerconfigs", namespaced=False))
+        # Every kind is served from its generated CRD, as on a cluster: unknown
+        # fields are pruned, defaults applied and invalid objects refused (422).
+        for doc in crds([kind for kind, _ in kinds]):
+            apply_crd(self.api, doc)
         self.kinds: dict[str, Kind] = {}
         self.reconcilers: dict[str, Reconciler] = {}
         for kind, connector in kinds:
-            self.api.register(ResourceType(kind.group, kind.version, kind.kind, kind.plural,
-                                           namespaced=kind.namespaced))
             self.kinds[kind.kind] = kind
             self.reconcilers[kind.kind] = Reconciler(
                 self.api, kind, connector, operator_id=operator_id,
