@@ -1,0 +1,281 @@
+"""The verbs of the HTTP face: resolving resource URLs and carrying out writes.
+
+:func:`resolve` turns a URL path into a :class:`Route` (type, namespace, name,
+subresource). :class:`Verbs` carries out create (POST), replace (PUT), the
+patch formats (PATCH, by ``Content-Type``) and delete (DELETE, one object or a
+collection) against an :class:`~lifecycle.sim.apiserver.EmbeddedAPI`, with
+``dryRun``, ``fieldValidation`` and the delete options of the request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lifecycle.core import objects
+from lifecycle.kube.errors import (
+    BadRequest,
+    Conflict,
+    Invalid,
+    MethodNotAllowed,
+    NotFound,
+    UnsupportedMediaType,
+)
+from lifecycle.kube.resources import ResourceType
+from lifecycle.kube.selectors import parse_label_selector
+from lifecycle.sim import openapi
+from lifecycle.sim.apiserver import EmbeddedAPI
+from lifecycle.sim.patches import diff_as_merge_patch, json_patch, strategic_merge
+from lifecycle.sim.requests import Options, decode_body
+
+__all__ = ["NOT_ALLOWED", "NOT_FOUND", "Route", "Verbs", "resolve", "selectors"]
+
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+NOT_ALLOWED = "the server does not allow this method on the requested resource"
+NOT_FOUND = "the server could not find the requested resource"
+
+
+class Route:
+    """A parsed resource URL: type, namespace, name and subresource."""
+
+    def __init__(self, rtype: ResourceType, namespace: str | None, name: str | None,
+                 subresource: str | None) -> None:
+        self.rtype = rtype
+        self.namespace = namespace
+        self.name = name
+        self.subresource = subresource
+
+
+def resolve(api: EmbeddedAPI, parts: list[str]) -> Route:
+    """Resolve a resource path (already split) to a type, namespace, name, subresource."""
+    if parts[:2] == ["api", "v1"]:
+        api_version, rest = "v1", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        api_version, rest = f"{parts[1]}/{parts[2]}", parts[3:]
+    else:
+        raise NotFound(NOT_FOUND)
+    namespace: str | None = None
+    # namespaces/NS/PLURAL... is a namespaced path, unless it is a namespace's subresource.
+    if len(rest) >= 3 and rest[0] == "namespaces" and not (
+        len(rest) == 3 and api_version == "v1" and rest[2] in ("status", "finalize")
+    ):
+        namespace, rest = rest[1], rest[2:]
+    if not rest or len(rest) > 3:
+        raise NotFound(NOT_FOUND)
+    rtype = api.resource_type_by_plural(api_version, rest[0])
+    if namespace is not None and not rtype.namespaced:
+        raise NotFound(NOT_FOUND)
+    name = rest[1] if len(rest) > 1 else None
+    sub = rest[2] if len(rest) > 2 else None
+    if sub is not None and (sub != "status" or not rtype.status_subresource):
+        raise NotFound(NOT_FOUND)
+    if rtype.namespaced and name is not None and namespace is None:
+        raise NotFound(NOT_FOUND)
+    return Route(rtype, namespace, name, sub)
+
+
+def selectors(options: Options) -> dict[str, Any]:
+    """The label and field selectors of a request as store keywords (400 if malformed)."""
+    if options.label_selector:
+        try:
+            parse_label_selector(options.label_selector)
+        except Invalid as exc:
+            raise BadRequest(f"unable to parse requirement: {exc}") from None
+    found: dict[str, Any] = {}
+    if options.label_selector:
+        found["label_selector"] = options.label_selector
+    if options.field_selector:
+        found["field_selector"] = options.field_selector
+    return found
+
+
+class Verbs:
+    """The writes of one request against ``api``; unknown-field warnings gather in
+    :attr:`warnings` (``fieldValidation=Warn``)."""
+
+    def __init__(self, api: EmbeddedAPI) -> None:
+        self.api = api
+        self.warnings: list[str] = []
+
+    def write(self, method: str, route: Route, body: Any, options: Options,
+              content_type: str) -> tuple[int, Any]:
+        """Carry out a POST, PUT, PATCH or DELETE; returns the HTTP status and the answer."""
+        api, rtype = self.api, route.rtype
+        dry = {"dry_run": True} if options.dry_run else {}
+        if method == "POST":
+            if route.name is not None:
+                raise MethodNotAllowed(NOT_ALLOWED)
+            obj = self._object(body, rtype, route)
+            self._check_fields(obj, rtype, options, skip_status=rtype.status_subresource)
+            return 201, api.create(obj, **dry)
+        if method == "DELETE":
+            return 200, self._delete(route, options)
+        if route.name is None:
+            raise MethodNotAllowed(NOT_ALLOWED)
+        if method == "PUT":
+            obj = self._object(body, rtype, route)
+            name = objects.metadata(obj).get("name")
+            if name not in (None, "", route.name):
+                raise BadRequest(f"the name of the object ({name}) does not match the name "
+                                 f"on the URL ({route.name})")
+            obj["metadata"]["name"] = route.name
+            if route.subresource == "status":
+                return 200, api.replace_status(obj, **dry)
+            self._check_fields(obj, rtype, options, skip_status=rtype.status_subresource)
+            return 200, api.replace(obj, **dry)
+        return 200, self._patch(route, body, options, content_type)
+
+    def _object(self, body: Any, rtype: ResourceType, route: Route) -> dict[str, Any]:
+        if body is None:
+            raise BadRequest("the body of the request was empty")
+        if not isinstance(body, dict):
+            raise BadRequest(f"the body of the request must be a JSON object, not "
+                             f"{type(body).__name__}")
+        for field in ("apiVersion", "kind"):
+            if not isinstance(body.get(field), str) or not body[field]:
+                raise BadRequest(f"Object '{'Kind' if field == 'kind' else 'apiVersion'}' "
+                                 f"is missing in the request body")
+        if body["apiVersion"] != rtype.api_version:
+            raise BadRequest(f"the API version in the data ({body['apiVersion']}) does not "
+                             f"match the expected API version ({rtype.api_version})")
+        if body["kind"] != rtype.kind:
+            raise BadRequest(f"the kind in the data ({body['kind']}) does not match the "
+                             f"expected kind ({rtype.kind})")
+        meta = body.get("metadata", {})
+        if meta is None:
+            meta = {}
+        if not isinstance(meta, dict):
+            raise BadRequest(f'{rtype.kind} in version "{rtype.version}" cannot be handled as '
+                             f"a {rtype.kind}: metadata: expected an object, got "
+                             f"{type(meta).__name__}")
+        obj = dict(body)
+        meta = dict(meta)
+        if route.namespace is not None:
+            if meta.get("namespace") not in (None, "", route.namespace):
+                raise BadRequest("the namespace of the provided object does not match the "
+                                 "namespace sent on the request")
+            meta["namespace"] = route.namespace
+        elif rtype.namespaced:
+            raise MethodNotAllowed(NOT_ALLOWED)  # only list and watch span namespaces
+        obj["metadata"] = meta
+        return obj
+
+    def _check_fields(self, obj: Any, rtype: ResourceType, options: Options, *,
+                      skip_status: bool) -> None:
+        """``fieldValidation``: Strict refuses unknown fields, Warn (the default) warns."""
+        if options.field_validation == "Ignore":
+            return
+        unknown = openapi.unknown_fields(obj, rtype, skip_status=skip_status)
+        if not unknown:
+            return
+        if options.field_validation == "Strict":
+            listed = ", ".join(f'unknown field "{path}"' for path in unknown)
+            raise BadRequest(f'{rtype.kind} in version "{rtype.version}" cannot be handled as '
+                             f"a {rtype.kind}: strict decoding error: {listed}")
+        self.warnings += [f'unknown field "{path}"' for path in unknown]
+
+    # --------------------------------------------------------------- patch
+    def patch_body(self, route: Route, raw: bytes, content_type: str) -> Any:
+        builtin = openapi.is_builtin(route.rtype)
+        accepted = [JSON_PATCH, MERGE_PATCH] + ([STRATEGIC_PATCH] if builtin else [])
+        if content_type == APPLY_PATCH:
+            raise UnsupportedMediaType(
+                f"server-side apply ({APPLY_PATCH}) is not supported by this server; use "
+                f"client-side apply - accepted media types include: {', '.join(accepted)}")
+        if content_type not in accepted:
+            raise UnsupportedMediaType(
+                f"the body of the request was in an unknown format - accepted media types "
+                f"include: {', '.join([*accepted, APPLY_PATCH])}")
+        body = decode_body(raw, "application/json")
+        if body is None:
+            raise BadRequest("the body of the request was empty")
+        return body
+
+    def _patch(self, route: Route, body: Any, options: Options,
+               content_type: str) -> dict[str, Any]:
+        api, rtype = self.api, route.rtype
+        dry = {"dry_run": True} if options.dry_run else {}
+        skip_status = rtype.status_subresource and route.subresource is None
+        sub = {"subresource": route.subresource} if route.subresource else {}
+        if content_type == MERGE_PATCH:
+            if not isinstance(body, dict):
+                raise BadRequest("a merge patch must be a JSON object")
+            self._check_fields(body, rtype, options, skip_status=skip_status)
+            return api.patch(rtype.api_version, rtype.kind, route.namespace, route.name, body,
+                             **sub, **dry)
+        if content_type == STRATEGIC_PATCH and not isinstance(body, dict):
+            raise BadRequest("a strategic merge patch must be a JSON object")
+        if content_type == JSON_PATCH and not isinstance(body, list):
+            raise BadRequest("a JSON patch must be a list of operations")
+        for attempt in range(5):
+            current = api.get(rtype.api_version, rtype.kind, route.namespace, route.name)
+            if content_type == JSON_PATCH:
+                try:
+                    result = json_patch(current, body)
+                except Invalid as exc:
+                    raise Invalid("the server rejected our request due to an error in our "
+                                  "request", causes=[{"reason": "UnexpectedServerResponse",
+                                                      "message": str(exc)}]) from None
+            else:
+                result = strategic_merge(current, body)
+            if not isinstance(result, dict) or not isinstance(result.get("metadata"), dict):
+                raise Invalid(f'{rtype.kind} "{route.name}" is invalid: metadata: Invalid '
+                              f"value: the patched object's metadata must be an object",
+                              causes=[{"reason": "FieldValueInvalid", "field": "metadata",
+                                       "message": "Invalid value: must be an object"}],
+                              name=route.name or "", group=rtype.group, kind=rtype.kind)
+            self._check_fields(result, rtype, options, skip_status=skip_status)
+            version = current["metadata"].get("resourceVersion")
+            asked = result["metadata"].get("resourceVersion")
+            patch = diff_as_merge_patch(current, result)
+            patch.setdefault("metadata", {})["resourceVersion"] = asked or version
+            try:
+                return api.patch(rtype.api_version, rtype.kind, route.namespace, route.name,
+                                 patch, **sub, **dry)
+            except Conflict:
+                # the object changed between the read and the write: patch it again
+                if asked != version or attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
+
+    # -------------------------------------------------------------- delete
+    def _delete(self, route: Route, options: Options) -> Any:
+        api, rtype = self.api, route.rtype
+        extra: dict[str, Any] = {}
+        if options.dry_run:
+            extra["dry_run"] = True
+        if options.propagation_policy is not None:
+            extra["propagation_policy"] = options.propagation_policy
+        if route.subresource is not None:
+            raise MethodNotAllowed(NOT_ALLOWED)
+        if route.name is None:
+            if rtype.kind == "Namespace" and rtype.api_version == "v1":
+                raise MethodNotAllowed(NOT_ALLOWED)
+            items, version = self._select(route, options)
+            for item in items:
+                meta = item["metadata"]
+                try:
+                    api.delete(rtype.api_version, rtype.kind, meta.get("namespace"),
+                               meta["name"], **extra)
+                except NotFound:
+                    continue
+            return {"apiVersion": rtype.api_version, "kind": f"{rtype.kind}List",
+                    "metadata": {"resourceVersion": version}, "items": items}
+        pre = options.preconditions
+        result = api.delete(rtype.api_version, rtype.kind, route.namespace, route.name,
+                            resource_version=pre.get("resourceVersion"), uid=pre.get("uid"),
+                            **extra)
+        if result is not None:
+            return result
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {"name": route.name, "group": rtype.group, "kind": rtype.plural}}
+
+    # ---------------------------------------------------------------- reads
+    def _select(self, route: Route, options: Options,
+                ) -> tuple[list[dict[str, Any]], str]:
+        rtype = route.rtype
+        items, version = self.api.list(rtype.api_version, rtype.kind, route.namespace,
+                                            **selectors(options))
+        return items, version
