@@ -16,7 +16,7 @@ from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.driver.informer import Informer, InformerOptions
 from lifecycle.driver.manager import Controller, shard_of, update_triggers
 from lifecycle.driver.queue import ItemExponentialBackoff, WorkQueue
-from lifecycle.kube.errors import ServerError
+from lifecycle.kube.errors import ResourceVersionTooLarge, ServerError
 from lifecycle.kube.resources import ResourceType
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.http import APIServerHTTP
@@ -31,10 +31,12 @@ class Recorder:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.log: list[tuple[str, str]] = []
+        self.objects: list[tuple[str, dict[str, Any]]] = []
 
     def _note(self, what: str, obj: dict[str, Any]) -> None:
         with self.lock:
             self.log.append((what, obj["metadata"]["name"]))
+            self.objects.append((what, obj))
 
     def on_add(self, obj: dict[str, Any]) -> None:
         self._note("add", obj)
@@ -87,6 +89,7 @@ def running() -> Iterator[Callable[..., tuple[EmbeddedAPI, Informer, Recorder]]]
         assert informer.wait_synced(10)
         return api, informer, recorder
 
+    start.started = started  # type: ignore[attr-defined]
     yield start
     for informer, face, api in started:
         informer.stop()
@@ -119,7 +122,7 @@ def test_dropped_watches_resume_without_losing_events(running: Any) -> None:
 
 def test_410_relists_and_delivers_what_was_missed(running: Any) -> None:
     api, informer, recorder = running(InformerOptions(resync=0, backoff_base=0.05,
-                                                      backoff_cap=0.1),
+                                                      backoff_cap=0.1, relist_after_errors=0),
                                       bookmark_interval=0.2, watch_window=20)
     api.create(widget("old"))
     assert eventually(lambda: "old" in recorder.names("add"))
@@ -133,6 +136,154 @@ def test_410_relists_and_delivers_what_was_missed(running: Any) -> None:
     assert informer.stats.relists_after_gone >= 1
     assert "old" in recorder.names("delete")
     assert {f"n{i}" for i in range(30)} <= recorder.names("add")
+
+
+def last(recorder: Recorder, what: str, name: str) -> dict[str, Any] | None:
+    with recorder.lock:
+        found = [obj for kind, obj in recorder.objects
+                 if kind == what and obj["metadata"]["name"] == name]
+    return found[-1] if found else None
+
+
+def test_a_410_relist_delivers_changes_and_deletions_made_during_the_gap(
+        running: Any) -> None:
+    api, informer, recorder = running(InformerOptions(resync=0, backoff_base=0.05,
+                                                      backoff_cap=0.1, relist_after_errors=0),
+                                      bookmark_interval=0.2, watch_window=10)
+    for name in ("kept", "changed", "gone"):
+        api.create(widget(name))
+    assert eventually(lambda: recorder.names("add") == {"kept", "changed", "gone"})
+    fault = api.faults.add("watch", error=ServerError)
+    api.faults.drop_watches()
+    api.patch(AV, "Widget", "default", "changed", {"spec": {"n": 2}})
+    api.delete(AV, "Widget", "default", "gone")
+    for i in range(12):  # push both changes out of the server's history
+        api.create(widget(f"filler{i}"))
+    api.faults.remove(fault)
+    assert eventually(lambda: cache_matches(api, informer))
+    assert informer.stats.relists_after_gone >= 1
+    updated = last(recorder, "update", "changed")
+    assert updated is not None and updated["spec"] == {"n": 2}
+    assert updated["metadata"]["resourceVersion"] == api.get(
+        AV, "Widget", "default", "changed")["metadata"]["resourceVersion"]
+    deleted = last(recorder, "delete", "gone")
+    assert deleted is not None and deleted["metadata"]["name"] == "gone"
+    assert "kept" not in recorder.names("update") | recorder.names("delete")
+
+
+def test_a_server_restarted_with_a_lower_counter_is_relisted(running: Any) -> None:
+    """Watching from a version the new server never issued: 504 ResourceVersionTooLarge."""
+    api, informer, recorder = running(InformerOptions(resync=0, backoff_base=0.05,
+                                                      backoff_cap=0.2, relist_after_errors=0),
+                                      bookmark_interval=0.2)
+    for name in ("kept", "changed"):
+        api.create(widget(name))
+    saved = api.snapshot()  # the state a restarted server comes back with
+    api.patch(AV, "Widget", "default", "changed", {"spec": {"n": 5}})
+    for i in range(20):
+        api.create(widget(f"lost{i}"))
+    assert eventually(lambda: informer.resource_version == api.resource_version)
+    seen = informer.resource_version
+
+    face = next(f for i, f, a in running.started if a is api)
+    port = face.port
+    face.stop()
+    api.close()  # the old process is gone, and its watch connections with it
+    restarted = EmbeddedAPI()
+    restarted.register(WIDGET)
+    restarted.restore(saved["objects"], saved["resourceVersion"])
+    assert int(restarted.resource_version) < int(seen)
+    running.started.append((informer, APIServerHTTP(restarted, port=port).start(), restarted))
+
+    assert eventually(lambda: cache_matches(restarted, informer))
+    assert informer.stats.relists_after_unknown_version >= 1
+    assert {f"lost{i}" for i in range(20)} <= recorder.names("delete")
+    reverted = last(recorder, "update", "changed")
+    assert reverted is not None and reverted["spec"] == {"n": 1}
+    restarted.create(widget("new"))  # and the informer follows the new server
+    assert eventually(lambda: informer.get(("default", "new")) is not None)
+
+
+class ScriptedSource:
+    """A list-watch source answering from scripts: lists in turn, one watch per call."""
+
+    def __init__(self, lists: list[list[dict[str, Any]]],
+                 watches: list[Callable[[], Iterator[tuple[str, dict[str, Any]]]]]) -> None:
+        self.lists = lists
+        self.watches = watches
+        self.listed = 0
+        self.watched = 0
+
+    def list(self) -> tuple[list[dict[str, Any]], str]:
+        items = self.lists[min(self.listed, len(self.lists) - 1)]
+        self.listed += 1
+        return items, str(100 * self.listed)
+
+    def watch(self, resource_version: str, *, timeout: float,
+              inactivity: float) -> Iterator[tuple[str, dict[str, Any]]]:
+        script = self.watches[min(self.watched, len(self.watches) - 1)]
+        self.watched += 1
+        return script()
+
+    def stop(self) -> None:
+        pass
+
+
+def stamped(name: str, rv: str, uid: str = "u") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default", "resourceVersion": rv,
+                         "uid": f"{uid}-{name}"}}
+
+
+def quiet() -> Iterator[tuple[str, dict[str, Any]]]:
+    time.sleep(0.05)
+    yield "BOOKMARK", {"metadata": {"resourceVersion": "1"}}
+
+
+@pytest.mark.parametrize("answer", ["error response", "ERROR event"])
+def test_resource_version_too_large_relists(answer: str) -> None:
+    too_large = ResourceVersionTooLarge("Too large resource version: 100, current: 7")
+
+    def refused() -> Iterator[tuple[str, dict[str, Any]]]:
+        if answer == "error response":
+            raise too_large
+        yield "ERROR", too_large.to_status()
+
+    source = ScriptedSource(
+        lists=[[stamped("a", "5"), stamped("b", "6"), stamped("c", "7")],
+               [stamped("a", "5"), stamped("b", "9"), stamped("c", "3", uid="other")]],
+        watches=[refused, quiet])
+    recorder = Recorder()
+    informer = Informer("x", source, recorder,
+                        InformerOptions(resync=0, relist_after_errors=0)).start()
+    try:
+        assert eventually(lambda: source.listed >= 2 and source.watched >= 2)
+        assert informer.stats.relists_after_unknown_version == 1
+        assert informer.stats.errors == 0  # a relist, not a failure to back off from
+        assert recorder.names("update") == {"b"}
+        assert recorder.names("delete") == {"c"} and ("add", "c") in recorder.log[3:]
+        assert "a" not in recorder.names("update") | recorder.names("delete")
+    finally:
+        informer.stop()
+
+
+def test_watches_that_deliver_nothing_but_errors_relist() -> None:
+    def failing() -> Iterator[tuple[str, dict[str, Any]]]:
+        yield "ERROR", ServerError("etcdserver: request timed out").to_status()
+
+    source = ScriptedSource(lists=[[stamped("a", "5")], [stamped("a", "8")]],
+                            watches=[failing, failing, failing, quiet])
+    recorder = Recorder()
+    informer = Informer("x", source, recorder,
+                        InformerOptions(resync=0, backoff_base=0.01, relist_after_errors=3)
+                        ).start()
+    try:
+        assert eventually(lambda: source.listed >= 2 and source.watched >= 4)
+        assert informer.stats.relists_after_errors == 1
+        assert informer.stats.errors == 3
+        assert source.listed == 2  # the quiet watch afterwards needs no further list
+        assert recorder.names("update") == {"a"}
+    finally:
+        informer.stop()
 
 
 def test_a_silent_watch_is_abandoned_after_the_inactivity_timeout(running: Any) -> None:

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
-
 from serve_helpers import Serve, eventually
 
 GROUP, VERSION, PLURAL = "db.lifecycle.dev", "v1alpha1", "databaseinstances"
@@ -215,3 +214,111 @@ def test_a_non_loopback_address_needs_allow_remote(tmp_path: Path, address: str)
                                     "--state", str(tmp_path / "s.db")))
     assert "not a loopback address" in line and "--allow-remote" in line
     assert not (tmp_path / "s.db").exists()  # refused before touching anything
+
+
+# ------------------------------------------------- the store's snapshot and the state file
+WIDGETS_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.test"},
+    "spec": {"group": "example.test", "scope": "Namespaced",
+             "names": {"kind": "Widget", "plural": "widgets", "singular": "widget",
+                       "listKind": "WidgetList"},
+             "versions": [{"name": "v1", "served": True, "storage": True,
+                           "subresources": {"status": {}},
+                           "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                               "spec": {"type": "object", "properties": {
+                                   "size": {"type": "integer"}}}}}}}]},
+}
+
+
+def widget(name: str, size: int = 1) -> dict[str, Any]:
+    return {"apiVersion": "example.test/v1", "kind": "Widget",
+            "metadata": {"name": name, "namespace": "default"}, "spec": {"size": size}}
+
+
+def populated() -> Any:
+    from lifecycle.sim.apiserver import EmbeddedAPI
+
+    api = EmbeddedAPI(seed=1)
+    api.create(WIDGETS_CRD)
+    first = api.create(widget("first"))
+    api.record_event(first, "Normal", "Made", "made it")
+    api.create(configmap("settings"))
+    return api
+
+
+def test_restore_brings_back_objects_crd_kinds_and_the_counter() -> None:
+    from lifecycle.kube.errors import Gone
+    from lifecycle.sim.apiserver import EmbeddedAPI
+
+    old = populated()
+    saved = old.snapshot()
+    restored = EmbeddedAPI(seed=1)  # the same seed: uids must still never repeat
+    restored.restore(saved["objects"], saved["resourceVersion"])
+    for api_version, kind, name in (("example.test/v1", "Widget", "first"),
+                                    ("v1", "ConfigMap", "settings")):
+        assert restored.get(api_version, kind, "default", name) == old.get(
+            api_version, kind, "default", name)
+    assert restored.resource_version == old.resource_version
+    with pytest.raises(Gone):
+        restored.watch("example.test/v1", "Widget", None, "1")
+    resumed = restored.watch("example.test/v1", "Widget", None, str(saved["resourceVersion"]),
+                             timeout=2)
+    second = restored.create(widget("second", 3))
+    assert int(second["metadata"]["resourceVersion"]) == saved["resourceVersion"] + 1
+    assert second["metadata"]["uid"] not in {o["metadata"].get("uid")
+                                             for o in saved["objects"]}
+    event = next(iter(resumed))
+    assert (event.type, event.object["metadata"]["name"]) == ("ADDED", "second")
+    resumed.stop()
+    again = restored.record_event(restored.get("example.test/v1", "Widget", "default", "first"),
+                                  "Normal", "Made", "made it")
+    assert again["count"] == 2  # the same Event, aggregated as before the restart
+
+
+def test_restore_refuses_objects_of_kinds_nothing_serves() -> None:
+    from lifecycle.kube.errors import NotFound
+    from lifecycle.sim.apiserver import EmbeddedAPI
+
+    saved = populated().snapshot()
+    without_crd = [o for o in saved["objects"] if o["kind"] != "CustomResourceDefinition"]
+    api = EmbeddedAPI()
+    before = api.snapshot()
+    with pytest.raises(NotFound):
+        api.restore(without_crd, saved["resourceVersion"])
+    assert api.snapshot() == before
+
+
+def test_the_state_file_saves_what_changed_and_knows_a_crash() -> None:
+    import tempfile
+
+    from lifecycle.sim.persist import CRASH_GAP, StateFile
+
+    api = populated()
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "state.db"
+        state = StateFile(path)
+        assert state.load() is None
+        assert state.save(api.snapshot(with_external=lambda: {"cloud": {"n": 1}}))
+        assert not state.save(api.snapshot(with_external=lambda: {"cloud": {"n": 1}}))
+        api.patch("example.test/v1", "Widget", "default", "first", {"spec": {"size": 9}})
+        api.delete("v1", "ConfigMap", "default", "settings")
+        assert state.save(api.snapshot(with_external=lambda: {"cloud": {"n": 2}}))
+        state.close()  # not marked clean: as if the process died after this save
+
+        state = StateFile(path)
+        loaded = state.load()
+        assert loaded is not None and not loaded.clean
+        assert loaded.resource_version == int(api.resource_version)
+        assert loaded.restart_resource_version == int(api.resource_version) + CRASH_GAP
+        assert loaded.external == {"cloud": {"n": 2}}
+        assert sorted(o["metadata"]["name"] for o in loaded.objects
+                      if o["kind"] in ("Widget", "ConfigMap")) == ["first"]
+        assert next(o for o in loaded.objects if o["kind"] == "Widget")["spec"] == {"size": 9}
+        state.close(clean=True)
+
+        state = StateFile(path)
+        loaded = state.load()
+        assert loaded is not None and loaded.clean
+        assert loaded.restart_resource_version == int(api.resource_version)
+        state.close(clean=True)

@@ -547,6 +547,9 @@ class EmbeddedAPI(Reads, Deletes):
                 key = object_key(rtype, meta.get("namespace"), meta["name"])
                 self._store[(rtype.api_version, rtype.kind)][key] = obj
             self._restored_rv = self._log.rv
+            # A new stream of names and uids: the one that made the restored objects
+            # (same seed) must not be replayed over them.
+            self._rng = random.Random(f"{self._rng.getrandbits(64)}:{self._restored_rv}")
             self._gc.reindex()
             self._event_index = {}
             for (namespace, name), event in self._store[("v1", "Event")].items():
