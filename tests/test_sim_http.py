@@ -413,6 +413,20 @@ def test_table_answers_use_printer_columns(client: Client, face: APIServerHTTP) 
     assert_status(doc, 406, "NotAcceptable")
 
 
+def test_table_watch_sends_the_column_definitions_once(client: Client,
+                                                       face: APIServerHTTP) -> None:
+    start = face.api.resource_version
+    for name in ("a", "b"):
+        client.call("POST", WIDGETS, widget(name))
+    conn = http.client.HTTPConnection("127.0.0.1", face.port, timeout=10)
+    conn.request("GET", f"{WIDGETS}?watch=true&resourceVersion={start}&timeoutSeconds=1",
+                 headers={"Accept": TABLE})
+    events = [json.loads(line) for line in conn.getresponse().read().splitlines() if line]
+    assert [e["object"]["kind"] for e in events] == ["Table", "Table"]
+    assert [len(e["object"]["columnDefinitions"]) for e in events] == [5, 0]
+    assert [e["object"]["rows"][0]["cells"][0] for e in events] == ["a", "b"]
+
+
 def test_jsonpath_and_ages() -> None:
     obj = {"status": {"conditions": [{"type": "A", "status": "x"},
                                      {"type": "Ready", "status": "True"}]},
@@ -637,6 +651,16 @@ def test_kubectl_server_dry_runs_change_nothing(kubectl: Any, face: APIServerHTT
     kubectl("patch", "secret", "s", "-p", '{"metadata":{"finalizers":["c/d"]}}')
     finalizers = kubectl("get", "secret", "s", "-o", "jsonpath={.metadata.finalizers}")
     assert json.loads(finalizers) == ["a/b", "c/d"]
+    applied = {"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "applied", "finalizers": ["a/x", "b/y"]},
+               "stringData": {"k": "v"}}
+    kubectl("apply", "-f", "-", stdin=manifest(applied))
+    applied["metadata"]["finalizers"] = ["b/y", "c/z"]
+    applied["stringData"] = {"k": "w"}
+    # kubectl sends a strategic merge patch with $deleteFromPrimitiveList and $setElementOrder
+    kubectl("apply", "-f", "-", stdin=manifest(applied))
+    stored = face.api.get("v1", "Secret", "default", "applied")
+    assert stored["metadata"]["finalizers"] == ["b/y", "c/z"] and stored["data"] == {"k": "dw=="}
     table = kubectl("get", "secret", "s").splitlines()
     assert table[0].split() == ["NAME", "TYPE", "DATA", "AGE"]
     assert table[1].split()[:3] == ["s", "Opaque", "1"]

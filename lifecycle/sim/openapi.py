@@ -130,18 +130,25 @@ def type_schema(rtype: ResourceType) -> dict[str, Any]:
 
 
 def unknown_fields(obj: Any, rtype: ResourceType, *, skip_status: bool = False) -> list[str]:
-    """The paths (``spec.foo``) of fields of ``obj`` its type's schema does not declare."""
-    schema = type_schema(rtype)
+    """The paths (``spec.foo``) of fields of ``obj`` its type's schema does not declare.
+
+    Strategic merge patch directives (keys starting with ``$``) are not fields.
+    """
+    builtin = _BUILTIN.get((rtype.api_version, rtype.kind))
+    schema = builtin[1] if builtin is not None else rtype.schema
     found: list[str] = []
-    if not isinstance(obj, dict):
+    if not isinstance(obj, dict) or not isinstance(schema, dict):
         return found
+    properties = schema.get("properties") or {}
     for key, value in obj.items():
+        if key in ("apiVersion", "kind") or key.startswith("$"):
+            continue
         if key == "metadata":
             _walk(value, OBJECT_META, "metadata", found)
         elif key == "status" and skip_status:
             continue
-        elif key in schema["properties"]:
-            _walk(value, schema["properties"][key], key, found)
+        elif key in properties:
+            _walk(value, properties[key], key, found)
         elif not schema.get("x-kubernetes-preserve-unknown-fields"):
             found.append(key)
     return found
@@ -155,6 +162,8 @@ def _walk(value: Any, schema: Any, path: str, found: list[str]) -> None:
         additional = schema.get("additionalProperties")
         preserve = schema.get("x-kubernetes-preserve-unknown-fields") is True
         for key, sub in value.items():
+            if key.startswith("$"):
+                continue
             where = f"{path}.{key}"
             if isinstance(properties, dict) and key in properties:
                 _walk(sub, properties[key], where, found)
