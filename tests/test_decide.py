@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from lifecycle.machines.managed import ManagedResourceMachine as M
 
 from lifecycle.core.decide import (
     Choice,
@@ -25,6 +24,7 @@ from lifecycle.core.errors import (
 )
 from lifecycle.core.machine import Timing
 from lifecycle.core.values import Observation, ProviderStatus, ResultKind
+from lifecycle.machines.managed import ManagedResourceMachine as M
 
 ABSENT = Observation.absent()
 READY = Observation(exists=True)

@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 
 import pytest
-from lifecycle.machines.managed import ManagedResourceMachine
 
 from lifecycle import diagrams as diagram
 from lifecycle.diagrams import reference as docgen
+from lifecycle.machines.managed import ManagedResourceMachine
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

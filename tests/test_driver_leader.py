@@ -16,14 +16,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from lifecycle.machines.database import DatabaseInstance
-from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 
 from lifecycle.driver.informer import InformerOptions
 from lifecycle.driver.leader import LEASE_API, LeaderElector, LeaseOptions
 from lifecycle.driver.manager import Manager, ManagerOptions
 from lifecycle.kube.errors import Conflict, ServerError
 from lifecycle.kube.resources import LEASE
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.embedded import InProcessCluster, register_kinds
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from lifecycle.machines.managed import ManagedResourceMachine
 from statemachine import State
 
 from lifecycle.core.decide import Facts
 from lifecycle.core.errors import MachineDefinitionError
 from lifecycle.core.machine import LifecycleMachine, MachineTable, Timing, compile_table, validate
+from lifecycle.machines.managed import ManagedResourceMachine
 
 STANDARD = ManagedResourceMachine.table()
 NON_FINAL = ["unclaimed", "creating", "ready", "updating", "deleting", "failed"]

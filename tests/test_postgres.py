@@ -15,6 +15,9 @@ from typing import Any
 
 import psycopg
 import pytest
+
+from lifecycle.core.errors import Severity
+from lifecycle.core.kind import EXTERNAL_NAME
 from lifecycle.providers.postgres import demo, scram
 from lifecycle.providers.postgres.config import translate
 from lifecycle.providers.postgres.demo import DATABASE_NAME, ROLE_NAME, demo_environment
@@ -24,9 +27,6 @@ from lifecycle.providers.postgres.testing import (
     postgres_environment,
     postgres_server,  # noqa: F401  (the session fixture)
 )
-
-from lifecycle.core.errors import Severity
-from lifecycle.core.kind import EXTERNAL_NAME
 from lifecycle.testing import Environment
 
 pytestmark = pytest.mark.postgres

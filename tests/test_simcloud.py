@@ -7,6 +7,16 @@ import time
 
 import attrs
 import pytest
+
+from lifecycle.core.errors import (
+    CredentialsError,
+    ExternalError,
+    HandledError,
+    Severity,
+    TerminalError,
+    Throttled,
+)
+from lifecycle.core.values import Creation, ProviderStatus
 from lifecycle.providers.simcloud import (
     CloudAlreadyExists,
     CloudAuthError,
@@ -22,16 +32,6 @@ from lifecycle.providers.simcloud import (
     DatabaseParameters,
     SimCloud,
 )
-
-from lifecycle.core.errors import (
-    CredentialsError,
-    ExternalError,
-    HandledError,
-    Severity,
-    TerminalError,
-    Throttled,
-)
-from lifecycle.core.values import Creation, ProviderStatus
 from lifecycle.runtime.contract import ExternalClient, ManagedResource, ProviderConfig
 
 CREDS = ("AKIDEXAMPLE", "s3cr3t-key-value")

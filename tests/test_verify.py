@@ -11,14 +11,14 @@ from typing import Any
 
 import attrs
 import pytest
-from lifecycle.machines.database import DatabaseInstance
-from lifecycle.providers.postgres.verify import POSTGRES_DSN_ENV
-from lifecycle.providers.simcloud.verify import simcloud_target
 
 from lifecycle import registry, verify
 from lifecycle.cli import main
 from lifecycle.cli.verify import run_cli
 from lifecycle.core.kind import FINALIZER, INTENT
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.postgres.verify import POSTGRES_DSN_ENV
+from lifecycle.providers.simcloud.verify import simcloud_target
 from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.verify import Crash, CrashPoint, VerifyError, explore, run_scenario
 

@@ -12,15 +12,15 @@ from typing import Any
 
 import attrs
 import pytest
+
+from lifecycle import verify
+from lifecycle.cli import main
 from lifecycle.providers.postgres.role import RoleClient
 from lifecycle.providers.postgres.testing import (
     PostgresServer,
     postgres_server,  # noqa: F401  (the session fixture)
 )
 from lifecycle.providers.postgres.verify import POSTGRES_DSN_ENV
-
-from lifecycle import verify
-from lifecycle.cli import main
 from tests.test_verify import LateFinalizerReconciler
 
 pytestmark = pytest.mark.postgres

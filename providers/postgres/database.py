@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-from lifecycle.providers.postgres import fields
-from lifecycle.providers.postgres.config import SqlClient, check_name
 from psycopg import sql
 
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.values import Creation, Observation, ProviderStatus
+from lifecycle.providers.postgres import fields
+from lifecycle.providers.postgres.config import SqlClient, check_name
 from lifecycle.runtime.contract import ManagedResource
 
 

@@ -19,9 +19,8 @@ import os
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from lifecycle.providers.postgres.testing import manifest, postgres_environment
-
 from lifecycle.core.errors import LifecycleError
+from lifecycle.providers.postgres.testing import manifest, postgres_environment
 from lifecycle.testing import Environment
 
 #: The PostgreSQL names the demo creates (and deletes again when asked).

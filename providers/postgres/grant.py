@@ -16,11 +16,11 @@ from collections.abc import Iterable
 from typing import Any
 
 import attrs
-from lifecycle.providers.postgres import fields
-from lifecycle.providers.postgres.config import SqlClient, check_name
 from psycopg import sql
 
 from lifecycle.core.values import Creation, Observation
+from lifecycle.providers.postgres import fields
+from lifecycle.providers.postgres.config import SqlClient, check_name
 from lifecycle.runtime.contract import ManagedResource
 
 #: The privileges a database has, as ``aclexplode`` names them.

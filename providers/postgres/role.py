@@ -15,11 +15,11 @@ update, which ``status.atProvider.passwordChecked: false`` makes visible.
 from __future__ import annotations
 
 import attrs
-from lifecycle.providers.postgres import fields, scram
-from lifecycle.providers.postgres.config import SqlClient
 from psycopg import sql
 
 from lifecycle.core.values import Creation, Observation
+from lifecycle.providers.postgres import fields, scram
+from lifecycle.providers.postgres.config import SqlClient
 from lifecycle.runtime.contract import ManagedResource
 
 

@@ -33,9 +33,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from lifecycle.machines.postgres import GROUP, kinds
 
 from lifecycle.core.kind import EXTERNAL_NAME, PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
+from lifecycle.machines.postgres import GROUP, kinds
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.testing import Environment, VirtualClock
 

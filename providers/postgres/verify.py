@@ -18,13 +18,13 @@ from typing import Any
 
 import attrs
 import psycopg
+from psycopg import conninfo, sql
+
+from lifecycle.core.kind import EXTERNAL_NAME, Kind
 from lifecycle.providers.postgres.config import SESSION_OPTIONS, ServerConfig, Session
 from lifecycle.providers.postgres.database import DatabaseClient
 from lifecycle.providers.postgres.grant import GrantClient
 from lifecycle.providers.postgres.role import RoleClient
-from psycopg import conninfo, sql
-
-from lifecycle.core.kind import EXTERNAL_NAME, Kind
 from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 from lifecycle.verify import ExternalSystem, Target, Unavailable, VerifyError
 
