@@ -182,7 +182,8 @@ def test_kopf_create_update_delete_handlers_and_finalizer(server: Serve, tmp_pat
 
     core = k8s.CoreV1Api(server.client())
     namespace = "kopf-test"
-    core.create_namespace({"metadata": {"name": namespace}})
+    core.create_namespace({"apiVersion": "v1", "kind": "Namespace",
+                           "metadata": {"name": namespace}})
     api = k8s.CustomObjectsApi(server.client())
     operator = Kopf(tmp_path / "kopf", server.kubeconfig, namespace)
     context = ""
@@ -244,7 +245,8 @@ def test_kopf_handles_objects_that_existed_before_it_started(server: Serve,
 
     core = k8s.CoreV1Api(server.client())
     namespace = "kopf-early"
-    core.create_namespace({"metadata": {"name": namespace}})
+    core.create_namespace({"apiVersion": "v1", "kind": "Namespace",
+                           "metadata": {"name": namespace}})
     api = k8s.CustomObjectsApi(server.client())
     for index in range(3):
         api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, {

@@ -32,6 +32,7 @@ from lifecycle import registry
 READY_TIMEOUT = 90.0
 COLUMNS = ["READY", "SYNCED", "STATE", "EXTERNAL-NAME", "AGE"]
 DBI = "databaseinstances.db.lifecycle.dev"
+GROUP, VERSION, PLURAL = "db.lifecycle.dev", "v1alpha1", "databaseinstances"
 #: Every example file and the kinds it holds.
 EXAMPLE_FILES = {
     "providerconfig.yaml": {"Secret", "ProviderConfig"},
@@ -522,7 +523,8 @@ def test_restarted_serve_keeps_every_object_and_converges_new_ones(tmp_path: Pat
                 i["metadata"]["uid"]
                 for what in ("dbi", "secrets", "crd", "providerconfigs", "namespaces")
                 for i in server.get_json(what, "-A")["items"]}
-        listed_rv = int(server.get_json("dbi", "-n", ns)["metadata"]["resourceVersion"])
+        listed_rv = int(_objects(server).list_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL)["metadata"]["resourceVersion"])
         assert server.stop() is not None
 
         server.start()
@@ -550,9 +552,6 @@ def test_restarted_serve_keeps_every_object_and_converges_new_ones(tmp_path: Pat
 
 
 # ------------------------------------------------- the official client's paths
-GROUP, VERSION, PLURAL = "db.lifecycle.dev", "v1alpha1", "databaseinstances"
-
-
 @pytest.fixture(scope="module")
 def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     """``lifecycle serve --no-operator`` with the CRDs applied: nothing changes objects."""
