@@ -12,6 +12,7 @@ import pytest
 from lifecycle.kube.errors import (
     AlreadyExists,
     ApiError,
+    BadRequest,
     Conflict,
     Gone,
     Invalid,
@@ -249,9 +250,13 @@ def test_list_label_selectors(api: EmbeddedAPI, selector: str, expected: list[st
     "selector",
     ["a in (x", "a notin ()", "=b", "a=b=c", "a b", "a,,b", "a=b,", "!", "a in x", "a=" + "v" * 70],
 )
-def test_malformed_selector_is_invalid(api: EmbeddedAPI, selector: str) -> None:
-    with pytest.raises(Invalid):
+def test_malformed_selector_is_a_bad_request(api: EmbeddedAPI, selector: str) -> None:
+    # the parser says what is wrong; the server answers 400 as a real one does
+    with pytest.raises(BadRequest) as listed:
         api.list(AV, "Widget", label_selector=selector)
+    assert listed.value.status == 400 and listed.value.reason == "BadRequest"
+    with pytest.raises(BadRequest):
+        api.watch(AV, "Widget", label_selector=selector)
     with pytest.raises(Invalid):
         parse_label_selector(selector)
 

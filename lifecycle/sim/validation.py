@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from lifecycle.kube.errors import Conflict, Invalid
+from lifecycle.kube.errors import BadRequest, Conflict, Invalid
 from lifecycle.kube.resources import CONFIG_MAP, EVENT, NAMESPACE, SECRET, ResourceType
 from lifecycle.kube.selectors import valid_label_key, valid_label_value
 
@@ -24,13 +24,17 @@ __all__ = [
     "admit_new",
     "check_event_type",
     "check_immutable",
+    "check_list_options",
+    "check_meta_types",
     "check_name",
     "check_resource_version",
     "check_uid",
+    "keep_namespace_spec",
     "object_key",
     "prepare_secret",
     "type_key",
     "validate_metadata",
+    "validate_owner_references",
 ]
 
 _DNS_LABEL_PART = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
@@ -164,13 +168,20 @@ def admit_new(rtype: ResourceType, name: str, new: dict[str, Any]) -> None:
     """The per-type rules of a create, applied in place to an owned object.
 
     Types with a status subresource drop an incoming ``status``; a Namespace
-    starts ``Active``; a Secret gets base64 ``data`` and type ``Opaque`` by
-    default; an Event's type is checked.
+    starts ``Active`` with the ``kubernetes`` finalizer in ``spec.finalizers``
+    and the ``kubernetes.io/metadata.name`` label; a Secret gets base64
+    ``data`` and type ``Opaque`` by default; an Event's type is checked.
     """
     if rtype.status_subresource:
         new.pop("status", None)
     if rtype is NAMESPACE:
         new["status"] = {"phase": "Active"}
+        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        finalizers = [f for f in spec.get("finalizers") or [] if isinstance(f, str)]
+        new["spec"] = dict(spec, finalizers=[*finalizers, "kubernetes"]
+                           if "kubernetes" not in finalizers else finalizers)
+        meta = new["metadata"]
+        meta["labels"] = dict(meta.get("labels") or {}, **{"kubernetes.io/metadata.name": name})
     elif rtype is SECRET:
         prepare_secret(new, name)
         new.setdefault("type", "Opaque")
@@ -192,3 +203,181 @@ def check_immutable(
                     f"field is immutable when `immutable` is set"
                 )
 
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+#: The Go types of the ObjectMeta fields a client may send, as a decode error names them.
+_META_TYPES: dict[str, tuple[type, str]] = {
+    "name": (str, "string"),
+    "generateName": (str, "string"),
+    "namespace": (str, "string"),
+    "uid": (str, "string"),
+    "resourceVersion": (str, "string"),
+    "generation": (int, "int64"),
+    "deletionGracePeriodSeconds": (int, "int64"),
+    "labels": (dict, "map[string]string"),
+    "annotations": (dict, "map[string]string"),
+    "ownerReferences": (list, "[]v1.OwnerReference"),
+    "finalizers": (list, "[]string"),
+    "managedFields": (list, "[]v1.ManagedFieldsEntry"),
+}
+_REF_TYPES: dict[str, tuple[type, str]] = {
+    "apiVersion": (str, "string"),
+    "kind": (str, "string"),
+    "name": (str, "string"),
+    "uid": (str, "string"),
+    "controller": (bool, "bool"),
+    "blockOwnerDeletion": (bool, "bool"),
+}
+
+
+def _fits(value: Any, expected: type) -> bool:
+    if value is None:
+        return True
+    if expected is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, expected)
+
+
+def check_meta_types(rtype: ResourceType, obj: Mapping[str, Any]) -> None:
+    """Refuse an object whose metadata does not decode, with the server's 400 message.
+
+    A real server decodes the body into typed metadata first; a field of the
+    wrong JSON type (``ownerReferences: "x"``, a numeric finalizer, labels
+    that are not strings) fails that decode with :class:`BadRequest`.
+    """
+    kind = rtype.kind
+
+    def refuse(value: Any, struct: str, path: str, go_type: str) -> BadRequest:
+        return BadRequest(
+            f'{kind} in version "{rtype.version}" cannot be handled as a {kind}: json: '
+            f"cannot unmarshal {_json_type(value)} into Go struct field {struct}.{path} "
+            f"of type {go_type}"
+        )
+
+    meta = obj.get("metadata")
+    if meta is None:
+        return
+    if not isinstance(meta, dict):
+        raise refuse(meta, kind, "metadata", "v1.ObjectMeta")
+    for field, (expected, go_type) in _META_TYPES.items():
+        value = meta.get(field)
+        if not _fits(value, expected):
+            raise refuse(value, "ObjectMeta", f"metadata.{field}", go_type)
+    for field in ("labels", "annotations"):
+        for value in (meta.get(field) or {}).values():
+            if not _fits(value, str):
+                raise refuse(value, "ObjectMeta", f"metadata.{field}", "string")
+    for value in meta.get("finalizers") or ():
+        if not isinstance(value, str):
+            raise refuse(value, "ObjectMeta", "metadata.finalizers", "string")
+    for ref in meta.get("ownerReferences") or ():
+        if not isinstance(ref, dict):
+            raise refuse(ref, "ObjectMeta", "metadata.ownerReferences", "v1.OwnerReference")
+        for field, (expected, go_type) in _REF_TYPES.items():
+            if not _fits(ref.get(field), expected):
+                raise refuse(
+                    ref.get(field), "OwnerReference", f"metadata.ownerReferences.{field}", go_type
+                )
+
+
+def validate_owner_references(rtype: ResourceType, name: str, meta: Mapping[str, Any]) -> None:
+    """Owner references need apiVersion (with a version), kind, name and uid; one controller.
+
+    Raises :class:`Invalid` with the field causes a real server reports.
+    """
+    causes: list[dict[str, str]] = []
+    refs = meta.get("ownerReferences") or []
+    path = "metadata.ownerReferences"
+    for ref in refs:
+        api_version = ref.get("apiVersion") or ""
+        if not api_version.rpartition("/")[2]:
+            causes.append(_invalid(f"{path}.apiVersion", api_version, "version must not be empty"))
+        for field in ("kind", "name", "uid"):
+            if not ref.get(field):
+                causes.append(_invalid(f"{path}.{field}", "", f"{field} must not be empty"))
+        if api_version == "v1" and ref.get("kind") == "Event":
+            causes.append({"reason": "FieldValueInvalid", "field": path,
+                           "message": "Invalid value: /v1, Kind=Event is disallowed from "
+                                      "being an owner"})
+    controllers = [ref for ref in refs if ref.get("controller") is True]
+    if len(controllers) > 1:
+        names = " and ".join(
+            f"{{{r.get('apiVersion')} {r.get('kind')} {r.get('name')} {r.get('uid')}}}"
+            for r in controllers[:2])
+        causes.append({"reason": "FieldValueInvalid", "field": path,
+                       "message": 'Only one reference can have Controller set to true. '
+                                  f'Found "true" in references for {names}'})
+    if causes:
+        detail = ", ".join(f"{c['field']}: {c['message']}" for c in causes)
+        raise Invalid(
+            f'{rtype.kind} "{name}" is invalid: '
+            + (f"[{detail}]" if len(causes) > 1 else detail),
+            causes=causes, name=name, group=rtype.group, kind=rtype.kind,
+        )
+
+
+def _invalid(field: str, value: str, why: str) -> dict[str, str]:
+    return {"reason": "FieldValueInvalid", "field": field,
+            "message": f'Invalid value: "{value}": {why}'}
+
+
+def check_list_options(
+    resource_version: Any, resource_version_match: Any, continue_token: Any
+) -> None:
+    """The list options must fit together as a real server requires.
+
+    ``resourceVersionMatch`` needs a ``resourceVersion``, no continue token,
+    one of ``Exact`` and ``NotOlderThan``, and not ``Exact`` with ``"0"``
+    (:class:`Invalid` of ``ListOptions``); a continue token cannot come with a
+    ``resourceVersion`` other than ``"0"`` (:class:`BadRequest`).
+    """
+    causes: list[dict[str, str]] = []
+    field = "resourceVersionMatch"
+    if resource_version_match:
+        if not resource_version:
+            causes.append({"reason": "FieldValueForbidden", "field": field,
+                           "message": "Forbidden: resourceVersionMatch is forbidden unless "
+                                      "resourceVersion is provided"})
+        if continue_token:
+            causes.append({"reason": "FieldValueForbidden", "field": field,
+                           "message": "Forbidden: resourceVersionMatch is forbidden when "
+                                      "continue is provided"})
+        if resource_version_match not in ("Exact", "NotOlderThan"):
+            causes.append({"reason": "FieldValueNotSupported", "field": field,
+                           "message": f'Unsupported value: "{resource_version_match}": '
+                                      f'supported values: "Exact", "NotOlderThan", ""'})
+        if resource_version_match == "Exact" and resource_version == "0":
+            causes.append({"reason": "FieldValueForbidden", "field": field,
+                           "message": 'Forbidden: resourceVersionMatch "exact" is forbidden '
+                                      'for resourceVersion "0"'})
+    if causes:
+        detail = ", ".join(f"{c['field']}: {c['message']}" for c in causes)
+        raise Invalid(
+            'ListOptions.meta.k8s.io "" is invalid: '
+            + (f"[{detail}]" if len(causes) > 1 else detail),
+            causes=causes, group="meta.k8s.io", kind="ListOptions",
+        )
+    if continue_token and resource_version not in (None, "", "0"):
+        raise BadRequest("specifying resource version is not allowed when using continue")
+
+
+def keep_namespace_spec(new: dict[str, Any], stored: Mapping[str, Any], name: str) -> None:
+    """An update of a Namespace keeps its ``spec`` (finalizers) and its name label, in place."""
+    if "spec" in stored:
+        new["spec"] = stored["spec"]
+    else:
+        new.pop("spec", None)
+    meta = new["metadata"]
+    meta["labels"] = dict(meta.get("labels") or {}, **{"kubernetes.io/metadata.name": name})

@@ -3,8 +3,8 @@
 Every write of the embedded API appends one :class:`Change` to a
 :class:`History`, a ring holding the last ``window`` writes under one
 monotonically increasing resourceVersion. A :class:`Watch` reads the history
-from a cursor: it filters by kind, namespace and label selector, turns moves
-into or out of the selector into ``ADDED`` and ``DELETED``, sends bookmarks,
+from a cursor: it filters by kind, namespace, label and field selector, turns
+moves into or out of the selectors into ``ADDED`` and ``DELETED``, sends bookmarks,
 and ends with a 410 ``ERROR`` event when the ring has slid past it.
 """
 
@@ -22,6 +22,7 @@ from lifecycle.core.objects import labels as _object_labels
 from lifecycle.kube.errors import Gone
 from lifecycle.kube.objects import clone
 from lifecycle.kube.selectors import LabelSelector
+from lifecycle.sim.fields import FieldSelector, field_set
 
 __all__ = ["Change", "History", "Watch", "WatchEvent", "labels_of"]
 
@@ -97,6 +98,29 @@ class History:
         assert found is not None
         return found
 
+    def state_at(
+        self,
+        key: tuple[str, str],
+        table: Mapping[tuple[str | None, str], dict[str, Any]],
+        rv: int,
+    ) -> dict[tuple[str | None, str], dict[str, Any]]:
+        """The objects of one kind as they were at ``rv``, given the current ``table``.
+
+        Undoes, newest first, every retained change of the kind after ``rv``;
+        the caller makes sure the history reaches back to ``rv + 1``.
+        """
+        state = dict(table)
+        for at in range(self.rv, rv, -1):
+            change = self.change(at)
+            if change.key != key or change.rv != at:
+                continue
+            object_key = (change.namespace, change.object["metadata"]["name"])
+            if change.previous is None:
+                state.pop(object_key, None)
+            else:
+                state[object_key] = change.previous
+        return state
+
     def open(
         self,
         key: tuple[str, str],
@@ -106,9 +130,11 @@ class History:
         initial: list[tuple[str, dict[str, Any]]],
         timeout: float | None,
         bookmarks: bool,
+        fields: FieldSelector | None = None,
     ) -> Watch:
         """A new watch reading after ``cursor``; it has ended already if the log is closed."""
-        stream = Watch(self, key, namespace, selector, cursor, initial, timeout, bookmarks)
+        stream = Watch(self, key, namespace, selector, cursor, initial, timeout, bookmarks,
+                       fields)
         if self.closed:
             stream._stopped = True
         else:
@@ -148,11 +174,13 @@ class Watch:
         initial: list[tuple[str, dict[str, Any]]],
         timeout: float | None,
         bookmarks: bool,
+        fields: FieldSelector | None = None,
     ) -> None:
         self._history = history
         self._key = key
         self._namespace = namespace
         self._selector = selector
+        self._fields = fields or FieldSelector()
         self._cursor = cursor
         self._pending: collections.deque[tuple[str, dict[str, Any]]] = collections.deque(initial)
         self._deadline = None if timeout is None else time.monotonic() + timeout
@@ -239,8 +267,8 @@ class Watch:
             self._pending.append(("ERROR", expired_status(self._cursor, oldest)))
             self._expired = True
             return
-        key, namespace, selector = self._key, self._namespace, self._selector
-        everything = not selector.requirements
+        key, namespace = self._key, self._namespace
+        everything = not self._selector.requirements and self._fields.empty
         for rv in range(self._cursor + 1, latest + 1):
             change = history.change(rv)
             if change.key != key or (namespace is not None and change.namespace != namespace):
@@ -248,12 +276,12 @@ class Watch:
             if everything:
                 self._pending.append((change.type, change.object))
                 continue
-            now_in = selector.matches(labels_of(change.object))
+            now_in = self._selected(change.object)
             if change.type != "MODIFIED":
                 if now_in:
                     self._pending.append((change.type, change.object))
                 continue
-            was_in = selector.matches(labels_of(change.previous))
+            was_in = self._selected(change.previous)
             if now_in and was_in:
                 self._pending.append(("MODIFIED", change.object))
             elif now_in:
@@ -261,6 +289,14 @@ class Watch:
             elif was_in:
                 self._pending.append(("DELETED", change.object))
         self._cursor = latest
+
+    def _selected(self, obj: dict[str, Any] | None) -> bool:
+        """Whether ``obj`` passes the label and field selectors (``None`` never does)."""
+        if obj is None:
+            return False
+        if not self._selector.matches(labels_of(obj)):
+            return False
+        return self._fields.empty or self._fields.matches(field_set(*self._key, obj))
 
 
 def expired_status(requested: int, oldest: int) -> dict[str, Any]:
