@@ -33,11 +33,11 @@ import attrs
 
 from lifecycle.core import conditions as cond
 from lifecycle.core import objects
-from lifecycle.core.decide import Choice, Decision
+from lifecycle.core.decide import Choice
 from lifecycle.core.errors import HandledError, Severity, TerminalError
 from lifecycle.core.kind import Kind, connection_secret_ref
-from lifecycle.core.machine import LifecycleMachine, TransitionSpec, camel
-from lifecycle.core.status import Settled, stuck
+from lifecycle.core.machine import LifecycleMachine, camel
+from lifecycle.core.status import Outcome, Settled, stuck
 from lifecycle.core.values import Condition, ConditionStatus, HistoryEntry, rfc3339
 
 #: Class annotation: ``"true"`` makes the class the default for claims without a selector.
@@ -487,27 +487,7 @@ def claim_secret_name(claim: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------------------
 
 
-@attrs.frozen
-class ClaimOutcome:
-    """What one claim pass decided and what came of it: everything :func:`settle_claim` needs.
-
-    ``decision`` is the choice and the transition the table picked, carrying
-    any error met while gathering or acting; ``transition`` is the one finally
-    taken (None when nothing fired, the event was not allowed, or an action
-    failed: the claim then stays where it is).
-    """
-
-    facts: ClaimFacts
-    decision: Decision
-    transition: TransitionSpec | None
-
-    @property
-    def target(self) -> str:
-        """The state after the pass."""
-        return self.transition.target if self.transition is not None else self.decision.source
-
-
-def settle_claim(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: ClaimOutcome,
+def settle_claim(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Outcome,
                  now: datetime) -> Settled:
     """The claim's status after one pass, built on the stored one, and its Events (pure).
 

@@ -133,6 +133,7 @@ def conclude(
     dirty: bool = False,
     settler: Settler = settle,
     fallback: bool = True,
+    waiting: bool | None = None,
 ) -> Plan:
     """Status, Events and requeue result of a decided pass (pure).
 
@@ -142,7 +143,8 @@ def conclude(
     it the transition stands as decided. ``key`` (the object's uid) spreads
     the poll jitter; ``dirty`` says the object was changed in a way the next
     step depends on; ``settler`` builds the status (:func:`settle` unless a
-    kind keeps a status of another shape).
+    kind keeps a status of another shape); ``waiting`` says the object waits
+    on an operation under way (default: when the event chosen is ``wait``).
     """
     transition = decision.transition
     if fallback and decision.error is not None and (
@@ -153,7 +155,8 @@ def conclude(
     target = transition.target if transition is not None else decision.source
     result = requeue(state=target, final=machine.table().states[target].final,
                      timing=machine.timing, key=key, error=decision.error, dirty=dirty,
-                     waiting=decision.choice.event == "wait", deleting=facts.deleting)
+                     waiting=decision.choice.event == "wait" if waiting is None else waiting,
+                     deleting=facts.deleting)
     return Plan(decision.source, decision.choice, transition, settled, result)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from lifecycle.core import conditions as cond
-from lifecycle.core.decide import Decision, Facts, ReconcilePolicy
+from lifecycle.core.decide import Decision, ReconcilePolicy
 from lifecycle.core.machine import LifecycleMachine, TransitionSpec, camel
 from lifecycle.core.values import Condition, ConditionStatus, HistoryEntry, rfc3339
 
@@ -45,7 +45,7 @@ class Outcome:
     ``external_name`` the name the client was given (recorded in status).
     """
 
-    facts: Facts
+    facts: Any  # Facts for managed resources; a kind with its own facts type passes those
     decision: Decision
     transition: TransitionSpec | None
     notes: Sequence[Condition] = ()

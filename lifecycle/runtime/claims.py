@@ -37,7 +37,6 @@ from lifecycle.core.claims import (
     RELEASED,
     ClaimBinding,
     ClaimFacts,
-    ClaimOutcome,
     ClassKind,
     ClassSelection,
     ResourceClass,
@@ -52,9 +51,10 @@ from lifecycle.core.claims import (
     select_class,
     settle_claim,
 )
-from lifecycle.core.decide import requeue, restore, transit
+from lifecycle.core.decide import restore, transit
 from lifecycle.core.errors import HandledError, TerminalError, UnhandledError
 from lifecycle.core.kind import FINALIZER, Kind
+from lifecycle.core.plan import Plan, conclude
 from lifecycle.core.values import Result, now
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.conflict import ConflictsExhausted, on_conflict
@@ -471,37 +471,42 @@ class ClaimReconciler:
     def conclude(self, run: ClaimPass, facts: ClaimFacts) -> Result:
         """The one sequence after gathering: choose, fire, write status, requeue.
 
-        The choice, the transition and the status are pure
-        (:func:`~lifecycle.core.claims.choose_claim_event`,
-        :func:`~lifecycle.core.decide.transit`,
-        :func:`~lifecycle.core.claims.settle_claim`). An event the state does
-        not allow, or an action's handled error, keeps the state (the
+        The choice is the claim's (:func:`~lifecycle.core.claims.choose_claim_event`);
+        firing (:func:`~lifecycle.core.decide.transit`) and the conclusion
+        (:func:`~lifecycle.core.plan.conclude`: status through
+        :func:`~lifecycle.core.claims.settle_claim`, then the requeue result)
+        are the managed reconciler's own. An event the state does not allow,
+        or an action's handled error, keeps the state (no fail edge: the
         idempotent actions are retried on the next pass); otherwise a problem
-        found while gathering is reported. A final state removes the finalizer.
+        found while gathering is reported. A bound claim polls at its poll
+        interval while its resource is not Ready (the claim waits on no
+        operation of its own). A final state removes the finalizer.
         """
         choice = choose_claim_event(facts)
         decision = transit(self.machine, run.state, choice, facts)
         if decision.error is None and facts.problem is not None:
             decision = attrs.evolve(decision, error=facts.problem)
-        transition = decision.transition
-        if transition is not None:
+        if decision.transition is not None:
             effects = ClaimEffects(self.store, run, facts)
             try:
                 for action in decision.actions:
                     getattr(self.host, action)(effects)
             except HandledError as exc:
-                decision, transition = decision.failing(exc, "action"), None
+                decision = attrs.evolve(decision.failing(exc, "action"), transition=None)
         # The status reports the generation as this pass's own writes left it.
         written = attrs.evolve(facts, generation=objects.generation(run.obj))
-        outcome = ClaimOutcome(written, decision, transition)
         moment = self.clock()
-        for type_, reason, message in settle_claim(self.machine, objects.status(run.obj),
-                                                   outcome, moment).events:
+        key = run.obj["metadata"]["uid"]
+
+        def concluded(old: Mapping[str, Any]) -> Plan:
+            return conclude(self.machine, old, written, decision, now=moment, key=key,
+                            dirty=run.dirty, settler=settle_claim, fallback=False,
+                            waiting=False)
+
+        done = concluded(objects.status(run.obj))
+        for type_, reason, message in done.settled.events:
             self.store.event(run.obj, type_, reason, message)
-        self.store.write_status(
-            run, lambda old: settle_claim(self.machine, old, outcome, moment).status)
-        final = self.table.states[outcome.target].final
-        if final:
+        self.store.write_status(run, lambda old: concluded(old).settled.status)
+        if self.table.states[done.target].final:
             self.store.update_claim_meta(run, lambda m: remove_finalizer(m, FINALIZER))
-        return requeue(state=outcome.target, final=final, timing=self.machine.timing,
-                       key=run.obj["metadata"]["uid"], error=decision.error, dirty=run.dirty)
+        return done.result

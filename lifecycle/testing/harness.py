@@ -232,9 +232,15 @@ class Environment:
         return {k: base64.b64decode(v).decode() for k, v in (obj.get("data") or {}).items()}
 
     def events(self, name: str | None = None) -> list[dict[str, Any]]:
-        """Kubernetes Events recorded, optionally about one object name."""
+        """Kubernetes Events recorded, optionally about one object name, oldest first.
+
+        Ordered by first occurrence, then by when the server last wrote them
+        (a repeated Event is one object whose ``count`` grows).
+        """
         items, _ = self.api.list("v1", "Event")
-        return [e for e in items if name is None or e["involvedObject"]["name"] == name]
+        chosen = [e for e in items if name is None or e["involvedObject"]["name"] == name]
+        return sorted(chosen, key=lambda e: (str(e.get("firstTimestamp") or ""),
+                                             int(e["metadata"]["resourceVersion"])))
 
     # --------------------------------------------------------------- queue
     def enqueue(self, kind: str, name: str, namespace: str | None = "default",
