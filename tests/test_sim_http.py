@@ -518,7 +518,7 @@ MALFORMED = [
     (request("GET", "/api/v2"), 404, True),
     (request("GET", "/%ff%fe"), 404, True),
     (request("DELETE", "/api/v1/namespaces"), 405, True),
-    (request("HEAD", SECRETS), 405, True),
+    (request("HEAD", SECRETS), 405, False),
     (request("OPTIONS", SECRETS), 405, True),
     (request("BREW", SECRETS), 405, False),
     (request("POST", SECRETS, Content_Length="abc"), 400, False),

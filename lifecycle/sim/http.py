@@ -211,6 +211,8 @@ class _Handler(BaseHTTPRequestHandler):
             parts = [unquote(p) for p in url.path.split("/") if p]
             self._pretty = (query.get("pretty") or [""])[-1] in ("true", "1")
             raw = self._read()
+            if method == "HEAD":
+                self.close_connection = True  # the answer carries a body HEAD does not expect
             if method not in ("GET", "POST", "PUT", "PATCH", "DELETE"):
                 raise MethodNotAllowed(NOT_ALLOWED)
             self._route(method, parts, query, raw)
@@ -224,7 +226,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _read(self) -> bytes:
         try:
-            raw, _ = read_body(self.headers, self.rfile)
+            raw = read_body(self.headers, self.rfile)
         except ApiError:
             self.close_connection = True  # the unread rest of the body cannot be skipped
             raise

@@ -45,14 +45,17 @@ class NotAcceptable(ApiError):
     reason = "NotAcceptable"
 
 
-def read_body(headers: Mapping[str, str], stream: BinaryIO) -> tuple[bytes, bool]:
-    """Read the body by ``Content-Length`` or chunked; returns it and whether the
-    connection may stay open (false after a body that could not be read whole)."""
+def read_body(headers: Mapping[str, str], stream: BinaryIO) -> bytes:
+    """Read the body by ``Content-Length`` or chunked transfer coding.
+
+    A malformed length is a 400 and one over :data:`MAX_BODY` a 413; either
+    way the rest of the body is left unread.
+    """
     if "chunked" in (headers.get("Transfer-Encoding") or "").lower():
-        return _read_chunked(stream), True
+        return _read_chunked(stream)
     text = (headers.get("Content-Length") or "").strip()
     if not text:
-        return b"", True
+        return b""
     if not text.isdigit():
         raise BadRequest(f"invalid Content-Length {text!r}")
     length = int(text)
@@ -61,7 +64,7 @@ def read_body(headers: Mapping[str, str], stream: BinaryIO) -> tuple[bytes, bool
     data = stream.read(length)
     if len(data) < length:
         raise BadRequest("the request body ended before its Content-Length")
-    return data, True
+    return data
 
 
 def _read_chunked(stream: BinaryIO) -> bytes:
