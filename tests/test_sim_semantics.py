@@ -687,3 +687,14 @@ def test_delete_preconditions(api: EmbeddedAPI) -> None:
         api.delete(AV, "Widget", "default", "w", resource_version="1")
     assert api.delete(AV, "Widget", "default", "w", uid=stored["metadata"]["uid"],
                       resource_version=stored["metadata"]["resourceVersion"]) is None
+
+
+@pytest.mark.parametrize(("given", "field"), [({"resource_version": 5}, "resourceVersion"),
+                                              ({"uid": ["x"]}, "uid")])
+def test_preconditions_of_the_wrong_type_are_bad_requests(
+    api: EmbeddedAPI, given: dict[str, Any], field: str
+) -> None:
+    api.create(widget("w"))
+    with pytest.raises(BadRequest, match=f"Go struct field Preconditions.preconditions.{field} "):
+        api.delete(AV, "Widget", "default", "w", **given)
+    assert exists(api, AV, "Widget", "default", "w")

@@ -30,7 +30,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-from lifecycle.kube.errors import Conflict, Invalid
+from lifecycle.kube.errors import BadRequest, Conflict, Invalid
 from lifecycle.kube.objects import clone
 from lifecycle.kube.resources import NAMESPACE, ResourceType
 from lifecycle.sim.faults import FaultInjector
@@ -151,6 +151,15 @@ def plan_delete(
         if not finalizers and not _spec_finalizers(rtype, stored):
             return None
     return new
+
+
+def _json_name(value: Any) -> str:
+    """How a JSON decoder names the type of ``value``."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    return {list: "array", dict: "object"}.get(type(value), "string")
 
 
 def _refs(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -503,10 +512,18 @@ class Deletes:
         with self._lock:
             key = object_key(rtype, namespace, name)
             stored = self._stored(rtype, key)
-            for label, given, actual in (
-                ("UID", uid, stored["metadata"].get("uid")),
-                ("ResourceVersion", resource_version, stored["metadata"].get("resourceVersion")),
+            for label, field, given, actual in (
+                ("UID", "uid", uid, stored["metadata"].get("uid")),
+                ("ResourceVersion", "resourceVersion", resource_version,
+                 stored["metadata"].get("resourceVersion")),
             ):
+                if given is not None and not isinstance(given, str):
+                    raise BadRequest(
+                        'DeleteOptions in version "v1" cannot be handled as a DeleteOptions: '
+                        f"json: cannot unmarshal {_json_name(given)} into Go struct field "
+                        f"Preconditions.preconditions.{field} of type "
+                        f"{'types.UID' if field == 'uid' else 'string'}"
+                    )
                 if given not in (None, "") and given != actual:
                     raise Conflict(
                         f'Operation cannot be fulfilled on {rtype.resource} "{key[1]}": '
