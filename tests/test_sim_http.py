@@ -459,8 +459,16 @@ def test_openapi_v3_documents_carry_kinds_and_the_field_validation_parameter(
     assert_status(doc, 404, "NotFound")
     code, doc, _ = client.call("GET", "/openapi/v2", headers={"Accept": "application/json"})
     assert doc["swagger"] == "2.0" and "io.k8s.api.core.v1.Secret" in doc["definitions"]
-    code, doc, _ = client.call("GET", "/openapi/v2", headers={
+    client.conn.request("GET", "/openapi/v2", headers={
         "Accept": "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"})
+    response = client.conn.getresponse()
+    encoded = response.read()
+    assert response.status == 200
+    assert response.getheader("Content-Type") == (
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
+    assert f"/apis/{G}/{V}/namespaces/{{namespace}}/widgets/{{name}}".encode() in encoded
+    assert b"x-kubernetes-group-version-kind" in encoded and b"fieldValidation" in encoded
+    code, doc, _ = client.call("GET", "/openapi/v2", headers={"Accept": "text/html"})
     assert_status(doc, 406, "NotAcceptable")
 
 
@@ -632,6 +640,11 @@ def test_kubectl_validates_and_explains_with_the_served_openapi(kubectl: Any) ->
     assert kubectl("get", "wd", "good", "-o", "jsonpath={.spec.size}") == "4"
     error = kubectl("apply", "--server-side", "-f", "-", stdin=manifest(widget("ssa")), ok=False)
     assert "server-side apply" in error
+    # A kind the v3 documents do not name: kubectl reads /openapi/v2 (protobuf), leaves
+    # validation to the server and reports the missing kind.
+    gadget = {**widget("g"), "kind": "Gadget"}
+    error = kubectl("apply", "-f", "-", stdin=manifest(gadget), ok=False)
+    assert 'no matches for kind "Gadget"' in error and "ensure CRDs are installed" in error
 
 
 @needs_kubectl

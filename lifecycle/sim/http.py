@@ -45,7 +45,7 @@ from lifecycle.kube.errors import (
     UnsupportedMediaType,
 )
 from lifecycle.kube.resources import ResourceType
-from lifecycle.sim import openapi, tables
+from lifecycle.sim import openapi, swagger_pb, tables
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.crds import CRD
 from lifecycle.sim.discovery import discovery
@@ -279,13 +279,21 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _openapi(self, parts: list[str]) -> None:
         accept = (self.headers.get("Accept") or "").lower()
-        if parts == ["openapi", "v2"] and "json" not in accept and "*/*" not in accept \
-                and accept.strip():
-            raise ApiError("only application/json is served for /openapi/v2", status=406,
-                           reason="NotAcceptable")
         doc = self.face.openapi(parts)
         if doc is None:
             raise NotFound(NOT_FOUND)
+        if parts == ["openapi", "v2"] and accept.strip() and not any(
+                media in accept for media in ("json", "*/*")):
+            if swagger_pb.MEDIA_TYPE.lower() not in accept:
+                raise ApiError("only application/json and protobuf are served for "
+                               "/openapi/v2", status=406, reason="NotAcceptable")
+            data = swagger_pb.encode_v2(doc)
+            self.send_response(200)
+            self.send_header("Content-Type", swagger_pb.ANSWER_TYPE)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         self._send_json(200, doc)
 
     def _list(self, route: Route, options: Options, shape: str, meta_version: str) -> None:
