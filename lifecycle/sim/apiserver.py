@@ -493,7 +493,8 @@ class EmbeddedAPI(Reads, Deletes):
         to the same instant as the objects: no write can land in between.
         """
         with self._lock:
-            objects = [clone(obj) for table in self._store.values() for obj in table.values()]
+            tables = {id(table): table for table in self._store.values()}  # versions share one
+            objects = [clone(obj) for table in tables.values() for obj in table.values()]
             external = with_external() if with_external is not None else None
             return {"resourceVersion": self._log.rv, "objects": objects, "external": external}
 
