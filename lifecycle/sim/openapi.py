@@ -7,7 +7,8 @@ compact schema of the fields of each built-in kind). Every operation carries
 ``fieldValidation`` query parameter, so kubectl leaves validation to the
 server (``fieldValidation=Strict``), which :func:`unknown_fields` implements;
 ``kubectl explain`` reads the component schemas. ``/openapi/v2`` serves the
-same definitions as a JSON Swagger 2.0 document.
+same definitions as a JSON Swagger 2.0 document (and its operations in
+protobuf, :mod:`lifecycle.sim.swagger_pb`).
 """
 
 from __future__ import annotations
