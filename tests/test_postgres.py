@@ -18,6 +18,7 @@ import pytest
 
 from lifecycle.core.errors import Severity
 from lifecycle.core.kind import EXTERNAL_NAME
+from lifecycle.kube.errors import Invalid
 from lifecycle.providers.postgres import demo, scram
 from lifecycle.providers.postgres.config import translate
 from lifecycle.providers.postgres.demo import DATABASE_NAME, ROLE_NAME, demo_environment
@@ -431,7 +432,6 @@ def test_unknown_encoding_is_a_clear_terminal_condition(
     ("Grant", {"role": "a", "database": "b", "privileges": ["DROP TABLE x; --"]},
      "unknown database privilege 'DROP TABLE x; --'"),
     ("Grant", {"role": "a", "database": "b", "privileges": []}, "at least one privilege"),
-    ("Role", {"login": "yes"}, "'login' must be true or false"),
     ("Role", {"connection_limit": -5}, "'connection_limit' must be -1"),
     ("Database", {"owner": ""}, "'owner' must be a non-empty string"),
 ])
@@ -444,6 +444,15 @@ def test_invalid_parameters_are_rejected_before_any_sql(
     failed = env.condition(kind, "bad", "Failed")
     assert (env.state(kind, "bad"), failed.reason) == ("failed", "InvalidSpec")
     assert expected in failed.message
+
+
+def test_a_wrongly_typed_parameter_is_refused_by_the_api_server(env: Environment) -> None:
+    # The CRD declares login a boolean: like a real API server, the embedded
+    # one refuses the object (422 naming the field) and nothing is stored.
+    with pytest.raises(Invalid) as refused:
+        env.apply(manifest("Role", "bad", login="yes"))
+    assert [c["field"] for c in refused.value.causes] == ["spec.forProvider.login"]
+    assert not env.exists("Role", "bad")
 
 
 def test_name_postgres_would_truncate_is_invalid(env: Environment) -> None:

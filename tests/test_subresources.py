@@ -197,7 +197,8 @@ def test_missing_children_are_created_owned_then_status_flows_up(world: Any) -> 
     config = env.api.get("v1", "ConfigMap", "default", "shop-settings")
     assert config["data"] == {"theme": "dark", "logLevel": "info"}
     db = env.get("DatabaseInstance", "shop-db")
-    assert db["spec"]["forProvider"] == {"engine": "postgres", "storage_gb": 20}
+    # The server fills in the schema default for size, as a real one does.
+    assert db["spec"]["forProvider"] == {"engine": "postgres", "storage_gb": 20, "size": "small"}
     for child in (config, db):
         ref = child["metadata"]["ownerReferences"][0]
         assert (ref["uid"], ref["kind"], ref["controller"]) == (uid, "DatabaseApp", True)
