@@ -21,12 +21,14 @@ from lifecycle.core.kind import (
     OPERATION,
     OWNER,
     PAUSED,
+    PROVIDER_CONFIG_API,
+    PROVIDER_CONFIG_KIND,
     RECONCILE_POLICY,
 )
 from lifecycle.core.values import Creation, Intent, ResultKind
-from lifecycle.kube.errors import Conflict, ServerError, TooManyRequests
+from lifecycle.kube.errors import Conflict, Invalid, ServerError, TooManyRequests
 from lifecycle.providers.simcloud import CloudThrottled, CloudUnavailable, SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
 from lifecycle.runtime.contract import ManagedResource
 from lifecycle.runtime.effects import Effects, next_intent
 from lifecycle.testing import Environment
@@ -382,12 +384,41 @@ def test_terminal_error_waits_for_a_new_generation() -> None:
 
 def test_invalid_spec_shape_is_a_clear_condition() -> None:
     env, cloud = make()
-    env.apply(database_manifest("db", storage_gb="lots", colour="blue"))
+    manifest = database_manifest("db", storage_gb="lots", colour="blue")
+    # The current CRD refuses the wrong type (the unknown field alone would be pruned).
+    with pytest.raises(Invalid) as refused:
+        env.apply(manifest)
+    assert [(c["field"], c["reason"]) for c in refused.value.causes] == [
+        ("spec.forProvider.storage_gb", "FieldValueTypeInvalid")]
+    assert not env.exists(KIND, "db")
+    # Such an object can still be stored under an older CRD without validation.
+    env.serve_lenient(KIND)
+    env.apply(manifest)
     env.reconcile(KIND, "db")
     failed = env.condition(KIND, "db", "Failed")
     assert failed.reason == "InvalidSpec"
     assert "colour" in failed.message
     assert cloud.count("create") == 0
+
+
+def test_lenient_serving_changes_the_stored_crd_of_that_kind_only() -> None:
+    env, _ = simulated_environment(cloud=SimCloud(seed=1), lenient=(KIND,))
+    crd = env.api.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None,
+                      "databaseinstances.db.lifecycle.dev")
+    version = crd["spec"]["versions"][0]
+    schema = version["schema"]["openAPIV3Schema"]
+    assert schema["properties"]["spec"] == {"x-kubernetes-preserve-unknown-fields": True}
+    assert schema["properties"]["status"] == {"x-kubernetes-preserve-unknown-fields": True}
+    assert "status" in version["subresources"]
+    assert {c["type"]: c["status"] for c in crd["status"]["conditions"]}["Established"] == "True"
+    env.apply(database_manifest("db", storage_gb="lots", colour="blue"))
+    assert env.get(KIND, "db")["spec"]["forProvider"]["colour"] == "blue"
+    config = env.api.get(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None, "default")
+    config["spec"]["credentials"] = {"secretRef": "default-credentials"}
+    with pytest.raises(Invalid):  # ProviderConfig is still served from its current CRD
+        env.api.replace(config)
+    with pytest.raises(KeyError):
+        env.serve_lenient("NoSuchKind")
 
 
 def test_provider_reports_failed_then_recovers() -> None:
@@ -563,7 +594,17 @@ def test_corrupt_stored_state_is_repaired(stored: Any) -> None:
     obj = env.get(KIND, "db")
     obj["status"]["state"] = stored
     obj["status"]["conditions"] = [{"bogus": True}, "not-a-condition"]
+    # The current CRD refuses the status ("deleted" is a valid state; the conditions are not).
+    with pytest.raises(Invalid) as refused:
+        env.api.replace_status(obj)
+    fields = {c["field"] for c in refused.value.causes}
+    assert {"status.conditions[0].type", "status.conditions[1]"} <= fields
+    assert ("status.state" in fields) == (stored != "deleted")
+    assert env.state(KIND, "db") == "ready"
+    # A status written under an older CRD without validation is still read back.
+    env.serve_lenient(KIND)
     env.api.replace_status(obj)
+    assert env.state(KIND, "db") == stored
     env.reconcile(KIND, "db")
     assert env.state(KIND, "db") == "ready"
     assert "StateRepaired" in [e["reason"] for e in env.events("db")]
@@ -597,8 +638,13 @@ def test_new_generation_not_observed_makes_ready_unknown() -> None:
 
 def test_one_broken_resource_does_not_stop_others() -> None:
     env, _ = make()
+    mangled = {**database_manifest("mangled"), "spec": "not-an-object"}
+    with pytest.raises(Invalid) as refused:  # the current CRD refuses it
+        env.apply(mangled)
+    assert [c["field"] for c in refused.value.causes] == ["spec"]
+    env.serve_lenient(KIND)  # an older CRD without validation stored it
     env.apply(database_manifest("bad", engine="oracle"))
-    env.apply({**database_manifest("mangled"), "spec": "not-an-object"})
+    env.apply(mangled)
     for i in range(3):
         env.apply(database_manifest(f"good-{i}"))
     env.run_until_idle()

@@ -32,6 +32,7 @@ from lifecycle.core.kind import (
 )
 from lifecycle.core.plan import plan
 from lifecycle.core.values import Creation, Observation, ResultKind
+from lifecycle.kube.errors import Invalid
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import (
     CloudInvalidParameter,
@@ -231,6 +232,11 @@ def test_malformed_provider_config_is_a_handled_error() -> None:
     env, cloud = make()
     config = env.api.get(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None, "default")
     config["spec"]["credentials"] = {"secretRef": "default-credentials"}
+    with pytest.raises(Invalid) as refused:  # the current CRD refuses it
+        env.api.replace(config)
+    assert [(c["field"], c["reason"]) for c in refused.value.causes] == [
+        ("spec.credentials.secretRef", "FieldValueTypeInvalid")]
+    env.serve_lenient(PROVIDER_CONFIG_KIND)  # an older CRD without validation stored it
     env.api.replace(config)
     env.apply(database_manifest("db"))
     step = env.reconcile(KIND, "db")
@@ -476,7 +482,26 @@ def test_delete_preempts_a_create_in_flight_without_leaking() -> None:
 def test_corrupt_status_fields_are_repaired_not_a_crash(field: str) -> None:
     env, _ = make()
     ready(env)
-    for garbage in ("x", 7, [1, {"a": None}], {"type": 3}, None):
+    garbage_values = ("x", 7, [1, {"a": None}], {"type": 3}, None)
+    # The current CRD refuses each value with 422 at the field, except null (dropped:
+    # the field is not nullable) and values of the declared type (stored, pruned).
+    of_declared_type = {"failure": [{"type": 3}], "observedGeneration": [7],
+                        "atProvider": [{"type": 3}]}.get(field, [])
+    accepted = [*of_declared_type, None]
+    refused = []
+    for garbage in garbage_values:
+        obj = env.get(KIND, "db")
+        obj["status"][field] = garbage
+        try:
+            env.api.replace_status(obj, dry_run=True)
+        except Invalid as exc:
+            assert exc.causes
+            assert all(re.match(rf"status\.{field}(\[|\.|$)", c["field"]) for c in exc.causes)
+            refused.append(garbage)
+    assert refused == [g for g in garbage_values if g not in accepted]
+    # Values like these can still be stored by an older CRD without validation.
+    env.serve_lenient(KIND)
+    for garbage in garbage_values:
         obj = env.get(KIND, "db")
         obj["status"][field] = garbage
         env.api.replace_status(obj)

@@ -37,7 +37,18 @@ from lifecycle.kube.errors import NotFound
 from lifecycle.runtime.contract import Connector
 from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.sim.apiserver import EmbeddedAPI
-from lifecycle.sim.crds import apply_crd
+from lifecycle.sim.crds import CRD, apply_crd
+
+#: The schema :meth:`Environment.serve_lenient` serves: ``spec`` and ``status`` keep anything.
+_LENIENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {"x-kubernetes-preserve-unknown-fields": True},
+        "status": {"x-kubernetes-preserve-unknown-fields": True},
+    },
+}
 
 
 class VirtualClock:
@@ -86,6 +97,8 @@ class Environment:
     """An embedded cluster, kinds and their connectors, with a virtual work queue.
 
     ``kinds`` pairs each :class:`Kind` with the connector its reconciler uses.
+    Every kind (and ProviderConfig) is served from its generated CRD; the kinds
+    named in ``lenient`` are then served as :meth:`serve_lenient` describes.
     """
 
     def __init__(
@@ -98,6 +111,7 @@ class Environment:
         api: EmbeddedAPI | None = None,
         clock: VirtualClock | None = None,
         seed: int = 0,
+        lenient: Sequence[str] = (),
     ) -> None:
         self.clock = clock or VirtualClock()
         self.api = api or EmbeddedAPI(clock=self.clock.now, seed=seed)
@@ -105,6 +119,8 @@ class Environment:
         # fields are pruned, defaults applied and invalid objects refused (422).
         for doc in crds([kind for kind, _ in kinds]):
             apply_crd(self.api, doc)
+        for kind_name in lenient:
+            self.serve_lenient(kind_name)
         self.kinds: dict[str, Kind] = {}
         self.reconcilers: dict[str, Reconciler] = {}
         for kind, connector in kinds:
@@ -120,6 +136,38 @@ class Environment:
         self._seq = itertools.count()
         self._failures: dict[tuple[str, str | None, str], int] = {}
         self._elapsed = 0.0
+
+    # ----------------------------------------------------------------- CRDs
+    def serve_lenient(self, kind: str) -> dict[str, Any]:
+        """Serve ``kind`` from a CRD that keeps whatever ``spec`` and ``status`` hold.
+
+        This models objects a cluster can hold although the kind's current CRD
+        would refuse them: objects written under an older CRD version without
+        validation, under a CRD with ``x-kubernetes-preserve-unknown-fields``,
+        or by a hand edit before the schema was tightened. The engine must
+        still handle them (a clear condition, a repaired status, other objects
+        carrying on), so tests that store such objects first show that the
+        current CRD answers 422, then serve the kind leniently and store them.
+
+        The kind's CustomResourceDefinition object is updated through the store
+        (so watches and discovery see the change as on a cluster): every
+        version keeps its subresources and printer columns, and its schema
+        becomes ``x-kubernetes-preserve-unknown-fields: true`` on ``spec`` and
+        ``status`` with no type, default or other validation. ``kind`` is a
+        kind name such as ``"DatabaseInstance"`` or ``"ProviderConfig"``;
+        returns the CRD as stored. Raises ``KeyError`` if no CRD serves it.
+        """
+        items, _ = self.api.list(CRD.api_version, CRD.kind)
+        for item in items:
+            if ((item.get("spec") or {}).get("names") or {}).get("kind") != kind:
+                continue
+            body = {"apiVersion": item["apiVersion"], "kind": item["kind"],
+                    "metadata": item["metadata"], "spec": dict(item["spec"])}
+            body["spec"]["versions"] = [
+                {**version, "schema": {"openAPIV3Schema": _LENIENT_SCHEMA}}
+                for version in item["spec"].get("versions") or []]
+            return apply_crd(self.api, body)
+        raise KeyError(f"no CustomResourceDefinition serves the kind {kind!r}")
 
     # ------------------------------------------------------------- objects
     def provider_config(
