@@ -142,3 +142,29 @@ def test_held_and_stopped_passes_conclude_without_an_event() -> None:
     p = plan(M, ignored, observation=Observation(exists=True), now=NOW)
     assert (p.choice.event, p.result.reason, p.settled.status) == (None, "Ignored",
                                                                    {"state": "ready"})
+
+
+@pytest.mark.parametrize("garbage", ["x", "2026-13-45T99:00:00Z", 7, None])
+def test_a_corrupt_state_time_is_restarted_not_kept(garbage: object) -> None:
+    from lifecycle.machines.postgres import RoleMachine
+
+    stored = obj("creating")
+    stored["status"].update(stateSince=garbage, operationSince=garbage)
+    pending = Observation(exists=True, status=ProviderStatus.PENDING)
+    p = plan(RoleMachine, stored, observation=pending, now=NOW)
+    assert p.target == "creating"
+    assert p.settled.status["stateSince"] == "2026-01-01T00:00:00Z"
+    assert p.settled.status["operationSince"] == "2026-01-01T00:00:00Z"
+
+
+def test_a_valid_state_time_is_kept_and_counts_towards_stuck() -> None:
+    from lifecycle.machines.postgres import RoleMachine
+
+    stored = obj("creating")
+    stored["status"].update(stateSince="2025-12-31T23:00:00Z",
+                            operationSince="2025-12-31T23:00:00Z")
+    pending = Observation(exists=True, status=ProviderStatus.PENDING)
+    p = plan(RoleMachine, stored, observation=pending, now=NOW)
+    assert p.settled.status["stateSince"] == "2025-12-31T23:00:00Z"
+    stuck = {c["type"]: c for c in p.settled.status["conditions"]}["Stuck"]
+    assert (stuck["status"], stuck["reason"]) == ("True", "StuckInCreating")

@@ -115,9 +115,9 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
     for note_type in NOTE_TYPES - noted:
         if cond.get(stored, note_type) is not None:
             updates.append(Condition(note_type, T, "Valid", "", gen))
-    since = old.get("stateSince") if target == source else when
-    if not isinstance(since, str):
-        since = when
+    since = _timestamp(old.get("stateSince")) if target == source else when
+    if since is None:
+        since = when  # missing or corrupt: the state is timed from now on
     operation_since = _operation_since(machine, old, source, target, since)
     held = stuck(machine, target, operation_since or since, stored, gen, now)
     if held is not None:
@@ -188,13 +188,23 @@ def _operation_since(machine: type[LifecycleMachine], old: Mapping[str, Any], so
     A create that keeps failing and resuming (creating -> failed -> creating)
     is one operation, so its time towards Stuck is not reset by each blip.
     """
-    kept = old.get("operationSince")
-    kept = kept if isinstance(kept, str) else None
+    kept = _timestamp(old.get("operationSince"))
     if target in machine.timing.max_in_state:
         return kept if kept and (source == target or source == "failed") else since
     if target == "failed":
         return kept
     return None
+
+
+def _timestamp(value: Any) -> str | None:
+    """``value`` if it is an RFC 3339 timestamp, else None (a corrupt stored value)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value
 
 
 def stuck(machine: type[LifecycleMachine], state: str, since: str,
