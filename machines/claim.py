@@ -63,6 +63,10 @@ class ClaimMachine(LifecycleMachine):
     managed resource.
     """
 
+    #: Objects of kinds run by this machine are resource claims: the CRD generator
+    #: (:mod:`lifecycle.driver.crds`) gives them a claim's spec and status.
+    is_claim = True
+
     unbound = State("Unbound", initial=True)
     binding = State("Binding")
     bound = State("Bound")
@@ -174,10 +178,11 @@ class DatabaseClaimParameters:
     """The portable fields of a ``DatabaseClaim`` spec (kept small, so claims stay portable).
 
     ``engineVersion`` and ``storageGB`` override the class's template when set.
+    Each field's alias is its name in the claim's spec (and its CRD).
     """
 
-    engine_version: str | None = None
-    storage_gb: int | None = None
+    engine_version: str | None = attrs.field(default=None, alias="engineVersion")
+    storage_gb: int | None = attrs.field(default=None, alias="storageGB")
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> DatabaseClaimParameters:
@@ -189,7 +194,7 @@ class DatabaseClaimParameters:
         if storage is not None and (isinstance(storage, bool) or not isinstance(storage, int)
                                     or storage <= 0):
             raise TerminalError("spec.storageGB must be a positive integer")
-        return cls(engine_version=version, storage_gb=storage)
+        return cls(engineVersion=version, storageGB=storage)
 
 
 def configure_database(

@@ -9,7 +9,7 @@ so the kind modules stay free of provider test code.
 from __future__ import annotations
 
 from lifecycle.core.kind import Kind
-from lifecycle.machines.claim import DATABASE_BINDING, DatabaseClaim
+from lifecycle.machines.claim import DATABASE_BINDING, DatabaseClaim, DatabaseInstanceClass
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.machines.postgres import kinds as postgres_kinds
 from lifecycle.registry import Registration
@@ -50,5 +50,7 @@ POSTGRES = tuple(
     Registration(kind, connector=lambda c=connector: c, verify_target=_postgres_target)
     for kind, connector in postgres_kinds())
 
-#: The DatabaseClaim, bound to DatabaseInstances made from DatabaseInstanceClasses.
-CLAIMS = (Registration(DatabaseClaim, verify_target=_claim_target),)
+#: The DatabaseClaim, bound to DatabaseInstances made from DatabaseInstanceClasses, and
+#: the class kind itself (no connector: ``lifecycle crds`` serves it, ``run`` refuses it).
+CLAIMS = (Registration(DatabaseClaim, verify_target=_claim_target),
+          Registration(DatabaseInstanceClass))

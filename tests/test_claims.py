@@ -28,7 +28,7 @@ from lifecycle.core.claims import (
 from lifecycle.core.errors import HandledError, MachineDefinitionError, TerminalError
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, connection_secret_ref
 from lifecycle.core.machine import validate
-from lifecycle.kube.errors import ServerError
+from lifecycle.kube.errors import Invalid, ServerError
 from lifecycle.machines.claim import DATABASE_BINDING, ClaimMachine
 from lifecycle.providers.simcloud.harness import claim_environment, database_manifest
 from lifecycle.testing.claims import claim_manifest, class_manifest
@@ -350,9 +350,38 @@ def test_dynamic_provisioning_binds_when_ready_and_propagates_the_secret(world: 
     assert world.env.cloud.creations(external) == 1
 
 
+def refused(call: Any, *args: Any) -> list[tuple[str, str]]:
+    """The (field, reason) causes of the 422 that ``call(*args)`` must raise."""
+    with pytest.raises(Invalid) as caught:
+        call(*args)
+    return [(c["field"], c["reason"]) for c in caught.value.causes]
+
+
+def serve_class_leniently(world: Any) -> None:
+    """Serve the class kind from a CRD whose ``specTemplate`` keeps anything.
+
+    Models classes stored under an older CRD without validation, which the
+    current CRD would refuse.
+    """
+    kind = DATABASE_BINDING.resource_class
+    name = f"{kind.plural}.{kind.group}"
+    crd = world.api.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, name)
+    crd["spec"]["versions"][0]["schema"] = {"openAPIV3Schema": {
+        "type": "object", "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "specTemplate": {"x-kubernetes-preserve-unknown-fields": True}}}}
+    world.api.replace(crd)
+
+
 def test_a_bad_portable_field_is_a_terminal_error_and_creates_nothing(world: Any) -> None:
     world.apply_class(class_manifest("standard", default=True))
-    world.apply(claim_manifest("app", "team-a", storageGB="lots"))
+    manifest = claim_manifest("app", "team-a", storageGB="lots")
+    # The claim's CRD refuses the wrong type ...
+    assert refused(world.apply, manifest) == [("spec.storageGB", "FieldValueTypeInvalid")]
+    # ... which a claim stored under an older CRD without validation may still have.
+    world.env.serve_lenient("DatabaseClaim")
+    world.apply(manifest)
     world.run()
     assert state(world, "app") == "unbound"
     assert reason(world, "app") == "InvalidSpec"
@@ -370,6 +399,11 @@ def test_class_problems_leave_the_claim_unbound(world: Any, class_ref: str,
     if make_class is not None:
         manifest = class_manifest(class_ref)
         manifest["specTemplate"].update(make_class)
+        if class_ref == "broken":
+            # The class CRD refuses the policy; an older, unvalidated class may hold it.
+            assert refused(world.apply_class, manifest) == [
+                ("specTemplate.reclaimPolicy", "FieldValueNotSupported")]
+            serve_class_leniently(world)
         world.apply_class(manifest)
     world.apply(claim_manifest("app", "team-a", class_name=class_ref))
     world.run()
@@ -630,6 +664,11 @@ def test_a_corrupt_claim_status_is_repaired(world: Any, status: Any) -> None:
     world.apply_class(class_manifest("standard", default=True))
     claim = world.apply(claim_manifest("app", "team-a"))
     claim["status"] = status
+    if status != {"state": "deleted"}:  # a state of the machine, just the wrong one
+        # The claim's CRD refuses the rest (a type, an enum or a date-time) ...
+        assert refused(world.api.replace_status, claim)
+        # ... which a status written under an older CRD without validation may hold.
+        world.env.serve_lenient("DatabaseClaim")
     world.api.replace_status(claim)
     world.run()
     assert state(world, "app") == "bound"
@@ -640,6 +679,8 @@ def test_a_status_that_is_not_a_mapping_is_replaced(world: Any) -> None:
     world.apply_class(class_manifest("standard", default=True))
     claim = world.apply(claim_manifest("app", "team-a"))
     claim["status"] = "not a mapping"
+    assert refused(world.api.replace_status, claim) == [("status", "FieldValueTypeInvalid")]
+    world.env.serve_lenient("DatabaseClaim")
     world.api.replace_status(claim)
     world.reconciler.reconcile("team-a", "app")
     assert world.claim("app", "team-a")["status"]["state"] == "unbound"
@@ -653,6 +694,9 @@ def test_a_garbled_state_since_never_breaks_the_stuck_check(world: Any) -> None:
     world.advance(10)
     claim = world.claim("app", "team-a")
     claim["status"]["stateSince"] = "yesterday"
+    assert refused(world.api.replace_status, claim) == [
+        ("status.stateSince", "FieldValueInvalid")]
+    world.env.serve_lenient("DatabaseClaim")
     world.api.replace_status(claim)
     world.advance(10)
     assert state(world, "app") == "binding"

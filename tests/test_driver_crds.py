@@ -1,4 +1,8 @@
-"""``lifecycle crds`` and ``lifecycle manifests``: valid YAML, structural, least privilege."""
+"""``lifecycle crds`` and ``lifecycle manifests``: valid YAML, structural, least privilege.
+
+Claim and class kinds get CRDs of their own, which keep every field the claim
+reconciler writes.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,16 @@ import attrs
 import pytest
 import yaml
 
+from lifecycle import registry
 from lifecycle.cli import main
+from lifecycle.core.claims import ReclaimPolicy
 from lifecycle.driver.crds import check_crd, check_structural, crd, schema_for_type
 from lifecycle.driver.manifests import cluster_rules
+from lifecycle.machines.claim import DATABASE_BINDING, DatabaseClaim, DatabaseInstanceClass
 from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.simcloud.harness import claim_environment
+from lifecycle.sim.schema import prune, unknown_fields, validate
+from lifecycle.testing.claims import claim_manifest, class_manifest
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -146,3 +156,106 @@ def test_bad_kind_arguments_are_one_line_errors(capsys: pytest.CaptureFixture[st
     assert code == 2 and "is not a kind" in err and "Traceback" not in err
     code, _, err = run_cli(capsys, "run", "--kinds", "no.such.module:X")
     assert code == 2 and "cannot import" in err
+
+
+# ------------------------------------------------------------ claims and classes
+def test_claim_and_class_kinds_get_crds_of_their_own(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "crds", "--kinds", "DatabaseClaim", "DatabaseInstanceClass")
+    assert code == 0
+    docs = {d["spec"]["names"]["kind"]: d for d in yaml.safe_load_all(out)}
+    assert set(docs) == {"ProviderConfig", "DatabaseClaim", "DatabaseInstanceClass"}
+    for doc in docs.values():
+        assert check_crd(doc) == []
+
+    claim = docs["DatabaseClaim"]["spec"]
+    assert claim["scope"] == "Namespaced"
+    assert claim["names"]["categories"] == ["claim", "lifecycle"]
+    assert claim["names"]["shortNames"] == ["dbc"]
+    version = claim["versions"][0]
+    assert version["subresources"] == {"status": {}}
+    columns = version["additionalPrinterColumns"]
+    assert [c["name"] for c in columns if not c.get("priority")] == [
+        "Ready", "Synced", "Binding", "Class", "Resource", "Age"]
+    schema = version["schema"]["openAPIV3Schema"]
+    spec = schema["properties"]["spec"]["properties"]
+    # The portable fields under the names the claim reads, beside the references.
+    assert set(spec) == {"engineVersion", "storageGB", "classRef", "classSelector",
+                         "resourceRef", "writeConnectionSecretToRef"}
+    assert spec["storageGB"]["type"] == "integer" and spec["engineVersion"]["type"] == "string"
+    assert "forProvider" not in spec and "providerConfigRef" not in spec
+    status = schema["properties"]["status"]["properties"]
+    assert status["state"]["enum"] == list(DatabaseClaim.machine.table().states)
+    assert status["bindingPhase"]["enum"] == sorted(
+        s.name for s in DatabaseClaim.machine.table().states.values())
+    assert {"conditions", "observedGeneration", "phase", "history", "stateSince",
+            "resourceRef"} <= set(status)
+
+    klass = docs["DatabaseInstanceClass"]["spec"]
+    assert klass["scope"] == "Cluster"
+    assert klass["names"]["categories"] == ["class", "lifecycle"]
+    version = klass["versions"][0]
+    assert "subresources" not in version  # a class has no status
+    schema = version["schema"]["openAPIV3Schema"]
+    assert set(schema["properties"]) == {"apiVersion", "kind", "metadata", "specTemplate"}
+    template = schema["properties"]["specTemplate"]["properties"]
+    assert set(template) == {"forProvider", "providerConfigRef", "reclaimPolicy",
+                             "resourceNamespace", "deletionPolicy"}
+    assert template["reclaimPolicy"]["enum"] == [p.value for p in ReclaimPolicy]
+
+
+def test_every_registered_kind_includes_the_class(capsys: pytest.CaptureFixture[str]) -> None:
+    names = [r.name for r in registry.registrations()]
+    assert "DatabaseInstanceClass" in names
+    code, out, _ = run_cli(capsys, "crds", "--kinds", *names)
+    assert code == 0
+    served = {d["metadata"]["name"] for d in yaml.safe_load_all(out)}
+    assert {"databaseinstanceclasses.db.lifecycle.dev",
+            "databaseclaims.claims.lifecycle.dev"} <= served
+    assert registry.find("databaseinstanceclasses").kind is DatabaseInstanceClass
+
+
+def test_run_refuses_a_class_kind_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "run", "--kinds", "DatabaseInstanceClass")
+    assert code == 2 and out == ""
+    assert "DatabaseInstanceClass" in err and "not runnable" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def _schema(kind: object) -> dict:
+    return crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]  # type: ignore[arg-type]
+
+
+def test_what_the_claim_reconciler_writes_survives_pruning() -> None:
+    """A claim flow stored without pruning keeps every field under the generated CRDs."""
+    world = claim_environment(DATABASE_BINDING)
+    world.env.namespace("team-a")
+    # Stored as written: the generated CRDs are then checked against what was written.
+    world.env.serve_lenient("DatabaseClaim")
+    world.env.serve_lenient("DatabaseInstance")
+    manifest = class_manifest("standard", labels={"tier": "gold"}, reclaim_policy="Retain",
+                              resource_namespace="lifecycle-system")
+    manifest["specTemplate"]["deletionPolicy"] = "Orphan"
+    world.apply_class(manifest)
+    world.apply(claim_manifest("orders", "team-a", selector={"tier": "gold"},
+                               secret_name="orders-db", engineVersion="16", storageGB=50))
+    world.run()
+    claim = world.claim("orders", "team-a")
+    assert claim["status"]["state"] == "bound"
+    resource = world.resource_of("orders", "team-a")
+    assert resource is not None
+    assert {"claimRef", "reclaimPolicy", "deletionPolicy"} <= set(resource["spec"])
+    assert {"classRef", "classSelector", "resourceRef", "writeConnectionSecretToRef",
+            "engineVersion", "storageGB"} <= set(claim["spec"])
+    assert {"bindingPhase", "resourceRef", "conditions", "history", "state",
+            "observedGeneration", "stateSince", "phase"} <= set(claim["status"])
+    stored_class = world.api.get(DatabaseInstanceClass.api_version, DatabaseInstanceClass.kind,
+                                 None, "standard")
+    for obj, kind in ((claim, DatabaseClaim), (resource, DatabaseInstance),
+                      (stored_class, DatabaseInstanceClass)):
+        schema = _schema(kind)
+        assert unknown_fields(obj, schema) == [], kind.kind
+        assert prune(obj, schema) == obj
+        assert validate(obj, schema) == [], kind.kind
+    # The check can fail: a managed resource's field is not a claim's.
+    assert unknown_fields({**claim, "spec": {**claim["spec"], "forProvider": {}}},
+                          _schema(DatabaseClaim)) == ["spec.forProvider"]

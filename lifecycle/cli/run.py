@@ -25,6 +25,7 @@ import yaml
 
 from lifecycle import registry
 from lifecycle.cli import UsageError, load
+from lifecycle.core.claims import ClassKind
 from lifecycle.core.kind import Kind
 from lifecycle.runtime.contract import Connector
 
@@ -73,14 +74,19 @@ def configure_logging(level: str = "info", json_format: bool = False) -> None:
     logging.getLogger("urllib3").setLevel(logging.WARNING)
 
 
-def _registrations(specs: Sequence[str]) -> list[registry.Registration]:
+def _registrations(specs: Sequence[str], *,
+                   classes: bool = False) -> list[registry.Registration]:
+    """The registrations ``specs`` name; ``classes`` also admits resource class kinds."""
     found = []
     for spec in specs:
         try:
             r = registry.find(spec)
         except registry.RegistryError as exc:
             raise UsageError(str(exc)) from None
-        if not isinstance(r.kind, Kind):
+        if isinstance(r.kind, ClassKind) and not classes:
+            raise UsageError(f"{spec} is a resource class kind, not runnable: it has no "
+                             f"reconciler (run the claim kinds that use it)")
+        if not isinstance(r.kind, Kind | ClassKind):
             raise UsageError(f"{spec} is not a lifecycle.core.kind.Kind")
         found.append(r)
     names = [r.kind.kind for r in found]
@@ -215,7 +221,7 @@ def crds_command(args: argparse.Namespace) -> int:
     """``lifecycle crds``: print the CRDs of the kinds as YAML."""
     from lifecycle.driver.crds import check_crd, crds
 
-    docs = crds(_kinds(args.kinds or DEFAULT_KINDS))
+    docs = crds([r.kind for r in _registrations(args.kinds or DEFAULT_KINDS, classes=True)])
     for doc in docs:
         problems = check_crd(doc)
         if problems:

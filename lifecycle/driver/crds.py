@@ -8,6 +8,19 @@ restricted to the machine's states. It has the status subresource, printer
 columns Ready, Synced, State, External-Name and Age (Phase in wide output),
 the kind's short names, the ``managed`` category and the kind's scope.
 
+Two other shapes of object get CRDs of their own (see :mod:`lifecycle.core.claims`):
+
+* a **resource claim** kind, a :class:`Kind` whose machine class sets
+  ``is_claim = True``: namespaced; its spec holds the parameters class's
+  fields at the top level (named by their attrs aliases, as the claim reads
+  them) beside ``classRef``, ``classSelector``, ``resourceRef`` and
+  ``writeConnectionSecretToRef``; its status is what
+  :func:`~lifecycle.core.claims.settle_claim` writes (``bindingPhase``,
+  ``resourceRef``...); printer columns Ready, Synced, Binding, Class,
+  Resource and Age (State in wide output); the ``claim`` category;
+* a **resource class** kind, a :class:`~lifecycle.core.claims.ClassKind`:
+  cluster-scoped, no status, its template in the top-level ``specTemplate``.
+
 :func:`check_crd` verifies a CRD document against the API server's rules for
 ``apiextensions.k8s.io/v1``, including the structural-schema rules, and returns
 the list of problems (empty when valid).
@@ -24,11 +37,12 @@ from typing import Any
 
 import attrs
 
+from lifecycle.core.claims import ClassKind
 from lifecycle.core.kind import GROUP, PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 from lifecycle.core.objects import metadata
 
-__all__ = ["check_crd", "check_structural", "crd", "crds", "provider_config_crd",
-           "schema_for_type"]
+__all__ = ["check_crd", "check_structural", "claim_crd", "class_crd", "crd", "crds",
+           "is_claim", "provider_config_crd", "schema_for_type"]
 
 _PRIMITIVES: dict[type, dict[str, Any]] = {
     str: {"type": "string"},
@@ -183,15 +197,18 @@ _COLUMNS = [
 def _definition(group: str, version: str, kind: str, plural: str, namespaced: bool,
                 schema: dict[str, Any], *, short_names: Sequence[str] = (),
                 columns: list[dict[str, Any]] | None = None,
-                categories: Sequence[str] = ("managed", "lifecycle")) -> dict[str, Any]:
+                categories: Sequence[str] = ("managed", "lifecycle"),
+                status: bool | None = None) -> dict[str, Any]:
+    """A CRD document; ``status`` (default: when there are columns) adds the subresource."""
     names: dict[str, Any] = {"kind": kind, "listKind": f"{kind}List", "plural": plural,
                              "singular": kind.lower(), "categories": list(categories)}
     if short_names:
         names["shortNames"] = list(short_names)
     served: dict[str, Any] = {"name": version, "served": True, "storage": True,
                               "schema": {"openAPIV3Schema": schema}}
-    if columns is not None:
+    if columns is not None if status is None else status:
         served["subresources"] = {"status": {}}
+    if columns is not None:
         served["additionalPrinterColumns"] = columns
     return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": f"{plural}.{group}"},
@@ -200,8 +217,12 @@ def _definition(group: str, version: str, kind: str, plural: str, namespaced: bo
                      "versions": [served]}}
 
 
-def crd(kind: Kind) -> dict[str, Any]:
-    """The CustomResourceDefinition of a managed kind."""
+def crd(kind: Kind | ClassKind) -> dict[str, Any]:
+    """The CustomResourceDefinition of a managed, claim or class kind."""
+    if isinstance(kind, ClassKind):
+        return class_crd(kind)
+    if is_claim(kind):
+        return claim_crd(kind)
     schema = {"type": "object",
               "description": (kind.machine.__doc__ or kind.kind).strip().splitlines()[0],
               "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
@@ -228,9 +249,150 @@ def provider_config_crd() -> dict[str, Any]:
                        categories=("lifecycle",))
 
 
-def crds(kinds: Sequence[Kind]) -> list[dict[str, Any]]:
-    """The ProviderConfig CRD followed by one CRD per kind."""
+def crds(kinds: Sequence[Kind | ClassKind]) -> list[dict[str, Any]]:
+    """The ProviderConfig CRD followed by one CRD per kind (managed, claim or class)."""
     return [provider_config_crd(), *(crd(kind) for kind in kinds)]
+
+
+# ----------------------------------------------------------- claims, classes
+def is_claim(kind: Any) -> bool:
+    """Whether ``kind`` is a resource claim kind: a Kind whose machine sets ``is_claim``."""
+    return isinstance(kind, Kind) and getattr(kind.machine, "is_claim", False) is True
+
+
+def _label_selector() -> dict[str, Any]:
+    """A label selector; the claim reconciler honours ``matchLabels`` and refuses the rest.
+
+    ``matchExpressions`` is declared so that a claim using it keeps it (and is
+    told it is not supported) instead of losing it to pruning, which would
+    widen the selector to every class.
+    """
+    requirement = {"type": "object", "required": ["key", "operator"], "properties": {
+        "key": {"type": "string"}, "operator": {"type": "string"},
+        "values": {"type": "array", "items": {"type": "string"}}}}
+    return {"type": "object",
+            "description": "Chooses a class by its labels (matchLabels only); the first "
+                           "matching class by name is used.",
+            "properties": {
+                "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "matchExpressions": {"type": "array", "items": requirement,
+                                     "description": "Not supported: a claim using it is "
+                                                    "refused."}},
+            "x-kubernetes-map-type": "atomic"}
+
+
+def claim_spec_schema(kind: Kind) -> dict[str, Any]:
+    """The spec of a claim: its portable parameters and the references the reconciler reads."""
+    portable = schema_for_type(kind.parameters)
+    properties: dict[str, Any] = dict(portable.get("properties") or {})
+    taken = sorted(set(properties) & {"classRef", "classSelector", "resourceRef",
+                                      "writeConnectionSecretToRef"})
+    if taken:
+        raise TypeError(f"{kind.kind} parameters use reserved claim field(s) {taken}")
+    properties.update({
+        "classRef": _ref("The class to provision from (set when scheduled or "
+                              "defaulted)."),
+        "classSelector": _label_selector(),
+        "resourceRef": _ref("The managed resource bound to this claim (set when "
+                            "provisioned).", namespaced=True),
+        "writeConnectionSecretToRef": _ref(
+            "The Secret, in the claim's namespace, receiving the connection details "
+            "(default: <claim>-connection)."),
+    })
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if portable.get("required"):
+        schema["required"] = list(portable["required"])
+    return schema
+
+
+def claim_status_schema(kind: Kind) -> dict[str, Any]:
+    """The status the claim reconciler writes (:func:`~lifecycle.core.claims.settle_claim`)."""
+    states = kind.machine.table().states
+    common = status_schema(kind)["properties"]
+    return {"type": "object", "description": "Observed state, written by the operator.",
+            "properties": {
+                **{key: common[key] for key in ("state", "observedGeneration", "phase",
+                                                "stateSince", "conditions", "history")},
+                "bindingPhase": {"type": "string",
+                                 "enum": sorted({spec.name for spec in states.values()}),
+                                 "description": "The display name of the claim's state."},
+                "resourceRef": _ref("The managed resource the claim is binding or bound to.",
+                                    namespaced=True),
+            }}
+
+
+_CLAIM_COLUMNS = [
+    *_COLUMNS[:2],
+    {"name": "Binding", "type": "string", "jsonPath": ".status.bindingPhase"},
+    {"name": "Class", "type": "string", "jsonPath": ".spec.classRef.name"},
+    {"name": "Resource", "type": "string", "jsonPath": ".spec.resourceRef.name"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {"name": "State", "type": "string", "jsonPath": ".status.state", "priority": 1},
+]
+
+
+def claim_crd(kind: Kind) -> dict[str, Any]:
+    """The CustomResourceDefinition of a resource claim kind (always namespaced)."""
+    schema = {"type": "object",
+              "description": (kind.machine.__doc__ or kind.kind).strip().splitlines()[0],
+              "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                             "metadata": {"type": "object"},
+                             "spec": {**claim_spec_schema(kind), "default": {}},
+                             "status": claim_status_schema(kind)}}
+    return _definition(kind.group, kind.version, kind.kind, kind.plural, True, schema,
+                       short_names=kind.short_names, columns=_CLAIM_COLUMNS,
+                       categories=("claim", "lifecycle"))
+
+
+def class_template_schema() -> dict[str, Any]:
+    """``specTemplate`` of a class, as :class:`~lifecycle.core.claims.ResourceClass` reads it.
+
+    ``forProvider`` keeps unknown fields: it is a partial parameters object of
+    the managed kind, checked against that kind when a resource is provisioned
+    (a mistake is reported on the claims as ``InvalidClass``, not pruned away).
+    """
+    return {"type": "object",
+            "description": "The template of the managed resources provisioned from the class.",
+            "properties": {
+                "forProvider": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                                "description": "Parameters of the managed resource; a claim's "
+                                               "portable fields override them."},
+                "providerConfigRef": _ref("The ProviderConfig of provisioned resources "
+                                          "(default: default)."),
+                "reclaimPolicy": {"type": "string", "enum": ["Delete", "Retain"],
+                                  "default": "Delete",
+                                  "description": "What deleting the claim does to its "
+                                                 "resource."},
+                "resourceNamespace": {"type": "string", "minLength": 1,
+                                      "description": "Where provisioned resources and their "
+                                                     "Secrets live (default: lifecycle-system)."},
+                "deletionPolicy": {"type": "string", "enum": ["Delete", "Orphan"],
+                                   "description": "The provisioned resources' deletionPolicy."},
+            }}
+
+
+_CLASS_COLUMNS = [
+    {"name": "Reclaim-Policy", "type": "string", "jsonPath": ".specTemplate.reclaimPolicy"},
+    {"name": "Resource-Namespace", "type": "string",
+     "jsonPath": ".specTemplate.resourceNamespace"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def class_crd(kind: ClassKind) -> dict[str, Any]:
+    """The CustomResourceDefinition of a resource class kind (cluster-scoped, no status).
+
+    A class keeps its template at the top level (``specTemplate``), beside
+    ``metadata``: there is no ``spec`` and no ``status``.
+    """
+    schema = {"type": "object",
+              "description": f"A template for resources provisioned for claims ({kind.kind}).",
+              "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                             "metadata": {"type": "object"},
+                             "specTemplate": {**class_template_schema(), "default": {}}}}
+    return _definition(kind.group, kind.version, kind.kind, kind.plural, False, schema,
+                       columns=_CLASS_COLUMNS, categories=("class", "lifecycle"),
+                       status=False)
 
 
 # ------------------------------------------------------------------ checker

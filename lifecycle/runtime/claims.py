@@ -37,7 +37,6 @@ from lifecycle.core.claims import (
     RELEASED,
     ClaimBinding,
     ClaimFacts,
-    ClassKind,
     ClassSelection,
     ResourceClass,
     ResourceView,
@@ -53,7 +52,7 @@ from lifecycle.core.claims import (
 )
 from lifecycle.core.decide import restore, transit
 from lifecycle.core.errors import HandledError, TerminalError, UnhandledError
-from lifecycle.core.kind import FINALIZER, Kind
+from lifecycle.core.kind import FINALIZER
 from lifecycle.core.plan import Plan, conclude
 from lifecycle.core.values import Result, now
 from lifecycle.kube.cluster import Cluster
@@ -66,18 +65,6 @@ from lifecycle.kube.objects import (
     owner_reference,
     remove_finalizer,
 )
-from lifecycle.kube.resources import ResourceType
-
-
-def claim_resource_type(kind: Kind) -> ResourceType:
-    """The API type of a claim kind (namespaced, with a status subresource)."""
-    return ResourceType(kind.group, kind.version, kind.kind, kind.plural, namespaced=True)
-
-
-def class_resource_type(kind: ClassKind) -> ResourceType:
-    """The API type of a resource class kind (cluster-scoped, no status)."""
-    return ResourceType(kind.group, kind.version, kind.kind, kind.plural,
-                        namespaced=False, status_subresource=False)
 
 
 @attrs.define

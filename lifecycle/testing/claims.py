@@ -1,9 +1,9 @@
 """Claims on the harness: claim and class kinds, a claim reconciler and an informer.
 
 :class:`ClaimEnvironment` adds claims to a :class:`lifecycle.testing.Environment`:
-it registers the claim and class kinds with the environment's embedded API,
-runs a :class:`~lifecycle.runtime.claims.ClaimReconciler` on the same work
-queue as the managed reconciler, and follows every reconcile with a
+it serves the claim and class kinds from their generated CRDs in the
+environment's embedded API, runs a :class:`~lifecycle.runtime.claims.ClaimReconciler`
+on the same work queue as the managed reconciler, and follows every reconcile with a
 :class:`ClaimInformer` sync, which stands in for the watches a real
 controller has. The manifest builders make the bundled database claim and
 class by default; pass another kind to build others.
@@ -25,8 +25,10 @@ from lifecycle.core.claims import (
 )
 from lifecycle.core.kind import Kind
 from lifecycle.core.values import Result
+from lifecycle.driver.crds import crd
 from lifecycle.kube.errors import NotFound
-from lifecycle.runtime.claims import ClaimReconciler, claim_resource_type, class_resource_type
+from lifecycle.runtime.claims import ClaimReconciler
+from lifecycle.sim.crds import apply_crd
 
 if TYPE_CHECKING:
     from lifecycle.testing.harness import Environment, Step
@@ -189,10 +191,11 @@ def claim_manifest(
 class ClaimEnvironment:
     """A harness :class:`~lifecycle.testing.Environment` with claims, classes and an informer.
 
-    Composition only: registers the claim and class kinds of ``binding``
-    with the environment's API, adds the claim reconciler to its work queue
-    beside the managed reconciler, and follows every reconcile with an
-    informer sync. The environment must already run the binding's managed kind.
+    Composition only: installs the CRDs of the claim and class kinds of
+    ``binding`` in the environment's API (so pruning and validation apply),
+    adds the claim reconciler to its work queue beside the managed
+    reconciler, and follows every reconcile with an informer sync. The
+    environment must already run the binding's managed kind.
     """
 
     def __init__(self, env: Environment, binding: ClaimBinding) -> None:
@@ -200,8 +203,10 @@ class ClaimEnvironment:
         self.api = env.api
         self.binding = binding
         claim = binding.claim
-        self.api.register(claim_resource_type(claim))
-        self.api.register(class_resource_type(binding.resource_class))
+        # Served from their generated CRDs, as on a cluster: unknown fields are
+        # pruned, defaults applied and invalid objects refused (422).
+        for kind in (claim, binding.resource_class):
+            apply_crd(self.api, crd(kind))
         env.namespace(DEFAULT_RESOURCE_NAMESPACE)
         self.reconciler = ClaimReconciler(self.api, binding, clock=env.clock.now)
         self.informer = ClaimInformer(self.api, binding, self._enqueue)
