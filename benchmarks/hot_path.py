@@ -18,11 +18,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from lifecycle.machines.managed import ManagedResourceMachine
-
 from lifecycle.core.decide import Facts
 from lifecycle.core.plan import plan
 from lifecycle.core.values import Observation
+from lifecycle.machines.managed import ManagedResourceMachine
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 OBJ: dict[str, Any] = {

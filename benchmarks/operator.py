@@ -13,12 +13,12 @@ import base64
 from typing import Any
 
 import attrs
-from lifecycle.machines.database import DatabaseInstance
-from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
 from lifecycle.driver.manager import ManagerOptions
 from lifecycle.kube.resources import ResourceType
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.sim.apiserver import EmbeddedAPI
 
