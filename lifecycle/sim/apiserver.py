@@ -24,7 +24,7 @@ import collections
 import random
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -38,12 +38,13 @@ from lifecycle.kube.errors import (
 )
 from lifecycle.kube.objects import clone, merge_patch
 from lifecycle.kube.resources import BUILTIN_TYPES, EVENT, NAMESPACE, SECRET, ResourceType
-from lifecycle.sim.crds import CRD, CRDController, resource_types
+from lifecycle.sim.crds import CRD, CRDController
 from lifecycle.sim.events import new_event, repeated_event
 from lifecycle.sim.faults import WRITE_VERBS, FaultInjector
 from lifecycle.sim.gc import Collector, Deletes, deletion_done
 from lifecycle.sim.reads import Reads
 from lifecycle.sim.schema import admit as admit_schema
+from lifecycle.sim.snapshots import Snapshots
 from lifecycle.sim.validation import (
     admit_new,
     check_immutable,
@@ -65,7 +66,7 @@ __all__ = ["EmbeddedAPI"]
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 # Metadata the server owns: ignored on create, kept from the stored object on update.
 _SERVER_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
-class EmbeddedAPI(Reads, Deletes):
+class EmbeddedAPI(Reads, Deletes, Snapshots):
     """An in-memory Kubernetes API server for tests, the demo and benchmarks.
 
     ``clock`` supplies timestamps (default: :func:`lifecycle.core.values.now`);
@@ -296,6 +297,15 @@ class EmbeddedAPI(Reads, Deletes):
 
     # -- update --------------------------------------------------------------------
 
+    def _target_of_update(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """The stored object an update of ``obj`` writes over, after its uid and
+        resourceVersion preconditions (``NotFound``, ``Conflict``)."""
+        meta = metadata(obj)
+        stored = self._stored(rtype, object_key(rtype, meta.get("namespace"), meta.get("name")))
+        check_uid(stored, meta.get("uid"))
+        check_resource_version(rtype, stored, meta.get("resourceVersion"))
+        return stored
+
     def replace(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         """Update the main resource (PUT) and return the object as stored.
 
@@ -311,10 +321,7 @@ class EmbeddedAPI(Reads, Deletes):
         self.faults.check("replace", rtype.kind)
         check_meta_types(rtype, obj)
         with self._lock:
-            meta = metadata(obj)
-            stored = self._stored(rtype, object_key(rtype, meta.get("namespace"), meta.get("name")))
-            check_uid(stored, meta.get("uid"))
-            check_resource_version(rtype, stored, meta.get("resourceVersion"))
+            stored = self._target_of_update(rtype, obj)
             if rtype.status_subresource and obj.__class__ is dict and "status" in obj:
                 # the stored status wins: do not copy the incoming one (keep its key's place)
                 obj = {k: (None if k == "status" else v) for k, v in obj.items()}
@@ -410,10 +417,7 @@ class EmbeddedAPI(Reads, Deletes):
         self.faults.check("replace_status", rtype.kind)
         check_meta_types(rtype, obj)
         with self._lock:
-            meta = metadata(obj)
-            stored = self._stored(rtype, object_key(rtype, meta.get("namespace"), meta.get("name")))
-            check_uid(stored, meta.get("uid"))
-            check_resource_version(rtype, stored, meta.get("resourceVersion"))
+            stored = self._target_of_update(rtype, obj)
             result = self._replace_status(rtype, stored, clone(obj.get("status")), dry_run)
         return clone(result)
 
@@ -481,85 +485,6 @@ class EmbeddedAPI(Reads, Deletes):
     def close(self) -> None:
         """End every open watch; watches opened afterwards end at once."""
         self._log.close()
-
-    # -- persistence ---------------------------------------------------------------
-
-    def snapshot(self, *, with_external: Callable[[], Any] | None = None) -> dict[str, Any]:
-        """Every stored object and the resourceVersion counter, as of one instant.
-
-        Returns ``{"resourceVersion": int, "objects": [...], "external": ...}``
-        (objects copied). ``with_external`` is called while the store is held,
-        so what it returns (the state of a simulated provider, say) belongs
-        to the same instant as the objects: no write can land in between.
-        """
-        with self._lock:
-            tables = {id(table): table for table in self._store.values()}  # versions share one
-            objects = [clone(obj) for table in tables.values() for obj in table.values()]
-            external = with_external() if with_external is not None else None
-            return {"resourceVersion": self._log.rv, "objects": objects, "external": external}
-
-    def restore(self, objects: Iterable[dict[str, Any]], resource_version: int) -> None:
-        """Replace every stored object by ``objects``, as :meth:`snapshot` returned them.
-
-        Objects keep their uid, resourceVersion and every other field. Their
-        types must be built in, registered, or served by a restored
-        CustomResourceDefinition that is not being deleted (which starts
-        being served as on a write): :class:`NotFound` otherwise, and nothing
-        changes. The counter becomes the highest of ``resource_version``,
-        every object's resourceVersion and the current counter, so versions
-        are never reused. The history of earlier writes is not restored: a
-        watch from an older version gets 410 Gone, one from the restored
-        version resumes. Open watches end.
-        """
-        objects = [clone(obj) for obj in objects]
-        with self._lock:
-            crds = [obj for obj in objects if type_key(obj) == (CRD.api_version, CRD.kind)]
-            served = set(self._types)
-            for crd in crds:
-                if not metadata(crd).get("deletionTimestamp"):
-                    served.update((t.api_version, t.kind) for t in resource_types(crd))
-            highest = max(int(resource_version), self._log.rv)
-            placed = []
-            for obj in objects:
-                if type_key(obj) not in served:
-                    self._type_of(obj)  # NotFound, naming it
-                meta = metadata(obj)
-                name, rv = meta.get("name"), str(meta.get("resourceVersion", ""))
-                if not isinstance(name, str) or not name or not rv.isdigit() or not meta.get(
-                        "uid"):
-                    raise Invalid(f"{obj.get('kind')} {name!r}: a restored object needs a "
-                                  f"name, a uid and a numeric resourceVersion")
-                highest = max(highest, int(rv))
-                placed.append(obj)
-            self._log.drop_watches()
-            for table in {id(t): t for t in self._store.values()}.values():
-                table.clear()
-            crd_table = self._store[(CRD.api_version, CRD.kind)]
-            for crd in crds:
-                crd_table[(None, metadata(crd)["name"])] = crd
-            self._log.rv = highest  # any write from here on gets a version never issued
-            for crd in crds:
-                self._crds.written(crd)  # serve its versions (a stored status stays as it is)
-            for obj in placed:
-                if type_key(obj) == (CRD.api_version, CRD.kind):
-                    continue
-                rtype = self._type_of(obj)
-                meta = metadata(obj)
-                key = object_key(rtype, meta.get("namespace"), meta["name"])
-                self._store[(rtype.api_version, rtype.kind)][key] = obj
-            self._restored_rv = self._log.rv
-            # A new stream of names and uids: the one that made the restored objects
-            # (same seed) must not be replayed over them.
-            self._rng = random.Random(f"{self._rng.getrandbits(64)}:{self._restored_rv}")
-            self._gc.reindex()
-            self._event_index = {}
-            for (namespace, name), event in self._store[("v1", "Event")].items():
-                involved = event.get("involvedObject") or {}
-                source = event.get("source") or {}
-                self._event_index[(
-                    str(namespace), str(involved.get("uid", "")), str(event.get("type", "")),
-                    str(event.get("reason", "")), str(event.get("message", "")),
-                    str(source.get("component", "")))] = name
 
     # -- events --------------------------------------------------------------------
 
