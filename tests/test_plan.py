@@ -27,27 +27,43 @@ def obj(state: object = None, deleting: bool = False) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("state", "observation", "error", "deleting", "target", "result"),
+    ("state", "observation", "error", "deleting", "target", "result", "expected_ready"),
     [
-        (None, Observation.absent(), None, False, "creating", ResultKind.REQUEUE_AFTER),
-        ("creating", Observation(exists=True), None, False, "ready", ResultKind.REQUEUE_AFTER),
+        (None, Observation.absent(), None, False, "creating", ResultKind.REQUEUE_AFTER,
+         ("False", "Creating")),
+        ("creating", Observation(exists=True), None, False, "ready", ResultKind.REQUEUE_AFTER,
+         ("True", "Available")),
         ("ready", Observation(exists=True, up_to_date=False), None, False, "updating",
-         ResultKind.REQUEUE_AFTER),
-        ("ready", None, ExternalError("down"), False, "failed", ResultKind.BACKOFF),
+         ResultKind.REQUEUE_AFTER, ("False", "Updating")),
+        # The stored status never observed generation 1 and observe failed: Ready is unknown.
+        ("ready", None, ExternalError("down"), False, "failed", ResultKind.BACKOFF,
+         ("Unknown", "GenerationNotObserved")),
         ("ready", Observation(exists=True, status=ProviderStatus.FAILED), None, False, "failed",
-         ResultKind.BACKOFF),
-        ("ready", Observation(exists=True), None, True, "deleting", ResultKind.REQUEUE_AFTER),
-        ("deleting", Observation.absent(), None, True, "deleted", ResultKind.DONE),
-        ("garbage", Observation(exists=True), None, False, "ready", ResultKind.REQUEUE_AFTER),
+         ResultKind.BACKOFF, ("False", "Unavailable")),
+        ("ready", Observation(exists=True), None, True, "deleting", ResultKind.REQUEUE_AFTER,
+         ("False", "Deleting")),
+        ("deleting", Observation.absent(), None, True, "deleted", ResultKind.DONE,
+         ("False", "Deleted")),
+        ("garbage", Observation(exists=True), None, False, "ready", ResultKind.REQUEUE_AFTER,
+         ("True", "Available")),
     ],
 )
-def test_plan(state, observation, error, deleting, target, result) -> None:
+def test_plan(state, observation, error, deleting, target, result, expected_ready) -> None:
     p = plan(M, obj(state, deleting), observation=observation, error=error, now=NOW)
     assert p.target == target
     assert p.result.kind is result
     assert p.settled.status["state"] == target
-    ready = next(c for c in p.settled.status["conditions"] if c["type"] == "Ready")
-    assert ready["reason"] == M.table().states[target].ready[1] or ready["status"] == "Unknown"
+    found = next(c for c in p.settled.status["conditions"] if c["type"] == "Ready")
+    assert (found["status"], found["reason"]) == expected_ready
+
+
+def test_plan_of_an_observed_generation_reports_ready_from_the_target_state() -> None:
+    stored = obj("ready")
+    stored["status"]["observedGeneration"] = 1
+    p = plan(M, stored, error=ExternalError("down"), now=NOW)
+    assert p.target == "failed"
+    found = next(c for c in p.settled.status["conditions"] if c["type"] == "Ready")
+    assert (found["status"], found["reason"], found["message"]) == ("False", "Unavailable", "down")
 
 
 def test_restore_repairs_corrupt_states() -> None:
