@@ -40,3 +40,10 @@ def test_demo_reports_failure_when_a_resource_does_not_end_as_expected(monkeypat
 
 def test_claims_scenario_command(capsys) -> None:
     assert main(["demo", "--scenario", "claims"]) == 0
+    out = capsys.readouterr().out
+    for step in ("unbound -> binding", "binding -> bound", "creating -> ready",
+                 "bound -> released", "deleting -> deleted", "released -> deleted"):
+        assert step in out, step
+    checks = [line.strip() for line in out.splitlines() if line.strip().startswith("[")]
+    assert len(checks) == 8 and all(line.startswith("[ok]") for line in checks), checks
+    assert out.rstrip().endswith("== 8/8 checks passed")
