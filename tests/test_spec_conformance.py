@@ -193,6 +193,7 @@ def test_late_init_that_does_not_persist_is_not_a_hot_loop() -> None:
 
 def test_missing_connection_secret_namespace_is_a_handled_error() -> None:
     env, cloud = make()
+    env.reconcilers[KIND].allow_cross_namespace_secrets = True
     manifest = database_manifest("db")
     manifest["spec"]["writeConnectionSecretToRef"] = {"name": "db-conn", "namespace": "nowhere"}
     env.apply(manifest)
@@ -315,12 +316,13 @@ def test_connection_secret_of_another_resource_is_not_taken_over() -> None:
     env.apply(manifest)
     env.run_until_idle()
     assert env.secret("first-conn") == theirs
-    second = external(env, "second")
-    assert second not in cloud.instances() or cloud.password_of(second) != theirs["password"]
+    assert env.condition(KIND, "second", "Failed").reason == "ConnectionSecretNotOwned"
+    assert cloud.count("create") == 1
 
 
 def test_no_cross_namespace_owner_reference_on_connection_secret() -> None:
     env, _ = make()
+    env.reconcilers[KIND].allow_cross_namespace_secrets = True
     env.namespace("apps")
     manifest = database_manifest("db")
     manifest["spec"]["writeConnectionSecretToRef"] = {"name": "db-conn", "namespace": "apps"}

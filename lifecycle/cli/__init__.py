@@ -31,12 +31,23 @@ class UsageError(LifecycleError):
     """A command-line mistake: printed as one line, exit code 2."""
 
 
+def _version() -> str:
+    """The installed distribution's version (``unknown`` when not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lifecycle")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every registered subcommand."""
     parser = argparse.ArgumentParser(
         prog="lifecycle",
         description="Explicit, validated lifecycle machines for Kubernetes managed resources.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:

@@ -181,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
         probe_address=_address(args.probe_address) if args.probe_address else None,
         drain_timeout=args.drain_timeout,
         reads_ttl=args.reads_ttl,
+        allow_cross_namespace_secrets=args.allow_cross_namespace_secrets,
     )
     from prometheus_client import disable_created_metrics
 
@@ -273,6 +274,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--reads-ttl", type=float, default=5.0, metavar="SECONDS",
                    help="reuse namespace annotations and provider configs with their "
                         "credentials this long (0: read them on every reconcile)")
+    p.add_argument("--allow-cross-namespace-secrets", action="store_true",
+                   help="let a namespaced object write its connection Secret into another "
+                        "namespace (default: only its own)")
     p.add_argument("--drain-timeout", type=float, default=30.0,
                    help="seconds to wait for in-flight reconciles on shutdown")
     p.add_argument("--log-json", action="store_true", help="JSON log lines")

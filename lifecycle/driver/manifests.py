@@ -1,100 +1,231 @@
-"""Least-privilege RBAC and a Deployment for running the operator in a cluster.
+"""Everything needed to run the operator in a cluster, as Kubernetes objects.
 
-The ClusterRole grants exactly what the reconciler and the driver use: on each
-managed kind ``get``/``list``/``watch``/``update`` (finalizers, annotations,
-late-initialised spec) and ``update`` on its ``status``; ``get``/``list``/``watch`` on
-ProviderConfigs; ``get``/``create``/``update`` on Secrets (connection details, and
-reading credentials); ``get`` on Namespaces (ownership and policy
-annotations); ``create``/``patch`` on Events. Leases for leader election are
-granted by a Role in the operator's own namespace only.
+:func:`manifests` returns a complete set: the operator's Namespace and
+ServiceAccount; least-privilege RBAC generated from
+:mod:`lifecycle.driver.permissions` (the kinds, their ``status`` and ``finalizers``,
+resource classes, ProviderConfigs, Namespaces and Events cluster-wide; Secrets
+cluster-wide or, when the operator watches one namespace, in that namespace only;
+Leases in the operator's own namespace only); a Deployment (probes, resources, a
+restricted securityContext with a numeric user, leader election); a Service for
+``/metrics``; and the CRDs. :func:`dump` renders YAML without anchors and
+:func:`write_kustomize` writes a kustomize base.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from lifecycle.core.kind import GROUP, Kind
+import attrs
+import yaml
 
-__all__ = ["manifests"]
+from lifecycle.core.claims import ClassKind
+from lifecycle.core.errors import LifecycleError
+from lifecycle.core.kind import Kind
+from lifecycle.driver.crds import crds
+from lifecycle.driver.permissions import lease_rules, rules, secret_rules
 
+__all__ = ["RUN_AS_USER", "ManifestError", "Options", "cluster_rules", "dump", "manifests",
+           "write_kustomize"]
 
-def _rule(groups: Sequence[str], resources: Sequence[str], verbs: Sequence[str]) -> dict[str, Any]:
-    return {"apiGroups": list(groups), "resources": list(resources), "verbs": list(verbs)}
+#: The numeric user (and group) the operator runs as; the image's user too.
+RUN_AS_USER = 65532
 
-
-def cluster_rules(kinds: Sequence[Kind]) -> list[dict[str, Any]]:
-    """The ClusterRole rules for managing ``kinds``."""
-    by_group: dict[str, list[str]] = {}
-    for kind in kinds:
-        by_group.setdefault(kind.group, []).append(kind.plural)
-    rules = []
-    for group, plurals in sorted(by_group.items()):
-        rules.append(_rule([group], sorted(plurals), ["get", "list", "watch", "update"]))
-        rules.append(_rule([group], sorted(f"{p}/status" for p in plurals), ["get", "update"]))
-    rules += [
-        _rule([GROUP], ["providerconfigs"], ["get", "list", "watch"]),
-        _rule([""], ["secrets"], ["get", "create", "update"]),
-        _rule([""], ["namespaces"], ["get"]),
-        _rule([""], ["events"], ["create", "patch"]),
-    ]
-    return rules
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
-def manifests(kinds: Sequence[Kind], kind_specs: Sequence[str], *, image: str,
-              namespace: str = "lifecycle-system",
-              name: str = "lifecycle-operator", replicas: int = 2,
-              connector: str | None = None, metrics_port: int = 8080) -> list[dict[str, Any]]:
-    """ServiceAccount, ClusterRole(+Binding), lease Role(+Binding) and a Deployment.
+class ManifestError(LifecycleError):
+    """An option the manifests cannot be generated with."""
 
-    ``kind_specs`` are the ``MODULE:NAME`` strings the operator is run with.
+
+def _dns_label(value: str, what: str) -> str:
+    if not value or len(value) > 63 or not _LABEL.match(value):
+        raise ManifestError(f"{what} {value!r} is not a valid name (RFC 1123 label: at most "
+                            f"63 lowercase letters, digits and '-', starting and ending "
+                            f"with a letter or digit)")
+    return value
+
+
+@attrs.frozen
+class Options:
+    """How the operator is deployed.
+
+    ``kind_names`` are the names ``lifecycle run --kinds`` is given (registered
+    names); ``connector`` is passed as ``--connector`` only when set.
     """
-    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "operator"}
-    subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
-    args = ["run", "--kinds", *kind_specs,
-            "--leader-elect", "--lease-namespace", namespace, "--lease-name", name,
-            "--probe-address", f"0.0.0.0:{metrics_port}", "--log-json"]
-    if connector:
-        args += ["--connector", connector]
-    container = {
-        "name": "operator", "image": image, "args": args,
-        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-        "ports": [{"name": "metrics", "containerPort": metrics_port}],
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
-                          "periodSeconds": 10, "failureThreshold": 3},
-        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"},
-                           "periodSeconds": 5},
-        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
-                      "limits": {"memory": "256Mi"}},
+
+    image: str
+    kind_names: tuple[str, ...]
+    name: str = "lifecycle-operator"
+    namespace: str = "lifecycle-system"
+    replicas: int = 2
+    connector: str | None = None
+    watch_namespace: str | None = None
+    probe_port: int = 8080
+
+    def check(self) -> None:
+        """Raise :class:`ManifestError` (one line) for an option out of range."""
+        _dns_label(self.name, "--name")
+        _dns_label(self.namespace, "--namespace")
+        if self.watch_namespace is not None:
+            _dns_label(self.watch_namespace, "--watch-namespace")
+        if not self.image or any(c.isspace() for c in self.image):
+            raise ManifestError(f"--image {self.image!r} is not a container image reference")
+        if isinstance(self.replicas, bool) or not 0 <= self.replicas <= 1000:
+            raise ManifestError(f"--replicas must be between 0 and 1000, got {self.replicas}")
+        if not 1 <= self.probe_port <= 65535:
+            raise ManifestError(f"the probe port must be 1-65535, got {self.probe_port}")
+        if not self.kind_names:
+            raise ManifestError("no kinds to run")
+
+
+def cluster_rules(kinds: Sequence[Kind | ClassKind], *, secrets: bool = True
+                  ) -> list[dict[str, Any]]:
+    """The ClusterRole rules for an operator of ``kinds`` (classes are only read)."""
+    run = [(k.group, k.plural) for k in kinds if not isinstance(k, ClassKind)]
+    classes = [(k.group, k.plural) for k in kinds if isinstance(k, ClassKind)]
+    return rules(run, classes, secrets=secrets)
+
+
+def _binding(kind: str, name: str, namespace: str | None, role_kind: str,
+             subject: list[dict[str, str]], labels: dict[str, str]) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": labels}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind,
+                        "name": name}, "subjects": subject}
+
+
+def _role(kind: str, name: str, namespace: str | None, rule_list: list[dict[str, Any]],
+          labels: dict[str, str]) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": labels}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta,
+            "rules": rule_list}
+
+
+def _container(opts: Options) -> dict[str, Any]:
+    args = ["run", "--kinds", *opts.kind_names,
+            "--leader-elect", "--lease-namespace", opts.namespace, "--lease-name", opts.name,
+            "--probe-address", f"0.0.0.0:{opts.probe_port}", "--log-json"]
+    if opts.connector:
+        args += ["--connector", opts.connector]
+    if opts.watch_namespace:
+        args += ["--namespace", opts.watch_namespace]
+    probe = {"path": "/healthz", "port": "probes"}
+    return {
+        "name": "operator", "image": opts.image, "args": args,
+        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": "HOME", "value": "/tmp"}],
+        "ports": [{"name": "probes", "containerPort": opts.probe_port, "protocol": "TCP"}],
+        "livenessProbe": {"httpGet": probe, "initialDelaySeconds": 5, "periodSeconds": 10,
+                          "failureThreshold": 3},
+        "readinessProbe": {"httpGet": {**probe, "path": "/readyz"}, "periodSeconds": 5},
+        "resources": {"requests": {"cpu": "50m", "memory": "96Mi"},
+                      "limits": {"cpu": "1", "memory": "384Mi"}},
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
+                            "runAsNonRoot": True, "runAsUser": RUN_AS_USER,
+                            "runAsGroup": RUN_AS_USER, "capabilities": {"drop": ["ALL"]},
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+
+
+def manifests(kinds: Sequence[Kind | ClassKind], opts: Options) -> list[dict[str, Any]]:
+    """The Namespace, ServiceAccount, RBAC, Deployment, Service and CRDs, in apply order.
+
+    ``kinds`` are all the kinds the operator serves or reads (resource classes
+    included: they get a CRD and read-only rules); ``opts.kind_names`` are the
+    ones it runs. Raises :class:`ManifestError` for an invalid option.
+    """
+    opts.check()
+    name, namespace = opts.name, opts.namespace
+    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "operator",
+              "app.kubernetes.io/managed-by": "lifecycle"}
+    subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+    scoped = opts.watch_namespace is not None
+    rbac = [_role("ClusterRole", name, None, cluster_rules(kinds, secrets=not scoped), labels),
+            _binding("ClusterRoleBinding", name, None, "ClusterRole", subject, labels)]
+    if scoped:
+        secrets = f"{name}-secrets"
+        rbac += [_role("Role", secrets, opts.watch_namespace, secret_rules(), labels),
+                 _binding("RoleBinding", secrets, opts.watch_namespace, "Role", subject,
+                          labels)]
+    election = f"{name}-leader-election"
+    rbac += [_role("Role", election, namespace, lease_rules(), labels),
+             _binding("RoleBinding", election, namespace, "Role", subject, labels)]
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"replicas": opts.replicas, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": {
+                     "serviceAccountName": name, "terminationGracePeriodSeconds": 60,
+                     "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS_USER,
+                                         "runAsGroup": RUN_AS_USER, "fsGroup": RUN_AS_USER,
+                                         "seccompProfile": {"type": "RuntimeDefault"}},
+                     "containers": [_container(opts)],
+                     "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]}}},
+    }
+    service = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": f"{name}-metrics", "namespace": namespace, "labels": labels},
+        "spec": {"selector": labels, "ports": [{"name": "metrics", "port": opts.probe_port,
+                                                "targetPort": "probes", "protocol": "TCP"}]},
     }
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        *crds(list(kinds)),
         {"apiVersion": "v1", "kind": "ServiceAccount",
          "metadata": {"name": name, "namespace": namespace, "labels": labels}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-         "metadata": {"name": name, "labels": labels}, "rules": cluster_rules(kinds)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-         "metadata": {"name": name, "labels": labels},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                     "name": name}, "subjects": subject},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": {"name": f"{name}-leader-election", "namespace": namespace,
-                      "labels": labels},
-         "rules": [_rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"])]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": f"{name}-leader-election", "namespace": namespace,
-                      "labels": labels},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                     "name": f"{name}-leader-election"}, "subjects": subject},
-        {"apiVersion": "apps/v1", "kind": "Deployment",
-         "metadata": {"name": name, "namespace": namespace, "labels": labels},
-         "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                  "template": {"metadata": {"labels": labels}, "spec": {
-                      "serviceAccountName": name, "terminationGracePeriodSeconds": 60,
-                      "securityContext": {"runAsNonRoot": True,
-                                          "seccompProfile": {"type": "RuntimeDefault"}},
-                      "containers": [container]}}}},
+        *rbac, deployment, service,
     ]
 
+
+class _NoAliasDumper(yaml.SafeDumper):
+    """A safe dumper that writes repeated objects out in full (no ``&id001`` anchors)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump(docs: Sequence[dict[str, Any]]) -> str:
+    """YAML documents, keys in insertion order, without anchors or aliases."""
+    return yaml.dump_all(docs, Dumper=_NoAliasDumper, sort_keys=False,
+                         default_flow_style=False)
+
+
+def _file_name(doc: dict[str, Any]) -> str:
+    kind = re.sub(r"(?<!^)(?=[A-Z])", "-", doc["kind"]).lower()
+    return f"{kind}-{doc['metadata']['name']}.yaml"
+
+
+def write_kustomize(directory: Path, docs: Sequence[dict[str, Any]]) -> list[Path]:
+    """Write ``docs`` one object a file plus a ``kustomization.yaml`` listing them.
+
+    Files this function wrote before and no longer produces are removed; other
+    files are left alone. Returns the paths written.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    names = []
+    written = []
+    for doc in docs:
+        file_name = _file_name(doc)
+        if file_name in names:
+            raise ManifestError(f"two objects would be written to {file_name}")
+        names.append(file_name)
+        path = directory / file_name
+        path.write_text(dump([doc]), encoding="utf-8")
+        written.append(path)
+    kustomization = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                     "resources": names}
+    index = directory / "kustomization.yaml"
+    previous = yaml.safe_load(index.read_text(encoding="utf-8")) if index.exists() else None
+    for old in (previous or {}).get("resources", []):
+        if old not in names and (directory / old).is_file():
+            (directory / old).unlink()
+    index.write_text(dump([kustomization]), encoding="utf-8")
+    return [*written, index]

@@ -1,0 +1,114 @@
+"""The API requests the operator can issue, as RBAC rules.
+
+:data:`CALL_VERBS` says which RBAC verb each :class:`~lifecycle.driver.cluster.KubeCluster`
+method sends, on the object itself or on a subresource. :data:`USES` says which of
+those methods the engine (reconciler, connection Secrets, claims, owned children,
+shared reads) and the driver (informers, leader election) call on each kind of
+resource. :func:`rules` turns the two into RBAC rules, so the granted verbs follow
+the code: tests drive every method against the embedded API's HTTP face and check
+the verbs it really sends against :data:`CALL_VERBS`, and run the operator there to
+check that nothing it sends falls outside the rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from lifecycle.core.kind import GROUP
+
+__all__ = ["CALL_VERBS", "FINALIZERS_VERB", "USES", "Rule", "lease_rules", "rules",
+           "secret_rules", "verbs_for"]
+
+#: (subresource, RBAC verb) pairs each ``KubeCluster`` method sends ("" = the object).
+CALL_VERBS: Mapping[str, tuple[tuple[str, str], ...]] = {
+    "get": (("", "get"),),
+    "create": (("", "create"),),
+    "replace": (("", "update"),),
+    "replace_status": (("status", "update"),),
+    "delete": (("", "delete"),),
+    "list": (("", "list"),),
+    "list_watcher": (("", "list"), ("", "watch")),
+    # A first event is created; a repeat of a recent one is patched (its count).
+    "record_event": (("", "create"), ("", "patch")),
+}
+
+#: Which ``KubeCluster`` methods are called on what. ``kind`` is every kind the
+#: operator runs (informers list and watch it; the reconciler reads it, writes it and
+#: its status; claims and parents create, update and delete the kinds they own);
+#: ``class`` is a resource class (claims read one by name or list them to select).
+USES: Mapping[str, tuple[str, ...]] = {
+    "kind": ("get", "list_watcher", "list", "create", "replace", "replace_status",
+             "delete"),
+    "class": ("get", "list"),
+    "secrets": ("get", "create", "replace", "delete"),
+    "namespaces": ("get",),
+    "providerconfigs": ("get",),
+    "events": ("record_event",),
+    "leases": ("get", "create", "replace"),
+}
+
+#: The verb on ``<plural>/finalizers`` the API server checks (with the
+#: OwnerReferencesPermissionEnforcement admission plugin) before it accepts an
+#: ownerReference with ``blockOwnerDeletion: true``, as on connection Secrets and
+#: owned children. No request is sent to it.
+FINALIZERS_VERB = "update"
+
+#: One RBAC rule: apiGroups, resources and verbs.
+Rule = dict[str, Any]
+
+
+def verbs_for(use: str) -> dict[str, list[str]]:
+    """Subresource ("" for the object) to sorted verbs, for one entry of :data:`USES`."""
+    found: dict[str, set[str]] = {}
+    for method in USES[use]:
+        for sub, verb in CALL_VERBS[method]:
+            found.setdefault(sub, set()).add(verb)
+    return {sub: sorted(verbs) for sub, verbs in sorted(found.items())}
+
+
+def _rule(group: str, resources: Iterable[str], verbs: Sequence[str]) -> Rule:
+    return {"apiGroups": [group], "resources": sorted(resources), "verbs": list(verbs)}
+
+
+def _rules_on(group: str, plurals: Sequence[str], use: str, *,
+              finalizers: bool = False) -> list[Rule]:
+    out = []
+    for sub, verbs in verbs_for(use).items():
+        names = [f"{p}/{sub}" if sub else p for p in plurals]
+        out.append(_rule(group, names, verbs))
+    if finalizers:
+        out.append(_rule(group, [f"{p}/finalizers" for p in plurals], [FINALIZERS_VERB]))
+    return out
+
+
+def rules(kinds: Sequence[tuple[str, str]], classes: Sequence[tuple[str, str]] = (), *,
+          secrets: bool = True) -> list[Rule]:
+    """Cluster-wide rules for ``kinds`` and ``classes`` (``(group, plural)`` pairs).
+
+    With ``secrets`` false the Secret rule is left out (the operator then gets it
+    from a namespaced Role, see :func:`secret_rules`). Leases are never here: they
+    belong in a Role in the operator's own namespace (:func:`lease_rules`).
+    """
+    out: list[Rule] = []
+    for group in sorted({g for g, _ in kinds}):
+        plurals = sorted(p for g, p in kinds if g == group)
+        out += _rules_on(group, plurals, "kind", finalizers=True)
+    for group in sorted({g for g, _ in classes}):
+        out += _rules_on(group, sorted(p for g, p in classes if g == group), "class")
+    out += _rules_on(GROUP, ["providerconfigs"], "providerconfigs")
+    out += _rules_on("", ["namespaces"], "namespaces")
+    out += _rules_on("", ["events"], "events")
+    if secrets:
+        out += secret_rules()
+    return out
+
+
+def secret_rules() -> list[Rule]:
+    """Rules on Secrets: connection details written, credentials read."""
+    return _rules_on("", ["secrets"], "secrets")
+
+
+def lease_rules() -> list[Rule]:
+    """Rules on Leases, for leader election."""
+    return _rules_on("coordination.k8s.io", ["leases"], "leases")
