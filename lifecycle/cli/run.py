@@ -232,14 +232,35 @@ def crds_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_name(spec: str, r: registry.Registration) -> str:
+    """How the container names a kind: its registered name when that finds it, else the spec."""
+    try:
+        same = registry.find(r.name).kind is r.kind
+    except registry.RegistryError:
+        same = False
+    return r.name if same else spec
+
+
 def manifests_command(args: argparse.Namespace) -> int:
-    """``lifecycle manifests``: print RBAC and a Deployment as YAML."""
-    from lifecycle.driver.manifests import manifests
+    """``lifecycle manifests``: print (or write as a kustomize base) the operator's objects."""
+    from pathlib import Path
+
+    from lifecycle.driver.manifests import Options, dump, manifests, write_kustomize
 
     specs = args.kinds or list(DEFAULT_KINDS)
-    docs = manifests(_kinds(specs), specs, image=args.image, namespace=args.namespace,
-                     replicas=args.replicas, connector=args.connector)
-    sys.stdout.write(_dump(docs))
+    found = _registrations(specs, classes=True)
+    runnable = [(spec, r) for spec, r in zip(specs, found, strict=True)
+                if not isinstance(r.kind, ClassKind)]
+    _pairs([r for _, r in runnable], args.connector)  # what run checks before it starts
+    opts = Options(image=args.image, kind_names=tuple(_run_name(s, r) for s, r in runnable),
+                   name=args.name, namespace=args.namespace, replicas=args.replicas,
+                   connector=args.connector, watch_namespace=args.watch_namespace)
+    docs = manifests([r.kind for r in found], opts)
+    if args.kustomize:
+        for path in write_kustomize(Path(args.kustomize), docs):
+            print(path)
+    else:
+        sys.stdout.write(dump(docs))
     return 0
 
 
@@ -288,10 +309,19 @@ def register(subparsers: Any) -> None:
     c.add_argument("--kinds", nargs="+", metavar="MODULE:KIND", help=kinds_help)
     c.set_defaults(func=crds_command)
 
-    m = subparsers.add_parser("manifests", help="print RBAC and Deployment YAML")
-    m.add_argument("--kinds", nargs="+", metavar="MODULE:KIND", help=kinds_help)
-    m.add_argument("--image", default="lifecycle:latest", help="operator container image")
+    m = subparsers.add_parser(
+        "manifests", help="print the objects that deploy the operator (CRDs, RBAC, Deployment)")
+    m.add_argument("--kinds", nargs="+", metavar="MODULE:KIND",
+                   help=kinds_help + "; resource classes get a CRD and read access only")
+    m.add_argument("--name", default="lifecycle-operator",
+                   help="name of the Deployment, ServiceAccount and RBAC objects")
     m.add_argument("--namespace", default="lifecycle-system", help="operator namespace")
-    m.add_argument("--replicas", type=int, default=2)
-    m.add_argument("--connector", metavar="MODULE:NAME", help="connector passed to run")
+    m.add_argument("--image", default="lifecycle:latest", help="operator container image")
+    m.add_argument("--replicas", type=int, default=2, help="operator replicas (one leads)")
+    m.add_argument("--connector", metavar="MODULE:NAME",
+                   help="connector passed to run (default: the one each kind registers)")
+    m.add_argument("--watch-namespace", metavar="NS",
+                   help="watch one namespace; Secrets access is then granted there only")
+    m.add_argument("--kustomize", metavar="DIR",
+                   help="write a kustomize base (one file per object) to DIR instead")
     m.set_defaults(func=manifests_command)
