@@ -42,6 +42,8 @@ class Kind:
     ``parameters`` is an attrs class built from ``spec.forProvider``;
     ``password`` asks the engine to generate a password, persist it in the
     connection Secret before the first create, and hand it to the client.
+    ``external_name_max`` is the longest external name the provider accepts,
+    in UTF-8 bytes (None: no limit beyond the engine's own checks).
     """
 
     group: str
@@ -53,6 +55,7 @@ class Kind:
     namespaced: bool = True
     password: bool = False
     short_names: tuple[str, ...] = ()
+    external_name_max: int | None = None
 
     @property
     def api_version(self) -> str:
@@ -88,6 +91,52 @@ class Kind:
         if isinstance(chosen, str) and chosen:
             return chosen
         return f"{meta['name']}-{meta['uid'][:8]}"
+
+    def check_external_name(self, name: Any) -> None:
+        """Refuse an external name no provider could hold, before it is committed.
+
+        The name must be a non-empty string without control characters (NUL
+        among them) and, when the kind declares ``external_name_max``, no
+        longer than that many UTF-8 bytes. Raises :class:`TerminalError`
+        (reason ``InvalidExternalName``); the message quotes at most 64
+        characters of the name.
+        """
+        shown = repr(name[:64]) if isinstance(name, str) else type(name).__name__
+        problem = None
+        if not isinstance(name, str) or not name:
+            problem = "is empty"
+        elif any(ord(c) < 32 or ord(c) == 127 for c in name):
+            problem = "contains a control character"
+        elif self.external_name_max is not None and (
+                len(name.encode("utf-8", "surrogatepass")) > self.external_name_max):
+            problem = f"is longer than {self.external_name_max} bytes"
+        if problem is not None:
+            raise TerminalError(
+                f"external name {shown} {problem}; set a valid {EXTERNAL_NAME} annotation, "
+                f"then annotate {OPERATION}=reconcile", reason="InvalidExternalName")
+
+
+def check_references(obj: Mapping[str, Any]) -> None:
+    """Refuse a malformed ``spec.providerConfigRef`` or ``spec.writeConnectionSecretToRef``.
+
+    Each is absent or an object whose ``name`` (and, for the Secret,
+    ``namespace``) is absent or a non-empty string. Raises
+    :class:`TerminalError` (reason ``InvalidReference``) naming the field.
+    """
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    for field, keys in (("providerConfigRef", ("name",)),
+                        ("writeConnectionSecretToRef", ("name", "namespace"))):
+        ref = spec.get(field)
+        if ref is None:
+            continue
+        if not isinstance(ref, Mapping):
+            raise TerminalError(f"spec.{field} must be an object, not {type(ref).__name__}",
+                                reason="InvalidReference")
+        for key in keys:
+            value = ref.get(key)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise TerminalError(f"spec.{field}.{key} must be a non-empty string",
+                                    reason="InvalidReference")
 
 
 def connection_secret_ref(obj: Mapping[str, Any]) -> tuple[str, str]:

@@ -280,7 +280,8 @@ class ManagerOptions:
     in-flight reconciles on shutdown. ``reads_ttl`` is how long a reconciler
     reuses a namespace's annotations and a provider config with its
     credentials (saving three API reads per reconcile; a rotated credential
-    is picked up within that time).
+    is picked up within that time). ``allow_cross_namespace_secrets`` lets a
+    namespaced object write its connection Secret into another namespace.
     """
 
     workers: int = 2
@@ -305,6 +306,7 @@ class ManagerOptions:
     probe_address: tuple[str, int] | None = None
     drain_timeout: float = 30.0
     reads_ttl: float = 5.0
+    allow_cross_namespace_secrets: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.shard_count < 1 or not 0 <= self.shard_index < self.shard_count:
@@ -318,7 +320,8 @@ def engine_reconciler(cluster: Any, kind: Kind, connector: Connector,
                       options: ManagerOptions) -> Reconciles:
     """The engine's :class:`~lifecycle.runtime.reconciler.Reconciler` for one kind."""
     return Reconciler(cluster, kind, connector, operator_id=options.operator_id,
-                      default_policy=options.default_policy, reads_ttl=options.reads_ttl)
+                      default_policy=options.default_policy, reads_ttl=options.reads_ttl,
+                      allow_cross_namespace_secrets=options.allow_cross_namespace_secrets)
 
 
 class Manager:

@@ -8,8 +8,11 @@ this module only adds the I/O around them:
    pause, policies, a terminal failure of this generation);
 2. remove a ``reconcile`` operation annotation; a paused object only has its
    status held (:func:`~lifecycle.core.plan.held`);
-3. take ownership: the finalizer and the external name are committed before
-   any external call (skipped by an orphaning deletion, which calls nothing);
+3. validate, then take ownership: the references, the connection Secret's
+   namespace and owner, the spec and the external name are checked first (a
+   refusal is a terminal condition, with no finalizer and no external call),
+   then the finalizer and the external name are committed before any
+   external call (skipped by an orphaning deletion, which calls nothing);
 4. connect and observe, and gather the facts (:func:`~lifecycle.core.plan.gather`);
 5. :func:`~lifecycle.core.decide.decide` one event and its transition, then
    run the transition's actions (the external calls, behind the intent
@@ -42,7 +45,14 @@ from lifecycle.core.errors import (
     TerminalError,
     UnhandledError,
 )
-from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, OPERATION, Kind
+from lifecycle.core.kind import (
+    EXTERNAL_NAME,
+    FINALIZER,
+    OPERATION,
+    Kind,
+    check_references,
+    connection_secret_ref,
+)
 from lifecycle.core.plan import conclude, gather, held
 from lifecycle.core.values import Condition, ConditionStatus, Observation, Result, now
 from lifecycle.kube.cluster import Cluster
@@ -106,6 +116,9 @@ class Reconciler:
     namespace's annotations, the provider config and its credentials) be
     reused for that long, the way an operator reads them from a cache; a
     change to them then takes effect within ``reads_ttl``.
+    ``allow_cross_namespace_secrets`` lets a namespaced object write its
+    connection Secret into another namespace (refused by default with
+    ``SecretNamespaceNotAllowed``).
     """
 
     def __init__(
@@ -119,8 +132,10 @@ class Reconciler:
         clock: Callable[[], datetime] = now,
         password_factory: Callable[[], str] = generate_password,
         reads_ttl: float = 0.0,
+        allow_cross_namespace_secrets: bool = False,
     ) -> None:
         self.api = api
+        self.allow_cross_namespace_secrets = allow_cross_namespace_secrets
         self.reads = TTLCache(reads_ttl)
         self.kind = kind
         self.connector = connector
@@ -163,7 +178,9 @@ class Reconciler:
         if g.repaired is not None:
             self._event(obj, "Warning", "StateRepaired", g.notes[0].message)
         run = Pass(obj=obj, state=g.state, generation=g.generation,
-                   secrets=ConnectionSecrets(self.api, kind, self.password_factory),
+                   secrets=ConnectionSecrets(
+                       self.api, kind, self.password_factory,
+                       allow_cross_namespace=self.allow_cross_namespace_secrets),
                    forced=g.forced, notes=list(g.notes))
         if g.forced:
             self._mutate(run, lambda m: m.get("annotations", {}).pop(OPERATION, None))
@@ -172,6 +189,10 @@ class Reconciler:
         if g.orphan:
             # Leaving the external resource behind needs no provider at all.
             return self._run(run, gather(g, objects.status(run.obj)), None)
+        refused = None if g.deleting else self._validate(run)
+        if refused is not None:
+            # Refused before anything is committed or called: a condition only.
+            return self._run(run, gather(g, objects.status(run.obj), error=refused), None)
         self._acquire(run)
         facts, effects = self._observe(run, g)
         try:
@@ -180,15 +201,44 @@ class Reconciler:
             if effects is not None:
                 close_client(effects.client)
 
+    def _holds(self, run: Pass) -> bool:
+        """Whether the object already carries our finalizer and its external name."""
+        return FINALIZER in objects.finalizers(run.obj) and bool(
+            objects.annotations(run.obj).get(EXTERNAL_NAME))
+
+    def _validate(self, run: Pass) -> TerminalError | None:
+        """Check what this pass would act on; the refusal, or None when all is valid.
+
+        Every pass checks the references, the connection Secret's namespace
+        and the external name (the one held, or the one about to be
+        committed: an annotation set even to "" is taken as chosen). Before
+        ownership is taken, the spec and the connection Secret's owner are
+        checked too, so an invalid object never gets a finalizer and stays
+        deletable.
+        """
+        try:
+            check_references(run.obj)
+            run.secrets.check_namespace(run.obj)
+            annotations = objects.annotations(run.obj)
+            if self._holds(run):
+                self.kind.check_external_name(_current_name(run.obj))
+            else:
+                self.kind.check_external_name(
+                    annotations[EXTERNAL_NAME] if EXTERNAL_NAME in annotations
+                    else self.kind.external_name(run.obj))
+                self.kind.parse_parameters(run.obj.get("spec"))
+                run.secrets.read(run.obj, *connection_secret_ref(run.obj))
+        except TerminalError as exc:
+            return exc
+        return None
+
     def _acquire(self, run: Pass) -> None:
         """Take ownership: commit the finalizer and the external name before any external call.
 
         A resource can then only be created under a name the object already
         records, and the object cannot vanish while the resource exists.
         """
-        if FINALIZER in objects.finalizers(run.obj) and objects.annotations(run.obj).get(
-            EXTERNAL_NAME
-        ):
+        if self._holds(run):
             return
         external = self.kind.external_name(run.obj)
 
@@ -203,6 +253,12 @@ class Reconciler:
     def _observe(self, run: Pass, g: Gate) -> tuple[Facts, Effects | None]:
         """Connect and observe; an error doing so becomes the facts' error."""
         old = objects.status(run.obj)
+        if g.deleting:
+            try:
+                self.kind.check_external_name(_current_name(run.obj))
+            except TerminalError:
+                # No provider can hold a resource under an invalid name: nothing to delete.
+                return gather(g, old, observation=Observation.absent()), None
         client: ExternalClient | None = None
         try:
             resource = self._resource(run, g.deleting, g.policy)
@@ -236,7 +292,7 @@ class Reconciler:
         password = None
         if self.kind.password:
             password = run.secrets.password(run.obj, deleting or not policy.allows_modify,
-                                            run.forced)
+                                            run.forced, deleting=deleting)
         return ManagedResource(
             kind=self.kind.kind,
             namespace=meta.get("namespace", ""),
@@ -403,6 +459,14 @@ class Reconciler:
             self.api.record_event(obj, type_, reason, message)
         except ApiError as exc:  # events are best effort, as in client-go's recorder
             log.debug("event %s not recorded: %s", reason, exc)
+
+
+def _current_name(obj: Mapping[str, Any]) -> Any:
+    """The external name an object holds: the one recorded in status, else its annotation."""
+    recorded = objects.status(obj).get("externalName")
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    return objects.annotations(obj).get(EXTERNAL_NAME)
 
 
 def _config_note(reason: str, message: str, generation: int) -> Condition:

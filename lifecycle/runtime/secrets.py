@@ -4,8 +4,12 @@ A kind with ``password=True`` gets a generated password written to its
 connection Secret before the first external call, and every retry reuses it;
 after a successful pass the connection details the provider returned are
 merged into the same Secret. The Secret carries the owner's uid (and, in the
-owner's namespace, a controller ownerReference), so a Secret belonging to
-another resource is never read or overwritten.
+owner's namespace, a controller ownerReference). A Secret without this
+owner's mark (another resource's, or one the operator did not create) is
+never read, merged, annotated or used as a password source: the pass fails
+with ``ConnectionSecretNotOwned`` instead, and a deletion goes on without it.
+A namespaced resource's Secret lives in the resource's own namespace unless
+the operator allows other namespaces.
 """
 
 from __future__ import annotations
@@ -62,23 +66,41 @@ class ConnectionSecrets:
     """The connection Secrets one reconcile pass touches, each read at most once.
 
     ``kind`` is the owner's kind (for its ownerReference); ``password_factory``
-    makes a new password. Make one per pass: the Secrets read are cached for
-    the pass only.
+    makes a new password; ``allow_cross_namespace`` lets a namespaced owner
+    name a Secret in another namespace. Make one per pass: the Secrets read
+    are cached for the pass only.
     """
 
     def __init__(self, api: Cluster, kind: Kind,
-                 password_factory: Callable[[], str] = generate_password) -> None:
+                 password_factory: Callable[[], str] = generate_password,
+                 *, allow_cross_namespace: bool = False) -> None:
         self.api = api
         self.kind = kind
         self.password_factory = password_factory
+        self.allow_cross_namespace = allow_cross_namespace
         self._seen: dict[tuple[str, str], dict[str, Any] | None] = {}
+
+    def check_namespace(self, owner: Mapping[str, Any]) -> None:
+        """Refuse a connection Secret outside a namespaced owner's own namespace.
+
+        Raises :class:`TerminalError` ``SecretNamespaceNotAllowed`` unless the
+        kind is cluster-scoped or other namespaces are allowed.
+        """
+        namespace, name = connection_secret_ref(owner)
+        own = objects.metadata(owner).get("namespace")
+        if self.kind.namespaced and not self.allow_cross_namespace and namespace != own:
+            raise TerminalError(
+                f"connection Secret {namespace}/{name} is outside the resource's namespace "
+                f"{own}; the operator writes connection Secrets only in the resource's own "
+                "namespace", reason="SecretNamespaceNotAllowed")
 
     def read(self, owner: Mapping[str, Any], namespace: str, name: str,
              fresh: bool = False) -> dict[str, Any] | None:
         """The connection Secret of ``owner``, read once per pass (again when ``fresh``).
 
         Returns a private copy; raises :class:`TerminalError`
-        ``ConnectionSecretNotOwned`` when the Secret belongs to another resource.
+        ``ConnectionSecretNotOwned`` when the Secret exists without ``owner``'s
+        mark (it belongs to another resource, or the operator did not create it).
         """
         key = (namespace, name)
         if fresh or key not in self._seen:
@@ -86,26 +108,34 @@ class ConnectionSecrets:
         secret = self._seen[key]
         if secret is None:
             return None
-        owned = secret_owner(secret)
-        if owned is not None and owned != owner["metadata"]["uid"]:
+        if secret_owner(secret) != owner["metadata"]["uid"]:
             raise TerminalError(
-                f"connection Secret {namespace}/{name} belongs to another resource; "
-                "choose another spec.writeConnectionSecretToRef",
+                f"connection Secret {namespace}/{name} exists and does not belong to this "
+                "resource; choose another spec.writeConnectionSecretToRef",
                 reason="ConnectionSecretNotOwned")
         return dict(secret)
 
     def stored_password(self, owner: Mapping[str, Any]) -> str | None:
         """The password recorded in ``owner``'s connection Secret, if any."""
+        self.check_namespace(owner)
         secret = self.read(owner, *connection_secret_ref(owner))
         return decode(secret).get("password") if secret else None
 
-    def password(self, owner: Mapping[str, Any], read_only: bool, forced: bool) -> str | None:
+    def password(self, owner: Mapping[str, Any], read_only: bool, forced: bool,
+                 deleting: bool = False) -> str | None:
         """The password for the client; generated and persisted first unless ``read_only``.
 
         Persisting it before any external call also covers an adopted resource
         that already existed: its Secret gets a password, and observe reports
-        the mismatch so update applies it.
+        the mismatch so update applies it. While ``deleting``, a Secret that
+        is not this owner's (or not allowed) is left alone and no password is
+        given: it never blocks the deletion.
         """
+        if deleting:
+            try:
+                return self.stored_password(owner)
+            except TerminalError:
+                return None
         if read_only:
             return self.stored_password(owner)
         return self.ensure_password(owner, forced)
@@ -128,6 +158,7 @@ class ConnectionSecrets:
         Secret that cannot be written (missing namespace, forbidden) a
         handled one.
         """
+        self.check_namespace(owner)
         namespace, name = connection_secret_ref(owner)
         fresh = [False]
 
