@@ -6,20 +6,29 @@ and odd metadata. For each, a few reconciles must return normally (only
 ``UnhandledError`` may escape, and only for an API failure; none is injected
 here), leave the object with Ready and Synced conditions that carry a reason
 (and a message when something is wrong), and leave a well-formed neighbour
-free to converge to Ready.
+free to converge to Ready. Deleting the fuzzed object then ends it within a
+few passes, or leaves it waiting with a requeue (never abandoned).
+
+Each property test counts what became of its examples: refused by the API
+(only a 422 is accepted), deleted, or still deleting. It asserts that enough
+examples reached the engine for the run to mean something.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lifecycle.core.errors import UnhandledError
 from lifecycle.core.kind import EXTERNAL_NAME, INTENT, OPERATION, PAUSED, RECONCILE_POLICY
-from lifecycle.kube.errors import ApiError
+from lifecycle.kube.errors import Invalid, NotFound
 from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
 
 KIND = "DatabaseInstance"
@@ -120,7 +129,17 @@ def _status_ok(obj: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _fuzz_one(spec: Any, status: Any, notes: dict[str, str], labels: Any) -> None:
+#: What became of each example of the property test running now.
+OUTCOMES: Counter[str] = Counter()
+
+
+def _fuzz_one(spec: Any, status: Any, notes: dict[str, str], labels: Any, *,
+              unchecked_status: bool = False) -> None:
+    """Reconcile, check, then delete one fuzzed object next to a well-formed neighbour.
+
+    ``unchecked_status`` stores ``status`` without the CRD's schema check, as
+    an object written before its CRD had a status schema would be.
+    """
     env, _ = simulated_environment()
     good = database_manifest("neighbour")
     env.apply(good)
@@ -134,9 +153,16 @@ def _fuzz_one(spec: Any, status: Any, notes: dict[str, str], labels: Any) -> Non
         if status is not None:
             stored = env.get(KIND, "fuzzed")
             stored["status"] = status
-            env.api.replace_status(stored)
-    except ApiError:
-        return  # the API refused the object: it never reaches the engine
+            if unchecked_status:
+                with mock.patch("lifecycle.sim.apiserver.admit_schema",
+                                lambda rtype, new, **_: new):
+                    env.api.replace_status(stored)
+                assert env.get(KIND, "fuzzed")["status"] == status
+            else:
+                env.api.replace_status(stored)
+    except Invalid:
+        OUTCOMES["refused"] += 1  # the API's schema refused it: it never reaches the engine
+        return
     reconciler = env.reconcilers[KIND]
     for _ in range(6):
         # Called directly: any exception, UnhandledError included (no API fault is injected),
@@ -155,9 +181,32 @@ def _fuzz_one(spec: Any, status: Any, notes: dict[str, str], labels: Any) -> Non
     # Deleting the fuzzed object never raises either, and a bounded number of passes ends it
     # unless its external resource is still being deleted.
     env.delete(KIND, "fuzzed")
+    last = None
     for _ in range(6):
-        if reconciler.reconcile("default", "fuzzed").kind.name == "DONE":
+        last = reconciler.reconcile("default", "fuzzed")
+        if last.kind.name == "DONE":
             break
+    try:
+        left = env.get(KIND, "fuzzed")
+    except NotFound:
+        OUTCOMES["deleted"] += 1
+        return
+    OUTCOMES["still deleting"] += 1
+    assert left["metadata"].get("deletionTimestamp")
+    assert last is not None and last.kind.name != "DONE", (
+        "a deleted object that is still there must stay queued", last,
+        json.dumps(left.get("status"), default=str)[:800])
+
+
+def _counted(run: Callable[[], None], *, least: int) -> Counter[str]:
+    """Run a property test; assert at least ``least`` examples reached the engine."""
+    OUTCOMES.clear()
+    run()
+    outcomes = Counter(OUTCOMES)
+    reached = outcomes["deleted"] + outcomes["still deleting"]
+    assert reached >= least, f"too few examples reached the engine: {dict(outcomes)}"
+    assert outcomes["deleted"] >= reached * 0.8, f"most deletions end: {dict(outcomes)}"
+    return outcomes
 
 
 FUZZ = settings(max_examples=150, deadline=None,
@@ -166,28 +215,45 @@ FUZZ = settings(max_examples=150, deadline=None,
 
 @FUZZ
 @given(spec=specs)
-def test_arbitrary_specs(spec: Any) -> None:
+def _arbitrary_specs(spec: Any) -> None:
     _fuzz_one(spec, None, {}, None)
+
+
+def test_arbitrary_specs() -> None:
+    _counted(_arbitrary_specs, least=15)
 
 
 @FUZZ
 @given(status=statuses)
-def test_corrupt_statuses(status: Any) -> None:
+def _corrupt_statuses(status: Any) -> None:
     _fuzz_one(database_manifest("x")["spec"], status, {}, None)
+
+
+def test_corrupt_statuses() -> None:
+    _counted(_corrupt_statuses, least=40)
 
 
 @FUZZ
 @given(notes=annotations)
-def test_unknown_annotation_values(notes: dict[str, str]) -> None:
+def _unknown_annotation_values(notes: dict[str, str]) -> None:
     _fuzz_one(database_manifest("x")["spec"], None, notes, None)
+
+
+def test_unknown_annotation_values() -> None:
+    outcomes = _counted(_unknown_annotation_values, least=100)
+    assert outcomes["refused"] == 0, "annotation values are never refused by the API"
 
 
 @FUZZ
 @given(spec=specs, status=statuses, notes=annotations,
        labels=st.one_of(st.none(), st.dictionaries(st.sampled_from(["app", "x/y", "bad key"]),
                                                    st.text(max_size=8), max_size=2)))
-def test_malformed_objects(spec: Any, status: Any, notes: dict[str, str], labels: Any) -> None:
+def _malformed_objects(spec: Any, status: Any, notes: dict[str, str], labels: Any) -> None:
     _fuzz_one(spec, status, notes, labels)
+
+
+def test_malformed_objects() -> None:
+    _counted(_malformed_objects, least=15)
 
 
 #: Stored statuses that once made an exception escape the reconcile (regressions).
@@ -202,9 +268,20 @@ CORRUPT_STATUSES = [
 
 @pytest.mark.parametrize("status", CORRUPT_STATUSES)
 def test_corrupt_status_shapes_are_tolerated(status: Any) -> None:
-    _fuzz_one(database_manifest("x")["spec"], status, {}, None)
+    OUTCOMES.clear()
+    _fuzz_one(database_manifest("x")["spec"], status, {}, None, unchecked_status=True)
+    assert OUTCOMES == {"deleted": 1}, "the engine reconciled and then deleted the object"
 
 
-@pytest.mark.parametrize("history", [True, 1.5, "text", {"a": 1}, [1, None, {"from": 3}]])
+@pytest.mark.parametrize("history", [
+    True, 1.5, "text", {"a": 1},
+    pytest.param([1, None, {"from": 3}], id="malformed-entries", marks=pytest.mark.xfail(
+        strict=True, raises=UnhandledError,
+        reason="the engine drops non-mapping history entries but keeps a mapping with a "
+               "non-string field, so its status write is refused by the CRD schema")),
+])
 def test_malformed_history_is_tolerated(history: Any) -> None:
-    _fuzz_one(database_manifest("x")["spec"], {"state": "ready", "history": history}, {}, None)
+    OUTCOMES.clear()
+    _fuzz_one(database_manifest("x")["spec"], {"state": "ready", "history": history}, {}, None,
+              unchecked_status=True)
+    assert OUTCOMES == {"deleted": 1}, "the engine reconciled and then deleted the object"
