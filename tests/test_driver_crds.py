@@ -7,6 +7,11 @@ reconciler writes.
 from __future__ import annotations
 
 import copy
+import io
+import json
+import logging
+import sys
+from collections.abc import Iterator
 
 import attrs
 import pytest
@@ -14,6 +19,7 @@ import yaml
 
 from lifecycle import registry
 from lifecycle.cli import main
+from lifecycle.cli.run import configure_logging
 from lifecycle.core.claims import ReclaimPolicy
 from lifecycle.driver.crds import check_crd, check_structural, crd, schema_for_type
 from lifecycle.machines.claim import DATABASE_BINDING, DatabaseClaim, DatabaseInstanceClass
@@ -233,3 +239,40 @@ def test_what_the_claim_reconciler_writes_survives_pruning() -> None:
     # The check can fail: a managed resource's field is not a claim's.
     assert unknown_fields({**claim, "spec": {**claim["spec"], "forProvider": {}}},
                           _schema(DatabaseClaim)) == ["spec.forProvider"]
+
+
+# ------------------------------------------------------------------ run: logging
+@pytest.fixture
+def root_logging() -> Iterator[logging.Logger]:
+    """The root logger, with its handlers and level restored after the test."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield root
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def test_configuring_run_logging_twice_leaks_no_stream(
+        root_logging: logging.Logger, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each configuration happens while stderr is a stream that is closed afterwards, as a
+    # test runner's capture is; a handler that kept that stream would fail on every record.
+    before = list(root_logging.handlers)
+    for json_format in (False, True):
+        captured = io.StringIO()
+        monkeypatch.setattr(sys, "stderr", captured)
+        configure_logging("info", json_format)
+        logging.getLogger("lifecycle.driver").info("configured", extra={"round": json_format})
+        monkeypatch.undo()
+        assert captured.getvalue().count("configured") == 1, captured.getvalue()
+        captured.close()
+    added = [h for h in root_logging.handlers if h not in before]
+    assert len(added) == 1, root_logging.handlers  # the second call replaced the first's
+    later = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", later)
+    logging.getLogger("lifecycle.driver").warning("still logging", extra={"key": "value"})
+    text = later.getvalue()
+    assert "Logging error" not in text and "Traceback" not in text, text
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert [(d["msg"], d["level"], d["key"]) for d in lines] == [
+        ("still logging", "warning", "value")]
+    assert root_logging.level == logging.INFO

@@ -63,13 +63,40 @@ class _KeyValueFormatter(logging.Formatter):
         return f"{base} {extras}" if extras else base
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record is emitted.
+
+    A stream captured at configuration time may be replaced and closed later
+    (an embedding host redirecting stderr); looking it up per record keeps
+    logging working instead of failing on a closed stream.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> Any:  # type: ignore[override]
+        """The current ``sys.stderr``."""
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        """Ignored: the handler always writes to the current ``sys.stderr``."""
+
+
 def configure_logging(level: str = "info", json_format: bool = False) -> None:
-    """Structured logs on stderr, as JSON lines or ``key=value`` text."""
-    handler = logging.StreamHandler(sys.stderr)
+    """Structured logs on stderr, as JSON lines or ``key=value`` text.
+
+    Calling it again replaces the handler an earlier call added (never more
+    than one); handlers installed by anyone else are left in place.
+    """
+    handler = _StderrHandler()
     handler.setFormatter(JsonFormatter() if json_format else _KeyValueFormatter(
         "%(asctime)s %(levelname)s %(name)s %(message)s"))
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    for previous in [h for h in root.handlers if isinstance(h, _StderrHandler)]:
+        root.removeHandler(previous)
+    root.addHandler(handler)
     root.setLevel(level.upper())
     logging.getLogger("urllib3").setLevel(logging.WARNING)
 
