@@ -37,7 +37,7 @@ from lifecycle.core.decide import Choice
 from lifecycle.core.errors import HandledError, Severity, TerminalError
 from lifecycle.core.kind import Kind, connection_secret_ref
 from lifecycle.core.machine import LifecycleMachine, camel
-from lifecycle.core.status import Outcome, Settled, stuck
+from lifecycle.core.status import Outcome, Settled, kept_history, stuck, valid_timestamp
 from lifecycle.core.values import Condition, ConditionStatus, HistoryEntry, rfc3339
 
 #: Class annotation: ``"true"`` makes the class the default for claims without a selector.
@@ -521,13 +521,10 @@ def settle_claim(machine: type[LifecycleMachine], old: Mapping[str, Any], outcom
         events = (("Warning", error.reason, error.message),)
     elif choice.reason in REFUSALS:
         events = (("Warning", choice.reason, choice.message),)
-    stored_history = old.get("history")
-    history = [h for h in stored_history if isinstance(h, Mapping)] if isinstance(
-        stored_history, list) else []
+    history = kept_history(old.get("history"))
     if t is not None and moved:
         history.append(HistoryEntry(t.source, t.target, t.event, choice.reason, when).to_dict())
-    since = old.get("stateSince") if target == source else when
-    since = since if isinstance(since, str) else when
+    since = (valid_timestamp(old.get("stateSince")) if target == source else when) or when
     stored = old.get("conditions") if isinstance(old.get("conditions"), list) else []
     held = stuck(machine, target, since, stored, generation, now)
     conditions = cond.merge(stored, [*updates, *([held] if held is not None else [])], when)

@@ -115,7 +115,7 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
     for note_type in NOTE_TYPES - noted:
         if cond.get(stored, note_type) is not None:
             updates.append(Condition(note_type, T, "Valid", "", gen))
-    since = _timestamp(old.get("stateSince")) if target == source else when
+    since = valid_timestamp(old.get("stateSince")) if target == source else when
     if since is None:
         since = when  # missing or corrupt: the state is timed from now on
     operation_since = _operation_since(machine, old, source, target, since)
@@ -125,9 +125,7 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
         previous = cond.get(stored, "Stuck")
         if held.status is T and (previous is None or previous.status is not T):
             events.append(("Warning", "Stuck", held.message))
-    stored_history = old.get("history")
-    history = [h for h in stored_history if isinstance(h, dict)] if isinstance(
-        stored_history, list) else []
+    history = kept_history(old.get("history"))
     if transition is not None and transition.source != transition.target:
         reason = error.reason if error else choice.reason
         history.append(HistoryEntry(transition.source, transition.target, transition.event,
@@ -188,7 +186,7 @@ def _operation_since(machine: type[LifecycleMachine], old: Mapping[str, Any], so
     A create that keeps failing and resuming (creating -> failed -> creating)
     is one operation, so its time towards Stuck is not reset by each blip.
     """
-    kept = _timestamp(old.get("operationSince"))
+    kept = valid_timestamp(old.get("operationSince"))
     if target in machine.timing.max_in_state:
         return kept if kept and (source == target or source == "failed") else since
     if target == "failed":
@@ -196,8 +194,24 @@ def _operation_since(machine: type[LifecycleMachine], old: Mapping[str, Any], so
     return None
 
 
-def _timestamp(value: Any) -> str | None:
-    """``value`` if it is an RFC 3339 timestamp, else None (a corrupt stored value)."""
+_HISTORY_KEYS = ("from", "to", "event", "reason", "time")
+
+
+def kept_history(stored: Any) -> list[dict[str, Any]]:
+    """The well-formed entries of a stored ``status.history`` (oldest first).
+
+    An entry is kept only if it has every field of a recorded transition as a
+    string; anything else (a corrupt or hand-edited entry) is dropped, so the
+    engine never writes back a history its own schema would refuse.
+    """
+    if not isinstance(stored, list):
+        return []
+    return [{k: h[k] for k in _HISTORY_KEYS} for h in stored
+            if isinstance(h, Mapping) and all(isinstance(h.get(k), str) for k in _HISTORY_KEYS)]
+
+
+def valid_timestamp(value: Any) -> str | None:
+    """``value`` if it is an RFC 3339 timestamp, else None (a missing or corrupt stored value)."""
     if not isinstance(value, str):
         return None
     try:
