@@ -419,7 +419,7 @@ def test_a_manager_that_loses_the_api_stops_its_workers_and_ends(api: EmbeddedAP
             f"stepped down after {took:.2f}s, before the {renew_deadline}s renew deadline"
         assert manager.lost_lease and not manager.healthy()
         assert controller.queue.shutting_down, "workers stopped taking work"
-        assert all(not t.is_alive() for t in controller._threads)
+        assert controller._threads and all(not t.is_alive() for t in controller._threads)
     finally:
         api.faults.clear()
         manager.stop()
