@@ -18,6 +18,7 @@ import pytest
 
 from lifecycle.driver.crds import crd
 from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.postgres.testing import postgres_server  # noqa: F401 (fixture)
 from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
 from lifecycle.sim.crds import apply_crd
 from lifecycle.sim.schema import unknown_fields
@@ -115,3 +116,44 @@ def test_the_check_catches_a_status_field_missing_from_the_schema(field: str) ->
     with contextlib.suppress(AssertionError, KeyError):
         lifecycle_run(env, cloud)
     assert f"{KIND} replace_status: status.{field}" in pruned
+
+
+@pytest.mark.postgres
+def test_nothing_the_postgres_kinds_write_is_pruned(postgres_server: Any) -> None:  # noqa: F811
+    """Role, Database and Grant on the real server: create, update, fail, recover, delete."""
+    import uuid
+
+    from lifecycle.providers.postgres.testing import manifest, postgres_environment
+
+    server = postgres_server
+    server.start()
+    env = postgres_environment(server.host, server.port, server.user, server.password,
+                               "disable")
+    pruned = record_pruned(env)
+    tag = uuid.uuid4().hex[:8]
+    role, database = f"fid_role_{tag}", f"fid_db_{tag}"
+    env.apply(manifest("Role", "r", external_name=role, login=True, connection_limit=3))
+    env.apply(manifest("Database", "d", external_name=database))
+    env.apply(manifest("Grant", "g", role=role, database=database, privileges=["CONNECT"]))
+    env.run_until_idle()
+    assert [env.state(k, n) for k, n in (("Role", "r"), ("Database", "d"), ("Grant", "g"))] \
+        == ["ready"] * 3
+    obj = env.get("Role", "r")
+    obj["spec"]["forProvider"]["connection_limit"] = 5
+    env.api.replace(obj)
+    env.run_until_idle()
+    server.stop()
+    try:
+        env.enqueue("Role", "r")
+        env.advance(5.0)
+        assert env.state("Role", "r") == "failed"
+    finally:
+        server.start()
+    env.advance(120.0)
+    assert env.state("Role", "r") == "ready"
+    for kind, name in (("Grant", "g"), ("Database", "d"), ("Role", "r")):
+        env.delete(kind, name)
+    env.run_until_idle()
+    assert not any(env.exists(k, n) for k, n in (("Role", "r"), ("Database", "d"),
+                                                   ("Grant", "g")))
+    assert pruned == []
