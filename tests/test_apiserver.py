@@ -5,9 +5,9 @@ from __future__ import annotations
 import base64
 import threading
 import time
-from datetime import UTC, datetime
 
 import pytest
+from widgets import AV, FIXED, GADGET, WIDGET  # noqa: F401
 
 from lifecycle.kube.errors import (
     AlreadyExists,
@@ -25,20 +25,6 @@ from lifecycle.kube.objects import clone, merge_patch
 from lifecycle.kube.resources import ResourceType
 from lifecycle.kube.selectors import parse_label_selector
 from lifecycle.sim import EmbeddedAPI, FaultInjector, WatchEvent
-
-WIDGET = ResourceType("example.test", "v1", "Widget", "widgets", namespaced=True)
-GADGET = ResourceType("example.test", "v1", "Gadget", "gadgets", namespaced=False)
-AV = WIDGET.api_version
-FIXED = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def api() -> EmbeddedAPI:
-    server = EmbeddedAPI(clock=lambda: FIXED)
-    server.register(WIDGET)
-    server.register(GADGET)
-    yield server
-    server.close()
 
 
 def widget(name: str = "w", namespace: str = "default", **extra) -> dict:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from widgets import AV, FIXED, GADGET, WIDGET  # noqa: F401
 
 from lifecycle.kube.errors import (
     BadRequest,
@@ -21,23 +21,8 @@ from lifecycle.kube.errors import (
     ResourceVersionTooLarge,
 )
 from lifecycle.kube.objects import owner_reference
-from lifecycle.kube.resources import ResourceType
 from lifecycle.sim import EmbeddedAPI
 from lifecycle.sim.fields import decode_continue, encode_continue, parse_field_selector
-
-WIDGET = ResourceType("example.test", "v1", "Widget", "widgets", namespaced=True)
-GADGET = ResourceType("example.test", "v1", "Gadget", "gadgets", namespaced=False)
-AV = WIDGET.api_version
-FIXED = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def api() -> EmbeddedAPI:
-    server = EmbeddedAPI(clock=lambda: FIXED)
-    server.register(WIDGET)
-    server.register(GADGET)
-    yield server
-    server.close()
 
 
 def widget(name: str = "w", namespace: str = "default", **meta: Any) -> dict[str, Any]:
