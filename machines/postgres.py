@@ -43,10 +43,10 @@ class GrantMachine(ManagedResourceMachine):
 
 Role = Kind(group=GROUP, version="v1alpha1", kind="Role", plural="roles",
             machine=RoleMachine, parameters=RoleParameters, password=True,
-            short_names=("pgrole",))
+            short_names=("pgrole",), external_name_max=63)
 Database = Kind(group=GROUP, version="v1alpha1", kind="Database", plural="databases",
                 machine=DatabaseMachine, parameters=DatabaseParameters,
-                short_names=("pgdb",))
+                short_names=("pgdb",), external_name_max=63)
 Grant = Kind(group=GROUP, version="v1alpha1", kind="Grant", plural="grants",
              machine=GrantMachine, parameters=GrantParameters, short_names=("pggrant",))
 

@@ -455,13 +455,20 @@ def test_a_wrongly_typed_parameter_is_refused_by_the_api_server(env: Environment
     assert not env.exists("Role", "bad")
 
 
-def test_name_postgres_would_truncate_is_invalid(env: Environment) -> None:
-    env.apply(manifest("Role", "long", external_name="r" * 64))
+@pytest.mark.parametrize("kind", ["Role", "Database"])
+def test_name_postgres_would_truncate_is_refused_before_the_finalizer(
+    env: Environment, kind: str
+) -> None:
+    env.apply(manifest(kind, "long", external_name="r" * 64))
     env.run_until_idle()
 
-    failed = env.condition("Role", "long", "Failed")
-    assert failed.reason == "InvalidSpec"
+    failed = env.condition(kind, "long", "Failed")
+    assert failed.reason == "InvalidExternalName"
     assert "longer than 63 bytes" in failed.message
+    assert not env.get(kind, "long")["metadata"].get("finalizers")
+    env.delete(kind, "long")
+    env.run_until_idle()
+    assert not env.exists(kind, "long")
 
 
 # ------------------------------------------------------------ hostile names
