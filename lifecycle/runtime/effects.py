@@ -5,7 +5,9 @@ A machine's actions receive an :class:`Effects` and call ``create``,
 (operation, idempotency key, generation, start time) is committed to the
 object's ``lifecycle.dev/intent`` annotation; afterwards its outcome is. A
 crash between the two leaves a pending entry whose key the retry reuses, and
-clients treat create-of-existing as success, so nothing is created twice.
+clients treat create-of-existing as success, so nothing is created twice. The
+next observation that shows the pending call took effect closes the entry
+(:func:`closed_intent`), so a later call of that operation gets a new key.
 
 :class:`Effects` knows nothing of the reconciler: it gets the client, the
 resource, an :class:`ObjectPort` (read and commit annotations of the
@@ -24,7 +26,7 @@ import attrs
 from lifecycle.core.decide import Decision
 from lifecycle.core.errors import ExternalError, HandledError, Severity
 from lifecycle.core.kind import EXTERNAL_NAME, INTENT
-from lifecycle.core.values import Intent, rfc3339
+from lifecycle.core.values import Intent, Observation, rfc3339
 from lifecycle.runtime.contract import ExternalClient, ManagedResource
 
 T = TypeVar("T")
@@ -102,6 +104,24 @@ def next_intent(previous: Intent | None, operation: str, uid: str, generation: i
                   rfc3339(at))
 
 
+def closed_intent(intent: Intent | None, observation: Observation | None) -> Intent | None:
+    """The pending ``intent`` closed as succeeded when ``observation`` shows its effect (pure).
+
+    A create took effect when the resource exists, an update when it is up
+    to date, a delete when it is absent. None when there is nothing to close:
+    no pending entry, no observation, or an effect not (yet) visible, in
+    which case a retry resumes the entry with its key.
+    """
+    if intent is None or observation is None or intent.outcome != "pending":
+        return None
+    done = {
+        "create": observation.exists,
+        "update": observation.exists and observation.up_to_date,
+        "delete": not observation.exists,
+    }.get(intent.operation, False)
+    return attrs.evolve(intent, outcome="succeeded") if done else None
+
+
 def stored_intent(annotations: Mapping[str, Any]) -> Intent | None:
     """The journal entry recorded in ``annotations``, or None when absent or unreadable."""
     raw = annotations.get(INTENT)
@@ -167,6 +187,17 @@ class Effects:
             raise
         self._record(attrs.evolve(intent, outcome="succeeded"))
         return result
+
+    def close_observed(self, observation: Observation | None) -> bool:
+        """Close a pending journal entry whose effect ``observation`` shows; whether it did.
+
+        Commits the closed entry only when there is one to close.
+        """
+        closed = closed_intent(stored_intent(self.port.annotations()), observation)
+        if closed is None:
+            return False
+        self._record(closed)
+        return True
 
     def _record(self, intent: Intent) -> None:
         self.port.annotate(INTENT, json.dumps(intent.to_dict(), sort_keys=True))

@@ -14,6 +14,8 @@ this module only adds the I/O around them:
    then the finalizer and the external name are committed before any
    external call (skipped by an orphaning deletion, which calls nothing);
 4. connect and observe, and gather the facts (:func:`~lifecycle.core.plan.gather`);
+   a pending intent-journal entry whose effect the observation shows is
+   closed as succeeded;
 5. :func:`~lifecycle.core.decide.decide` one event and its transition, then
    run the transition's actions (the external calls, behind the intent
    journal of :class:`~lifecycle.runtime.effects.Effects`);
@@ -196,6 +198,10 @@ class Reconciler:
         self._acquire(run)
         facts, effects = self._observe(run, g)
         try:
+            if effects is not None:
+                # A pending journal entry whose effect is observed was interrupted
+                # after the call: close it, so a later call mints a new key.
+                effects.close_observed(facts.observation)
             return self._run(run, facts, effects)
         finally:
             if effects is not None:
