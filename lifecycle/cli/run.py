@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -157,9 +158,29 @@ def _pairs(registrations: Sequence[registry.Registration],
 
 def _address(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise UsageError(f"expected HOST:PORT, got {text!r}")
+    if not sep or not port.isascii() or not port.isdigit():
+        raise UsageError(f"expected --probe-address HOST:PORT, got {text!r}")
+    if not 0 <= int(port) <= 65535:
+        raise UsageError(f"--probe-address port must be between 0 and 65535, got {port}")
     return host or "127.0.0.1", int(port)
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Refuse numeric ``run`` options outside their meaningful range, with one line."""
+    if args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    for option, value, positive in (("--resync", args.resync, False),
+                                    ("--backoff-base", args.backoff_base, True),
+                                    ("--backoff-cap", args.backoff_cap, True),
+                                    ("--drain-timeout", args.drain_timeout, False),
+                                    ("--reads-ttl", args.reads_ttl, False)):
+        if not math.isfinite(value) or value < 0 or (positive and value == 0):
+            bound = "greater than 0" if positive else "0 or more"
+            raise UsageError(f"{option} must be a finite number of seconds {bound}, "
+                             f"got {value:g}")
+    if args.backoff_cap < args.backoff_base:
+        raise UsageError(f"--backoff-cap ({args.backoff_cap:g}) must not be below "
+                         f"--backoff-base ({args.backoff_base:g})")
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -178,11 +199,11 @@ def run(args: argparse.Namespace) -> int:
     from lifecycle.driver.manager import Manager, ManagerOptions, default_identity
     from lifecycle.sim.embedded import embedded_cluster
 
+    _check_numbers(args)
+    probe_address = _address(args.probe_address) if args.probe_address else None
     registrations = _registrations(args.kinds or DEFAULT_KINDS)
     kinds = [r.kind for r in registrations]
     pairs = _pairs(registrations, args.connector)
-    if args.workers < 1:
-        raise UsageError("--workers must be at least 1")
     shard_index, shard_count = _shard(args.shard) if args.shard else (0, 1)
     configure_logging(args.log_level, args.log_json)
     log = logging.getLogger("lifecycle.driver")
@@ -205,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
         lease_namespace=args.lease_namespace,
         identity=args.identity or os.environ.get("POD_NAME") or default_identity(),
         shard_index=shard_index, shard_count=shard_count, operator_id=args.operator_id,
-        probe_address=_address(args.probe_address) if args.probe_address else None,
+        probe_address=probe_address,
         drain_timeout=args.drain_timeout,
         reads_ttl=args.reads_ttl,
         allow_cross_namespace_secrets=args.allow_cross_namespace_secrets,
@@ -308,7 +329,8 @@ def register(subparsers: Any) -> None:
                    help="serve an in-memory API on loopback in this process and run on it")
     p.add_argument("--workers", type=int, default=2, help="concurrent reconciles per kind")
     p.add_argument("--namespace", help="watch one namespace (default: all)")
-    p.add_argument("--resync", type=float, default=600.0, help="resync period, seconds")
+    p.add_argument("--resync", type=float, default=600.0,
+                   help="resync period, seconds (0: never)")
     p.add_argument("--backoff-base", type=float, default=1.0, help="per-item backoff start, s")
     p.add_argument("--backoff-cap", type=float, default=60.0, help="per-item backoff cap, s")
     p.add_argument("--leader-elect", action="store_true", help="elect a leader on a Lease")

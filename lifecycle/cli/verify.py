@@ -46,10 +46,12 @@ def run_cli(args: argparse.Namespace, out: TextIO | None = None) -> int:
         raise UsageError("no kind to verify")
     sides = SIDES if args.side is None else (args.side,)
     variants = VARIANTS if args.variant is None else (args.variant,)
+    baselines = _baselines(chosen, args.point) if args.point is not None else {}
     failed = 0
     for target in chosen:
         if args.point is not None:
-            failed += _replay(out, target, args.point, sides, variants)
+            failed += _replay(out, target, args.point, sides, variants,
+                              baselines[target.name])
             continue
         out.write(f"{target.name}: exploring every side-effect point of "
                   f"create -> update -> delete\n")
@@ -64,10 +66,31 @@ def run_cli(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 1 if failed else 0
 
 
+def _baselines(chosen: Sequence[Target], index: int) -> dict[str, Any]:
+    """Each target's run without a crash; a :class:`UsageError` when ``index`` is no point of it.
+
+    Checked for every target before anything is replayed, so an out-of-range
+    ``--point`` is one line and no partial output.
+    """
+    if index < 0:
+        raise UsageError(f"--point must be 0 (no crash) or a side-effect point, got {index}")
+    baselines = {}
+    for target in chosen:
+        baseline = run_scenario(target)
+        count = baseline.recorder.count
+        if index > count:
+            raise UsageError(f"--point {index} is out of range for {target.name}: "
+                             f"valid points are 0..{count}")
+        baselines[target.name] = baseline
+    return baselines
+
+
 def _replay(out: TextIO, target: Target, index: int, sides: Sequence[str],
-            variants: Sequence[str]) -> int:
+            variants: Sequence[str], baseline: Any = None) -> int:
     """Replay one point (0: no crash) and print its full trace."""
-    replays = ([(None, run_scenario(target))] if index == 0 else
+    if index == 0 and baseline is None:
+        baseline = run_scenario(target)
+    replays = ([(None, baseline)] if index == 0 else
                [(CrashPoint(index, s, v), run_scenario(target, CrashPoint(index, s, v)))
                 for v in variants for s in sides])
     failed = 0

@@ -57,15 +57,24 @@ def load_object(path: str | Path, name: str | None = None) -> dict[str, Any]:
     """
     path = Path(path)
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as exc:
         raise DiagramError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DiagramError(f"{path} is not UTF-8 text (byte {exc.start})") from None
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise DiagramError(f"{path} is not valid YAML or JSON{where}") from None
+    except RecursionError:
+        raise DiagramError(f"{path} is nested too deeply to read") from None
+    for doc in docs:
+        if _depth(doc) > MAX_DEPTH:
+            raise DiagramError(f"{path} is nested more than {MAX_DEPTH} levels deep")
     objects: list[Any] = []
     for doc in docs:
         if isinstance(doc, Mapping) and isinstance(doc.get("items"), list):
@@ -82,7 +91,70 @@ def load_object(path: str | Path, name: str | None = None) -> dict[str, Any]:
     obj = objects[0]
     if not isinstance(obj, Mapping):
         raise DiagramError(f"{path} does not hold a Kubernetes object")
+    problem = _shape_problem(obj)
+    if problem:
+        raise DiagramError(f"{path} does not hold a usable object: {problem}")
     return dict(obj)
+
+
+#: The deepest nesting of mappings and lists a dump may have.
+MAX_DEPTH = 64
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests mappings and lists, counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Mapping):
+            children: list[Any] = [*item.keys(), *item.values()]
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_DEPTH:
+            return deepest
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _kind_name(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string"}.get(
+        type(value), type(value).__name__)
+
+
+def _shape_problem(obj: Mapping[str, Any]) -> str | None:
+    """What makes ``obj`` unusable as a Kubernetes object, or ``None`` when its shape is fine.
+
+    Checks the fields the engine reads: ``apiVersion``/``kind`` and the
+    metadata strings, the annotation and label maps, the finalizer list, and
+    ``spec``/``status`` (with ``status.state``, ``status.conditions`` and
+    ``status.history``).
+    """
+    expected: list[tuple[str, Any, type | tuple[type, ...]]] = [
+        ("apiVersion", obj.get("apiVersion"), str), ("kind", obj.get("kind"), str),
+        ("metadata", obj.get("metadata"), Mapping), ("spec", obj.get("spec"), Mapping),
+        ("status", obj.get("status"), Mapping)]
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    expected += [(f"metadata.{key}", meta.get(key), str)
+                 for key in ("name", "namespace", "uid", "resourceVersion")]
+    expected += [(f"metadata.{key}", meta.get(key), Mapping) for key in ("annotations", "labels")]
+    expected += [("metadata.finalizers", meta.get("finalizers"), list),
+                 ("status.state", status.get("state"), str),
+                 ("status.conditions", status.get("conditions"), list),
+                 ("status.history", status.get("history"), list)]
+    for field, value, want in expected:
+        if value is not None and not isinstance(value, want):
+            return f"{field} is {_kind_name(value)}"
+    for key in ("annotations", "labels"):
+        for k, v in (meta.get(key) or {}).items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                return f"metadata.{key} must map strings to strings"
+    if not all(isinstance(f, str) for f in meta.get("finalizers") or []):
+        return "metadata.finalizers must be a list of strings"
+    return None
 
 
 def machine_for(obj: Mapping[str, Any]) -> type[LifecycleMachine]:
