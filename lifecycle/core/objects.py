@@ -51,3 +51,25 @@ def finalizers(obj: Mapping[str, Any]) -> list[str]:
     """The object's finalizers (strings only)."""
     found = metadata(obj).get("finalizers")
     return [f for f in found if isinstance(f, str)] if isinstance(found, list) else []
+
+
+def nesting_depth(value: Any, limit: int) -> int:
+    """How deeply ``value`` nests mappings and lists, counted without recursion.
+
+    Counting stops once it passes ``limit`` (the result is then ``limit + 1``
+    or more), so a hostile document of any depth costs at most ``limit`` levels.
+    """
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Mapping):
+            children: list[Any] = [*item.keys(), *item.values()]
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > limit:
+            return deepest
+        stack.extend((child, level + 1) for child in children)
+    return deepest

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from lifecycle.core.machine import LifecycleMachine
-from lifecycle.core.objects import metadata
+from lifecycle.core.objects import metadata, nesting_depth
 from lifecycle.diagrams.discover import has_table
 from lifecycle.diagrams.model import DiagramError, LiveObject
 from lifecycle.diagrams.render import render
@@ -73,7 +73,7 @@ def load_object(path: str | Path, name: str | None = None) -> dict[str, Any]:
     except RecursionError:
         raise DiagramError(f"{path} is nested too deeply to read") from None
     for doc in docs:
-        if _depth(doc) > MAX_DEPTH:
+        if nesting_depth(doc, MAX_DEPTH) > MAX_DEPTH:
             raise DiagramError(f"{path} is nested more than {MAX_DEPTH} levels deep")
     objects: list[Any] = []
     for doc in docs:
@@ -99,24 +99,6 @@ def load_object(path: str | Path, name: str | None = None) -> dict[str, Any]:
 
 #: The deepest nesting of mappings and lists a dump may have.
 MAX_DEPTH = 64
-
-
-def _depth(value: Any) -> int:
-    """How deeply ``value`` nests mappings and lists, counted without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, Mapping):
-            children: list[Any] = [*item.keys(), *item.values()]
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, level)
-        if deepest > MAX_DEPTH:
-            return deepest
-        stack.extend((child, level + 1) for child in children)
-    return deepest
 
 
 def _kind_name(value: Any) -> str:

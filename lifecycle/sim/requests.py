@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 import attrs
 import yaml
 
+from lifecycle.core.objects import nesting_depth
 from lifecycle.kube.errors import ApiError, BadRequest, Invalid
 
 __all__ = ["MAX_BODY", "MAX_DEPTH", "Options", "accepts", "decode_body", "parse_options",
@@ -100,30 +101,13 @@ def decode_body(raw: bytes, content_type: str) -> Any:
         raise BadRequest(f"the request body nests deeper than {MAX_DEPTH} levels") from None
     except (ValueError, yaml.YAMLError) as exc:
         raise BadRequest(f"the request body is not valid JSON: {_short(exc)}") from None
-    if _depth(doc) > MAX_DEPTH:
+    if nesting_depth(doc, MAX_DEPTH) > MAX_DEPTH:
         raise BadRequest(f"the request body nests deeper than {MAX_DEPTH} levels")
     return doc
 
 
 def _short(exc: Exception) -> str:
     return str(exc).splitlines()[0][:200]
-
-
-def _depth(doc: Any) -> int:
-    deepest, stack = 0, [(doc, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        deepest = max(deepest, depth)
-        if deepest > MAX_DEPTH:
-            return deepest
-        stack.extend((c, depth + 1) for c in children)
-    return deepest
 
 
 # ---------------------------------------------------------------------------- options
