@@ -125,6 +125,20 @@ class MethodNotAllowed(ApiError):
     reason = "MethodNotAllowed"
 
 
+class NotAcceptable(ApiError):
+    """406: no media type the client accepts can be produced."""
+
+    status = 406
+    reason = "NotAcceptable"
+
+
+class EntityTooLarge(ApiError):
+    """413: the request body is over the server's limit."""
+
+    status = 413
+    reason = "RequestEntityTooLarge"
+
+
 class UnsupportedMediaType(ApiError):
     """415: the request's content type is not supported (e.g. a strategic merge patch
     on a custom resource, which a real server refuses the same way)."""
@@ -179,7 +193,8 @@ class TooManyRequests(ApiError):
 _ERRORS_BY_REASON: dict[str, type[ApiError]] = {
     cls.reason: cls
     for cls in (NotFound, AlreadyExists, Conflict, Forbidden, Gone, Invalid, TooManyRequests,
-                BadRequest, MethodNotAllowed, UnsupportedMediaType)
+                BadRequest, MethodNotAllowed, NotAcceptable, EntityTooLarge,
+                UnsupportedMediaType)
 }
 
 

@@ -40,6 +40,7 @@ from lifecycle.kube.errors import (
     ApiError,
     Gone,
     MethodNotAllowed,
+    NotAcceptable,
     NotFound,
     TooManyRequests,
     UnsupportedMediaType,
@@ -285,8 +286,8 @@ class _Handler(BaseHTTPRequestHandler):
         if parts == ["openapi", "v2"] and accept.strip() and not any(
                 media in accept for media in ("json", "*/*")):
             if swagger_pb.MEDIA_TYPE.lower() not in accept:
-                raise ApiError("only application/json and protobuf are served for "
-                               "/openapi/v2", status=406, reason="NotAcceptable")
+                raise NotAcceptable("only application/json and protobuf are served for "
+                                    "/openapi/v2")
             data = swagger_pb.encode_v2(doc)
             self.send_response(200)
             self.send_header("Content-Type", swagger_pb.ANSWER_TYPE)

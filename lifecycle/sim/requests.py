@@ -17,7 +17,12 @@ import attrs
 import yaml
 
 from lifecycle.core.objects import nesting_depth
-from lifecycle.kube.errors import ApiError, BadRequest, Invalid
+from lifecycle.kube.errors import (
+    BadRequest,
+    EntityTooLarge,
+    Invalid,
+    NotAcceptable,
+)
 
 __all__ = ["MAX_BODY", "MAX_DEPTH", "Options", "accepts", "decode_body", "parse_options",
            "read_body"]
@@ -30,20 +35,6 @@ MAX_DEPTH = 500
 _TRUE = ("true", "1")
 _BOOL_VALUES = ("true", "false", "1", "0", "")
 _POLICIES = ("Foreground", "Background", "Orphan")
-
-
-class EntityTooLarge(ApiError):
-    """413: the request body is over the limit."""
-
-    status = 413
-    reason = "RequestEntityTooLarge"
-
-
-class NotAcceptable(ApiError):
-    """406: no media type the client accepts can be produced."""
-
-    status = 406
-    reason = "NotAcceptable"
 
 
 def read_body(headers: Mapping[str, str], stream: BinaryIO) -> bytes:
