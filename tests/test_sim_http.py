@@ -14,6 +14,7 @@ import random
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -677,3 +678,18 @@ def test_kubectl_server_dry_runs_change_nothing(kubectl: Any, face: APIServerHTT
     table = kubectl("get", "secret", "s").splitlines()
     assert table[0].split() == ["NAME", "TYPE", "DATA", "AGE"]
     assert table[1].split()[:3] == ["s", "Opaque", "1"]
+
+
+def test_a_watch_that_times_out_leaves_its_kept_alive_connection_usable(
+        client: Client) -> None:
+    """A watch ended by ``timeoutSeconds`` finishes its chunked body and keeps the
+    connection, or says ``Connection: close``; the next request on the same
+    connection is answered either way (a silent close races the client's reuse)."""
+    code, _, response = client.call("GET", f"{SECRETS}?watch=true&timeoutSeconds=1")
+    assert code == 200
+    closes = (response.getheader("Connection") or "").lower() == "close"
+    if not closes:
+        time.sleep(0.3)  # a server closing now would make the next request fail
+    code, doc, _ = client.call("GET", "/api/v1/namespaces/default")
+    assert code == 200 and doc["metadata"]["name"] == "default"
+    assert not closes

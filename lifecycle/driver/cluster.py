@@ -141,7 +141,10 @@ def translate(exc: BaseException) -> ApiError:
             return ServerError(message, status=503, reason="ServiceUnavailable")
         return ApiError(message, status=status, reason="Unknown")
     if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
-        return ServerError(f"API server unreachable: {type(exc).__name__}", status=503,
+        cause = getattr(exc, "reason", None)  # MaxRetryError says what the last try met
+        why = type(exc).__name__ + (f" ({type(cause).__name__})"
+                                    if isinstance(cause, BaseException) else "")
+        return ServerError(f"API server unreachable: {why}", status=503,
                            reason="ServiceUnavailable")
     if isinstance(exc, ValueError):  # the client's own validation of arguments
         return Invalid(f"request rejected by the client: {type(exc).__name__}")

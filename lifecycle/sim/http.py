@@ -79,6 +79,8 @@ class APIServerHTTP:
         self._server.face = self  # type: ignore[attr-defined]
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
 
     @property
     def port(self) -> int:
@@ -99,12 +101,26 @@ class APIServerHTTP:
         return self
 
     def stop(self) -> None:
-        """Stop serving and end every open watch stream."""
+        """Stop serving, end every open watch stream and close every kept-alive
+        connection, as a server process that exits would."""
         self._stopping.set()
         self._server.shutdown()
         self._server.server_close()
+        with self._connections_lock:
+            open_connections = list(self._connections)
+        for connection in open_connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+    def _opened(self, connection: socket.socket) -> None:
+        with self._connections_lock:
+            self._connections.add(connection)
+
+    def _closed(self, connection: socket.socket) -> None:
+        with self._connections_lock:
+            self._connections.discard(connection)
 
     def __enter__(self) -> APIServerHTTP:
         return self.start()
@@ -163,6 +179,14 @@ class _Handler(BaseHTTPRequestHandler):
     @property
     def face(self) -> APIServerHTTP:
         return self.server.face  # type: ignore[attr-defined]
+
+    def setup(self) -> None:
+        super().setup()
+        self.face._opened(self.connection)
+
+    def finish(self) -> None:
+        self.face._closed(self.connection)
+        super().finish()
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
@@ -356,12 +380,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        self.close_connection = True
+        # The stream ends with the last chunk, so the connection stays usable for the
+        # next request, as on a real API server; it is closed only when the client left.
         headers = True
         try:
             for kind, obj in events:
                 if kind == "BOOKMARK" and not options.allow_bookmarks:
                     if self._client_gone():
+                        self.close_connection = True
                         break
                     continue
                 if kind not in ("ERROR", "BOOKMARK") and shape in ("table", "meta"):
@@ -379,7 +405,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, OSError):
-            pass
+            self.close_connection = True
         finally:
             if stream is not None:
                 stream.stop()
