@@ -44,12 +44,15 @@ class Registration:
     kind). ``connector`` builds the connector the operator uses for it when
     none is given; ``verify_target`` builds the crash explorer's target for
     it. ``source`` says where it was found (an entry point or ``MODULE:NAME``).
+    ``binding``, for a claim kind, is the :class:`~lifecycle.core.claims.ClaimBinding`
+    that satisfies its claims (the operator runs its claim reconciler with it).
     """
 
     kind: Any
     connector: Callable[[], Any] | None = None
     verify_target: Callable[[Any], Any] | None = None
     source: str = ""
+    binding: Any = None
 
     @property
     def name(self) -> str:

@@ -52,5 +52,5 @@ POSTGRES = tuple(
 
 #: The DatabaseClaim, bound to DatabaseInstances made from DatabaseInstanceClasses, and
 #: the class kind itself (no connector: ``lifecycle crds`` serves it, ``run`` refuses it).
-CLAIMS = (Registration(DatabaseClaim, verify_target=_claim_target),
+CLAIMS = (Registration(DatabaseClaim, verify_target=_claim_target, binding=DATABASE_BINDING),
           Registration(DatabaseInstanceClass))

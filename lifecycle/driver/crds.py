@@ -19,7 +19,9 @@ Two other shapes of object get CRDs of their own (see :mod:`lifecycle.core.claim
   ``resourceRef``...); printer columns Ready, Synced, Binding, Class,
   Resource and Age (State in wide output); the ``claim`` category;
 * a **resource class** kind, a :class:`~lifecycle.core.claims.ClassKind`:
-  cluster-scoped, no status, its template in the top-level ``specTemplate``.
+  cluster-scoped, no status, its template in the top-level ``specTemplate``;
+* a **parent** kind, a :class:`~lifecycle.runtime.children.ParentKind`: every
+  declared version served (the newest stored), spec and status kept as written.
 
 :func:`check_crd` verifies a CRD document against the API server's rules for
 ``apiextensions.k8s.io/v1``, including the structural-schema rules, and returns
@@ -40,9 +42,10 @@ import attrs
 from lifecycle.core.claims import ClassKind
 from lifecycle.core.kind import GROUP, PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 from lifecycle.core.objects import metadata
+from lifecycle.runtime.children import ParentKind
 
 __all__ = ["check_crd", "check_structural", "claim_crd", "class_crd", "crd", "crds",
-           "is_claim", "provider_config_crd", "schema_for_type"]
+           "is_claim", "parent_crd", "provider_config_crd", "schema_for_type"]
 
 _PRIMITIVES: dict[type, dict[str, Any]] = {
     str: {"type": "string"},
@@ -114,9 +117,7 @@ def _attrs_schema(cls: type) -> dict[str, Any]:
 
 
 def _ref(description: str, namespaced: bool = False) -> dict[str, Any]:
-    props: dict[str, Any] = {"name": {"type": "string"}}
-    if namespaced:
-        props["namespace"] = {"type": "string"}
+    props = {f: {"type": "string"} for f in ("name", "namespace")[:2 if namespaced else 1]}
     return {"type": "object", "description": description, "properties": props,
             "required": ["name"]}
 
@@ -217,10 +218,12 @@ def _definition(group: str, version: str, kind: str, plural: str, namespaced: bo
                      "versions": [served]}}
 
 
-def crd(kind: Kind | ClassKind) -> dict[str, Any]:
-    """The CustomResourceDefinition of a managed, claim or class kind."""
+def crd(kind: Kind | ClassKind | ParentKind) -> dict[str, Any]:
+    """The CustomResourceDefinition of a managed, claim, class or parent kind."""
     if isinstance(kind, ClassKind):
         return class_crd(kind)
+    if isinstance(kind, ParentKind):
+        return parent_crd(kind)
     if is_claim(kind):
         return claim_crd(kind)
     schema = {"type": "object",
@@ -249,9 +252,22 @@ def provider_config_crd() -> dict[str, Any]:
                        categories=("lifecycle",))
 
 
-def crds(kinds: Sequence[Kind | ClassKind]) -> list[dict[str, Any]]:
-    """The ProviderConfig CRD followed by one CRD per kind (managed, claim or class)."""
+def crds(kinds: Sequence[Kind | ClassKind | ParentKind]) -> list[dict[str, Any]]:
+    """The ProviderConfig CRD followed by one CRD per kind (managed, claim, class, parent)."""
     return [provider_config_crd(), *(crd(kind) for kind in kinds)]
+
+
+def parent_crd(kind: ParentKind) -> dict[str, Any]:
+    """A parent kind's CRD (no conversion webhook: the reconciler converts in memory)."""
+    keep = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    schema = {"type": "object", "properties": {"apiVersion": {"type": "string"}, "kind": {
+        "type": "string"}, "metadata": {"type": "object"}, "spec": keep, "status": keep}}
+    doc = _definition(kind.group, kind.versions[-1].name, kind.kind, kind.plural,
+                      kind.namespaced, schema, columns=_COLUMNS[:1] + _COLUMNS[4:5],
+                      categories=("lifecycle",))
+    doc["spec"]["versions"] = [{**doc["spec"]["versions"][0], "name": v.name,
+                                "storage": v is kind.versions[-1]} for v in kind.versions]
+    return doc
 
 
 # ----------------------------------------------------------- claims, classes

@@ -71,6 +71,8 @@ class OwnedChild:
     in them is kept (see :func:`covers`); values it does not set are left
     alone. ``status(child)`` is what is copied into the parent's
     ``status.subresources.<name>``; ``ready(child)`` its readiness.
+    ``api_version`` and ``kind``, when given, name the child's type so an
+    operator can watch it and reconcile the parent when a child changes.
     """
 
     name: str
@@ -78,6 +80,8 @@ class OwnedChild:
     compare: tuple[str, ...] = ("spec",)
     status: Callable[[Mapping[str, Any]], Mapping[str, Any]] = _no_status
     ready: Callable[[Mapping[str, Any]], ConditionStatus] = ready_of
+    api_version: str | None = None
+    kind: str | None = None
 
     @property
     def condition(self) -> str:
@@ -127,6 +131,11 @@ class ParentKind:
     def latest(self) -> str:
         """The newest version's ``group/version``."""
         return f"{self.group}/{self.versions[-1].name}"
+
+    @property
+    def api_version(self) -> str:
+        """The newest version's ``group/version`` (what an operator lists and watches)."""
+        return self.latest
 
     @property
     def api_versions(self) -> tuple[str, ...]:
