@@ -1,0 +1,125 @@
+"""A Markdown extension (for MkDocs): fenced ``lifecycle-diagram`` blocks drawn at build time.
+
+In ``mkdocs.yml``::
+
+    markdown_extensions:
+      - lifecycle.diagrams.mkdocs
+
+(or ``lifecycle_diagram``, its entry-point name), then in a page::
+
+    ```lifecycle-diagram
+    lifecycle.machines.managed:ManagedResourceMachine
+    highlight: ready
+    ```
+
+The first line is ``MODULE:NAME`` of a machine class, a
+:class:`~lifecycle.core.kind.Kind` or a registration; the others are the
+options of ``lifecycle diagram``: ``format`` (``svg``, the default, ``png``,
+``mermaid`` or ``dot``), ``highlight`` (a state drawn as the current one),
+``object`` (a YAML/JSON dump drawn with its state and history; the first
+line may then be left out) and ``object-name`` (picks one object of a List).
+SVG is inlined; without Graphviz's ``dot`` the diagram is drawn as Mermaid.
+
+Settings: ``base_dir``, the folder ``object`` paths are relative to (default:
+the current directory, where ``mkdocs build`` runs), and ``mermaid_url``, the
+Mermaid script a page with a Mermaid diagram loads (empty: none, when the
+theme already loads Mermaid). A block that cannot be drawn is a one-line
+warning naming its target (``mkdocs build --strict`` then fails) and a short
+note in the page in place of the diagram.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+from typing import Any
+
+from markdown import Markdown
+from markdown.extensions import Extension
+from markdown.preprocessors import Preprocessor
+
+from lifecycle.diagrams.embed import (
+    CSS_CLASS,
+    MERMAID_URL,
+    diagram_html,
+    mermaid_script,
+    parse_block,
+)
+from lifecycle.diagrams.model import DiagramError
+
+# Under the "mkdocs" logger, so that ``mkdocs build --strict`` counts the warnings.
+log = logging.getLogger("mkdocs.extensions.lifecycle_diagram")
+
+#: The fence word of a diagram block.
+FENCE_WORD = "lifecycle-diagram"
+
+_BLOCK = re.compile(
+    r"^(?P<fence>`{3,}|~{3,})[ \t]*" + re.escape(FENCE_WORD) + r"[ \t]*\n"
+    r"(?P<body>.*?)"
+    r"^(?P=fence)[ \t]*$",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+class DiagramPreprocessor(Preprocessor):
+    """Replaces each ``lifecycle-diagram`` fenced block with the drawn diagram's HTML."""
+
+    def __init__(self, md: Markdown, extension: LifecycleDiagramExtension) -> None:
+        """Keep the extension, whose settings and per-page state it uses."""
+        super().__init__(md)
+        self.extension = extension
+
+    def run(self, lines: list[str]) -> list[str]:
+        """Draw every block of the page (runs before fenced code blocks are read)."""
+        text = "\n".join(lines)
+        if FENCE_WORD not in text:
+            return lines
+        return _BLOCK.sub(self._replace, text).split("\n")
+
+    def _replace(self, match: re.Match[str]) -> str:
+        body = match.group("body").splitlines()
+        first = next((line.strip() for line in body if line.strip()), "")
+        try:
+            request = parse_block(body)
+            embedded = diagram_html(request, self.extension.getConfig("base_dir") or ".")
+        except DiagramError as exc:
+            log.warning("lifecycle-diagram %s: %s", first, exc)
+            fragment = (f'<p class="{CSS_CLASS}-error">lifecycle-diagram {html.escape(first)}: '
+                        f"{html.escape(str(exc))}</p>")
+            return "\n\n" + self.md.htmlStash.store(fragment) + "\n\n"
+        if embedded.fallback:
+            log.info("lifecycle-diagram %s: Graphviz 'dot' is not on PATH; drawn as Mermaid",
+                     first)
+        fragment = embedded.html
+        if embedded.mermaid and not self.extension.mermaid_loaded:
+            self.extension.mermaid_loaded = True
+            fragment += "\n" + mermaid_script(self.extension.getConfig("mermaid_url"))
+        return "\n\n" + self.md.htmlStash.store(fragment) + "\n\n"
+
+
+class LifecycleDiagramExtension(Extension):
+    """The Markdown extension: registers :class:`DiagramPreprocessor`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        """Settings: ``base_dir`` and ``mermaid_url`` (see the module's documentation)."""
+        self.config = {
+            "base_dir": [".", "folder that 'object' paths are relative to"],
+            "mermaid_url": [MERMAID_URL, "Mermaid script for Mermaid diagrams ('' for none)"],
+        }
+        self.mermaid_loaded = False
+        super().__init__(**kwargs)
+
+    def extendMarkdown(self, md: Markdown) -> None:
+        """Register the preprocessor ahead of fenced code blocks (priority 25)."""
+        md.registerExtension(self)
+        md.preprocessors.register(DiagramPreprocessor(md, self), "lifecycle_diagram", 30)
+
+    def reset(self) -> None:
+        """Called between pages: the next page loads the Mermaid script again if it needs it."""
+        self.mermaid_loaded = False
+
+
+def makeExtension(**kwargs: Any) -> LifecycleDiagramExtension:
+    """The extension, as Markdown loads it by module name."""
+    return LifecycleDiagramExtension(**kwargs)
