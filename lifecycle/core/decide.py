@@ -260,8 +260,11 @@ class Decision:
     ``actions`` are the transition's actions the runner is to run (none when
     the provider itself reported the failure: there is nothing left to do).
     ``failed_operation`` names what failed (``connect``, ``observe``,
-    ``guard``, an operation, ...) for ``status.failure``. A runner that hits
-    a handled error while running the actions records it with :meth:`failing`.
+    ``guard``, an operation, ...) for ``status.failure``. ``hold`` says the
+    provider could not be reached from a state that reports Ready: the state
+    is kept (no event fires, no ``fail`` edge is taken), so the Ready
+    condition keeps describing the last observation. A runner that hits a
+    handled error while running the actions records it with :meth:`failing`.
     """
 
     source: str
@@ -270,6 +273,7 @@ class Decision:
     error: HandledError | None = None
     failed_operation: str | None = None
     actions: tuple[str, ...] = ()
+    hold: bool = False
 
     def failing(self, error: HandledError, operation: str | None) -> Decision:
         """This decision with ``error`` raised by ``operation`` while carrying it out."""
@@ -328,19 +332,38 @@ def transit(
     return Decision(source, choice, transition, error, failed_operation, transition.actions)
 
 
+def unreachable(machine: type[LifecycleMachine], facts: Facts) -> bool:
+    """Whether this pass only failed to reach the provider from a state reporting Ready.
+
+    True for a connect or observe error that is not terminal while the
+    stored state's Ready condition is True: nothing new is known about the
+    external resource, so the state is held (see :attr:`Decision.hold`).
+    """
+    error = facts.error
+    if error is None or error.severity is Severity.TERMINAL:
+        return False
+    spec = machine.table().states.get(facts.state)
+    return spec is not None and spec.ready[0] == ConditionStatus.TRUE.value
+
+
 def decide(machine: type[LifecycleMachine], facts: Facts) -> Decision:
     """Choose the event of one managed-resource pass and the transition it takes (pure).
 
     An error from connect or observe is remembered as the failed operation
-    ``connect`` (credentials) or ``observe``; a provider reporting the
-    resource failed becomes a handled error that remembers the operation
-    under way in the current state.
+    ``connect`` (credentials) or ``observe``. When it is not terminal and the
+    state reports Ready (:func:`unreachable`), no event fires and the
+    decision holds the state; otherwise the ``fail`` event is fired. A
+    provider reporting the resource failed becomes a handled error that
+    remembers the operation under way in the current state.
     """
-    choice = choose_event(facts)
     error = facts.error
     operation = None
     if error is not None:
         operation = "connect" if isinstance(error, CredentialsError) else "observe"
+        if unreachable(machine, facts):
+            return Decision(facts.state, Choice(None, error.reason, error.message), None,
+                            error, operation, hold=True)
+    choice = choose_event(facts)
     decision = transit(machine, facts.state, choice, facts, error=error,
                        failed_operation=operation)
     if decision.transition is not None and choice.event == "fail" and error is None:

@@ -47,7 +47,9 @@ class Timing:
     fraction either side); ``wait`` maps a state to the interval used while a
     provider operation is pending in it (``default_wait`` otherwise);
     ``max_in_state`` maps a state to the longest time a resource may stay in
-    it before it is reported Stuck.
+    it before it is reported Stuck. ``ready_grace`` is how long connect or
+    observe may keep failing before a resource last observed Ready reports
+    Ready Unknown (None, the default: three poll intervals).
     """
 
     poll: float = 60.0
@@ -61,6 +63,11 @@ class Timing:
         factory=lambda: {"creating": 1800.0, "updating": 1800.0, "deleting": 1800.0},
         converter=_frozen_map,
     )
+    ready_grace: float | None = None
+
+    def grace(self) -> float:
+        """Seconds a failing connect or observe may last before Ready turns Unknown."""
+        return self.ready_grace if self.ready_grace is not None else 3.0 * self.poll
 
     def wait_for(self, state: str) -> float:
         """The wait interval while a provider operation is pending in ``state``."""

@@ -82,8 +82,11 @@ def stopped(g: Gate, old: Mapping[str, Any]) -> Plan:
 
 
 def held(g: Gate, old: Mapping[str, Any], now: datetime) -> Plan:
-    """The conclusion of a paused pass: Synced False ``ReconcilePaused``, nothing else moves."""
-    status = paused(old, g.state, g.generation, PAUSED_MESSAGE, now)
+    """The conclusion of a paused pass: Synced False ``ReconcilePaused``, nothing else moves.
+
+    The phase is Terminating when the object is being deleted, paused or not.
+    """
+    status = paused(old, g.state, g.generation, PAUSED_MESSAGE, now, deleting=g.deleting)
     return Plan(g.state, Choice(None, "ReconcilePaused"), None, Settled(status),
                 Result.done("Paused"))
 
@@ -140,14 +143,16 @@ def conclude(
     With ``fallback`` (the default), when the pass carries an error but the
     transition taken is not a ``fail`` one (its work failed, or the event
     was not allowed), the machine takes its ``fail`` edge instead; without
-    it the transition stands as decided. ``key`` (the object's uid) spreads
-    the poll jitter; ``dirty`` says the object was changed in a way the next
-    step depends on; ``settler`` builds the status (:func:`settle` unless a
-    kind keeps a status of another shape); ``waiting`` says the object waits
-    on an operation under way (default: when the event chosen is ``wait``).
+    it the transition stands as decided. A decision that holds the state
+    (the provider could not be reached from a Ready state) never falls back.
+    ``key`` (the object's uid) spreads the poll jitter; ``dirty`` says the
+    object was changed in a way the next step depends on; ``settler`` builds
+    the status (:func:`settle` unless a kind keeps a status of another
+    shape); ``waiting`` says the object waits on an operation under way
+    (default: when the event chosen is ``wait``).
     """
     transition = decision.transition
-    if fallback and decision.error is not None and (
+    if fallback and decision.error is not None and not decision.hold and (
             transition is None or transition.event != "fail"):
         transition = fail_edge(machine, decision.source, facts)
     outcome = Outcome(facts, decision, transition, notes, external_name)

@@ -93,11 +93,19 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
     if observation is None and error is not None and unobserved:
         # A new generation that could not be observed: Ready is unknown, not stale.
         updates.append(Condition(cond.READY, U, "GenerationNotObserved", error.message, gen))
+    elif decision.hold and error is not None:
+        # The provider could not be reached: Ready stays as last observed.
+        updates.append(held_ready(stored, spec.ready, error.message, gen, now,
+                                  machine.timing.grace()))
     else:
         message = error.message if error else (choice.message if transition else "")
         updates.append(Condition(cond.READY, _STATUS[spec.ready[0]], spec.ready[1],
                                  message, gen))
-    if error is not None:
+    if error is not None and decision.hold:
+        updates.append(Condition(cond.SYNCED, F, "ReconcileError",
+                                 f"{decision.failed_operation} failed ({error.reason}): "
+                                 f"{error.message}", gen))
+    elif error is not None:
         updates.append(Condition(cond.SYNCED, F, "ReconcileError", error.message, gen))
     elif choice.reason == "ReconcileSkipped" or facts.policy is ReconcilePolicy.SKIP:
         updates.append(Condition(cond.SYNCED, T, "ReconcileSkipped", choice.message, gen))
@@ -165,9 +173,42 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
     return Settled(status, tuple(events))
 
 
+#: Ready's reason once connect or observe has failed for longer than the grace.
+STALE = "ObservationStale"
+
+
+def held_ready(stored: Sequence[Mapping[str, Any]], declared: tuple[str, str], message: str,
+               gen: int, now: datetime, grace: float) -> Condition:
+    """Ready while the provider cannot be reached: as last observed, Unknown after ``grace``.
+
+    The error is taken to have lasted since Synced last turned False with
+    ``ReconcileError`` (its ``lastTransitionTime``); a pass that finds Synced
+    True (or paused) starts the count. Within the grace the stored Ready is
+    kept as it is (the state's declared Ready when none is stored); past it,
+    Ready is Unknown with reason ``ObservationStale``.
+    """
+    synced = cond.get(stored, cond.SYNCED)
+    lasted = 0.0
+    if synced is not None and synced.status is F and synced.reason == "ReconcileError":
+        began = valid_timestamp(synced.last_transition_time)
+        if began is not None:
+            lasted = (now - datetime.fromisoformat(began.replace("Z", "+00:00"))).total_seconds()
+    if lasted > grace:
+        return Condition(cond.READY, U, STALE,
+                         f"the external resource has not been observed for longer than "
+                         f"{int(grace)}s: {message}", gen)
+    ready = cond.get(stored, cond.READY)
+    if ready is None:
+        return Condition(cond.READY, _STATUS[declared[0]], declared[1], "", gen)
+    return Condition(cond.READY, ready.status, ready.reason, ready.message, gen)
+
+
 def paused(old: Mapping[str, Any], state: str, generation: int, message: str,
-           now: datetime) -> dict[str, Any]:
-    """The status of a paused object: Synced False ReconcilePaused, nothing else moves."""
+           now: datetime, *, deleting: bool = False) -> dict[str, Any]:
+    """The status of a paused object: Synced False ReconcilePaused, nothing else moves.
+
+    The phase is Terminating when ``deleting`` (a deletion timestamp is set).
+    """
     stored = old.get("conditions") if isinstance(old.get("conditions"), list) else []
     updates = [Condition(cond.SYNCED, F, "ReconcilePaused", message, generation)]
     ready = cond.get(stored, cond.READY)
@@ -176,7 +217,7 @@ def paused(old: Mapping[str, Any], state: str, generation: int, message: str,
         updates.append(Condition(cond.READY, U, "ReconcilePaused", message, generation))
     merged = cond.merge(stored, updates, rfc3339(now))
     return {**old, "conditions": merged, "observedGeneration": generation,
-            "phase": cond.phase(merged, False), "state": state}
+            "phase": cond.phase(merged, deleting), "state": state}
 
 
 def _operation_since(machine: type[LifecycleMachine], old: Mapping[str, Any], source: str,
