@@ -32,7 +32,7 @@ def manifest(name: str, namespace: str = NAMESPACE) -> dict[str, Any]:
         "kind": DatabaseInstance.kind,
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
-            "forProvider": {"engine": "postgres", "storage_gb": 20},
+            "forProvider": {"engine": "postgres", "storageGB": 20},
             "writeConnectionSecretToRef": {"name": f"{name}-conn"},
         },
     }

@@ -206,7 +206,7 @@ def configure_database(
     if wanted.engine_version is not None:
         for_provider["version"] = wanted.engine_version
     if wanted.storage_gb is not None:
-        for_provider["storage_gb"] = wanted.storage_gb
+        for_provider["storageGB"] = wanted.storage_gb
 
 
 #: The portable, namespaced claim for a database.

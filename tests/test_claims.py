@@ -252,16 +252,16 @@ def test_scheduling_binds_to_a_class_matching_the_selector(
     world: Any, selector: dict, expected_class: str, storage: int
 ) -> None:
     world.apply_class(class_manifest("gold-b", labels={"tier": "gold", "zone": "b"},
-                                     storage_gb=200))
-    world.apply_class(class_manifest("gold-a", labels={"tier": "gold"}, storage_gb=100))
-    world.apply_class(class_manifest("silver", labels={"tier": "silver"}, storage_gb=10))
+                                     storageGB=200))
+    world.apply_class(class_manifest("gold-a", labels={"tier": "gold"}, storageGB=100))
+    world.apply_class(class_manifest("silver", labels={"tier": "silver"}, storageGB=10))
     world.apply(claim_manifest("app", "team-a", selector=selector))
     world.run()
     claim = world.claim("app", "team-a")
     assert claim["spec"]["classRef"] == {"name": expected_class}
     assert state(world, "app") == "bound"
     resource = world.resource_of("app", "team-a")
-    assert resource["spec"]["forProvider"]["storage_gb"] == storage
+    assert resource["spec"]["forProvider"]["storageGB"] == storage
     assert [e["reason"] for e in world.env.events("app")][:1] == ["ClassScheduled"]
 
 
@@ -335,7 +335,7 @@ def test_dynamic_provisioning_binds_when_ready_and_propagates_the_secret(world: 
     meta = resource["metadata"]
     assert (meta["namespace"], meta["name"]) == ("lifecycle-system", dynamic_name(claim))
     assert resource["spec"]["claimRef"]["uid"] == claim["metadata"]["uid"]
-    assert resource["spec"]["forProvider"] == {"engine": "postgres", "storage_gb": 50,
+    assert resource["spec"]["forProvider"] == {"engine": "postgres", "storageGB": 50,
                                                "size": "medium", "version": "16"}
     assert resource["status"]["state"] == "ready"
     secret = world.claim_secret("orders", "team-a")
@@ -392,7 +392,7 @@ def test_a_bad_portable_field_is_a_terminal_error_and_creates_nothing(world: Any
 @pytest.mark.parametrize(("class_ref", "make_class", "expected"), [
     ("missing", None, "ClassNotFound"),
     ("broken", {"reclaimPolicy": "Recycle"}, "InvalidClass"),
-    ("badparams", {"forProvider": {"storage_gb": "huge"}}, "InvalidClass"),
+    ("badparams", {"forProvider": {"storageGB": "huge"}}, "InvalidClass"),
 ])
 def test_class_problems_leave_the_claim_unbound(world: Any, class_ref: str,
                                                 make_class: dict | None, expected: str) -> None:

@@ -66,7 +66,7 @@ def lifecycle_run(env: Any, cloud: Any) -> None:
     env.run_until_idle()
     assert env.state(KIND, "db") == "ready"
     obj = env.get(KIND, "db")
-    obj["spec"]["forProvider"]["storage_gb"] = 40
+    obj["spec"]["forProvider"]["storageGB"] = 40
     env.api.replace(obj)
     env.run_until_idle()
     assert env.get(KIND, "db")["status"]["observedGeneration"] == 2
@@ -139,7 +139,7 @@ def test_nothing_the_postgres_kinds_write_is_pruned(postgres_server: Any) -> Non
     assert [env.state(k, n) for k, n in (("Role", "r"), ("Database", "d"), ("Grant", "g"))] \
         == ["ready"] * 3
     obj = env.get("Role", "r")
-    obj["spec"]["forProvider"]["connection_limit"] = 5
+    obj["spec"]["forProvider"]["connectionLimit"] = 5
     env.api.replace(obj)
     env.run_until_idle()
     server.stop()

@@ -54,7 +54,7 @@ def test_lifecycle_crds_prints_valid_structural_crds(capsys: pytest.CaptureFixtu
     assert spec["names"]["shortNames"] == ["dbi"] and "managed" in spec["names"]["categories"]
     schema = version["schema"]["openAPIV3Schema"]
     params = schema["properties"]["spec"]["properties"]["forProvider"]["properties"]
-    assert params["storage_gb"]["type"] == "integer" and params["version"]["nullable"] is True
+    assert params["storageGB"]["type"] == "integer" and params["version"]["nullable"] is True
     status = schema["properties"]["status"]["properties"]
     assert status["state"]["enum"] == list(DatabaseInstance.machine.table().states)
     assert {"conditions", "observedGeneration", "phase", "history", "externalName",

@@ -48,7 +48,7 @@ for_provider = st.one_of(
     json_values,
     st.fixed_dictionaries({}, optional={
         "engine": st.one_of(st.sampled_from(["postgres", "mysql", "oracle", ""]), json_values),
-        "storage_gb": st.one_of(st.integers(-5, 5000), json_values),
+        "storageGB": st.one_of(st.integers(-5, 5000), json_values),
         "size": st.one_of(st.sampled_from(["small", "large", "huge"]), json_values),
         "version": st.one_of(st.sampled_from(["15", "8.0", "99"]), json_values),
         "colour": json_values,

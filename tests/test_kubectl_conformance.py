@@ -80,7 +80,7 @@ def database(name: str, *, version: str = "16", storage_gb: Any = 20,
     return {"apiVersion": "db.lifecycle.dev/v1alpha1", "kind": "DatabaseInstance",
             "metadata": {"name": name},
             "spec": {"forProvider": {"engine": "postgres", "version": version,
-                                     "storage_gb": storage_gb, "size": "small"},
+                                     "storageGB": storage_gb, "size": "small"},
                      "writeConnectionSecretToRef": {"name": f"{name}-conn"}, **spec}}
 
 
@@ -240,7 +240,7 @@ def test_the_schema_check_of_the_examples_can_fail() -> None:
     bad["spec"]["forProvider"]["colour"] = "red"
     found = "\n".join(_schema_problems({k: v for k, v in bad.items() if k != "metadata"},
                                        schema, ""))
-    assert "spec.forProvider.storage_gb" in found
+    assert "spec.forProvider.storageGB" in found
     assert "spec.deletionPolicy" in found
     assert "spec.forProvider.colour" in found
 
@@ -300,14 +300,14 @@ def test_the_example_database_becomes_ready(cluster: Serve, namespace: str) -> N
 # ---------------------------------------------------------------- validation
 def test_wrong_type_in_for_provider_is_refused_with_422_naming_the_field(
         cluster: Serve, namespace: str) -> None:
-    """A string where the schema says integer: 422 Invalid naming spec.forProvider.storage_gb."""
+    """A string where the schema says integer: 422 Invalid naming spec.forProvider.storageGB."""
     result = apply(cluster, namespace, database("bad-type", storage_gb="twenty"), "-v=6",
                    check=False)
     err = status_of_failure(result)
     assert not result.ok, f"an invalid object was accepted\n{result}"
     assert "422" in err, f"expected a 422 response\n{result}"
     assert 'The DatabaseInstance "bad-type" is invalid' in err, result
-    assert "spec.forProvider.storage_gb" in err, result
+    assert "spec.forProvider.storageGB" in err, result
     assert "must be of type integer" in err, result
     missing = cluster.kubectl("get", "-n", namespace, "dbi/bad-type", check=False)
     assert not missing.ok and "NotFound" in missing.stderr, missing
@@ -349,12 +349,12 @@ def test_official_client_sees_the_422_status_with_field_causes(cluster: Serve,
     assert status["reason"] == "Invalid" and status["code"] == 422
     assert status["message"].startswith(
         'DatabaseInstance.db.lifecycle.dev "bad-client" is invalid: '
-        "spec.forProvider.storage_gb"), status["message"]
+        "spec.forProvider.storageGB"), status["message"]
     details = status["details"]
     assert (details["name"], details["group"], details["kind"]) == (
         "bad-client", "db.lifecycle.dev", "DatabaseInstance")
     fields = {c["field"]: c["reason"] for c in details["causes"]}
-    assert fields.get("spec.forProvider.storage_gb") == "FieldValueTypeInvalid", details
+    assert fields.get("spec.forProvider.storageGB") == "FieldValueTypeInvalid", details
 
 
 # ---------------------------------------------------------- get and printing
@@ -442,7 +442,7 @@ def test_server_side_dry_run_apply_changes_nothing(cluster: Serve, namespace: st
                     "dbi/steady")
     after = cluster.get_json("-n", namespace, "dbi/steady")
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
-    assert after["spec"]["forProvider"]["storage_gb"] == 20
+    assert after["spec"]["forProvider"]["storageGB"] == 20
     missing = cluster.kubectl("get", "-n", namespace, "dbi/ghost", check=False)
     assert not missing.ok and "NotFound" in missing.stderr, missing
     ghosts = [e for e in cluster.get_json("events", "-n", namespace)["items"]
@@ -460,11 +460,11 @@ def test_kubectl_diff_changes_nothing(cluster: Serve, namespace: str) -> None:
                               input=yaml.safe_dump(database("diffed", storage_gb=40)),
                               check=False)
     assert changed.returncode == 1, f"kubectl diff should report a difference\n{changed}"
-    assert re.search(r"^-\s+storage_gb: 20$", changed.stdout, re.M), changed
-    assert re.search(r"^\+\s+storage_gb: 40$", changed.stdout, re.M), changed
+    assert re.search(r"^-\s+storageGB: 20$", changed.stdout, re.M), changed
+    assert re.search(r"^\+\s+storageGB: 40$", changed.stdout, re.M), changed
     after = cluster.get_json("-n", namespace, "dbi/diffed")
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
-    assert after["spec"]["forProvider"]["storage_gb"] == 20
+    assert after["spec"]["forProvider"]["storageGB"] == 20
     same = cluster.kubectl("diff", "-n", namespace, "-f", "-",
                            input=yaml.safe_dump(database("diffed")), check=False)
     assert same.returncode == 0, f"kubectl diff of the applied manifest\n{same}"
@@ -631,9 +631,9 @@ def test_watch_streams_changes_of_the_selected_object(bare: Serve) -> None:
         body["metadata"]["namespace"] = namespace
         api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
     api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "watched",
-                                       {"spec": {"forProvider": {"storage_gb": 30}}})
+                                       {"spec": {"forProvider": {"storageGB": 30}}})
     api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "other",
-                                       {"spec": {"forProvider": {"storage_gb": 30}}})
+                                       {"spec": {"forProvider": {"storageGB": 30}}})
     api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "watched")
     seen = []
     stream = watch.Watch()

@@ -214,7 +214,7 @@ def test_role_database_and_grant_become_ready_with_connection_secrets(
 
     # Server defaults were late-initialised into the spec.
     params = env.get("Database", "db")["spec"]["forProvider"]
-    assert params == {"owner": server.user, "encoding": "UTF8", "connection_limit": -1}
+    assert params == {"owner": server.user, "encoding": "UTF8", "connectionLimit": -1}
     assert {"host", "port", "user", "database", "uri"} <= set(env.secret("db-conn"))
     assert env.secret("db-conn")["database"] == db
 
@@ -228,7 +228,7 @@ def test_role_database_and_grant_become_ready_with_connection_secrets(
 # --------------------------------------------------------------------- drift
 DRIFT = [
     # (kind, parameters, statement made by hand, transition expected, check on the server)
-    pytest.param("Role", {"connection_limit": 3},
+    pytest.param("Role", {"connectionLimit": 3},
                  "ALTER ROLE {} NOLOGIN CREATEROLE CONNECTION LIMIT 1", ("updating", "update"),
                  lambda server, name: role_attributes(server, name) == (True, False, False, 3),
                  id="role-altered"),
@@ -432,7 +432,7 @@ def test_unknown_encoding_is_a_clear_terminal_condition(
     ("Grant", {"role": "a", "database": "b", "privileges": ["DROP TABLE x; --"]},
      "unknown database privilege 'DROP TABLE x; --'"),
     ("Grant", {"role": "a", "database": "b", "privileges": []}, "at least one privilege"),
-    ("Role", {"connection_limit": -5}, "'connection_limit' must be -1"),
+    ("Role", {"connectionLimit": -5}, "'connectionLimit' must be -1"),
     ("Database", {"owner": ""}, "'owner' must be a non-empty string"),
 ])
 def test_invalid_parameters_are_rejected_before_any_sql(

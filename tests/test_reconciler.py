@@ -390,7 +390,7 @@ def test_invalid_spec_shape_is_a_clear_condition() -> None:
     with pytest.raises(Invalid) as refused:
         env.apply(manifest)
     assert [(c["field"], c["reason"]) for c in refused.value.causes] == [
-        ("spec.forProvider.storage_gb", "FieldValueTypeInvalid")]
+        ("spec.forProvider.storageGB", "FieldValueTypeInvalid")]
     assert not env.exists(KIND, "db")
     # Such an object can still be stored under an older CRD without validation.
     env.serve_lenient(KIND)

@@ -26,7 +26,7 @@ GROUP, VERSION, PLURAL = "db.lifecycle.dev", "v1alpha1", "databaseinstances"
 def database(name: str) -> dict[str, Any]:
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DatabaseInstance",
             "metadata": {"name": name, "namespace": "default"},
-            "spec": {"forProvider": {"engine": "postgres", "storage_gb": 20, "size": "small"},
+            "spec": {"forProvider": {"engine": "postgres", "storageGB": 20, "size": "small"},
                      "providerConfigRef": {"name": "default"},
                      "writeConnectionSecretToRef": {"name": f"{name}-connection"}}}
 

@@ -29,7 +29,7 @@ def conditions(obj: dict[str, Any]) -> dict[str, tuple[str, str]]:
 def instance(name: str = "db", **for_provider: Any) -> dict[str, Any]:
     return {"apiVersion": DBI, "kind": "DatabaseInstance",
             "metadata": {"name": name, "namespace": "default"},
-            "spec": {"forProvider": {"engine": "postgres", "storage_gb": 20, **for_provider}}}
+            "spec": {"forProvider": {"engine": "postgres", "storageGB": 20, **for_provider}}}
 
 
 def test_a_created_crd_is_established_and_serves_its_kind_with_its_schema() -> None:
@@ -51,8 +51,8 @@ def test_a_created_crd_is_established_and_serves_its_kind_with_its_schema() -> N
     assert "extra" not in created["spec"]["forProvider"]
     assert created["spec"]["deletionPolicy"] == "Delete"  # defaulted
     with pytest.raises(Invalid) as caught:
-        api.create(instance("bad", storage_gb="lots"))
-    assert caught.value.causes[0]["field"] == "spec.forProvider.storage_gb"
+        api.create(instance("bad", storageGB="lots"))
+    assert caught.value.causes[0]["field"] == "spec.forProvider.storageGB"
 
 
 def test_reapplying_the_same_crds_changes_nothing() -> None:

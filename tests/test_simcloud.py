@@ -518,9 +518,9 @@ def test_client_satisfies_protocol(client: DatabaseClient) -> None:
 
 def test_parameters_validate_types() -> None:
     with pytest.raises(TypeError):
-        DatabaseParameters(storage_gb="20")  # type: ignore[arg-type]
+        DatabaseParameters(storageGB="20")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        DatabaseParameters(storage_gb=True)
+        DatabaseParameters(storageGB=True)
     with pytest.raises(TypeError):
         DatabaseParameters(version=15)  # type: ignore[arg-type]
     assert DatabaseParameters().version is None
@@ -596,7 +596,7 @@ def test_up_to_date_detects_drift_and_spec_changes(cloud: SimCloud, client: Data
 def test_update_brings_instance_to_spec(cloud: SimCloud, client: DatabaseClient) -> None:
     client.create(resource())
     client.observe(resource())
-    wanted = resource(parameters=DatabaseParameters(storage_gb=80, size="medium"))
+    wanted = resource(parameters=DatabaseParameters(storageGB=80, size="medium"))
     client.update(wanted)
     obs = client.observe(wanted)  # the poll that completes the modification
     assert obs.up_to_date and obs.status is ProviderStatus.AVAILABLE
@@ -677,7 +677,7 @@ def test_error_mapping(
         "delete": client.delete,
     }[operation]
     with pytest.raises(HandledError) as info:
-        call(resource(parameters=DatabaseParameters(storage_gb=40)))
+        call(resource(parameters=DatabaseParameters(storageGB=40)))
     assert type(info.value) is expected
     assert info.value.reason == reason
     assert error.code in info.value.message
@@ -696,13 +696,13 @@ def test_update_of_invalid_spec_is_terminal(cloud: SimCloud, client: DatabaseCli
         client.update(resource(parameters=DatabaseParameters(engine="mysql")))
     assert info.value.reason == "InvalidParameter"
     with pytest.raises(TerminalError):
-        client.create(resource("db2", DatabaseParameters(storage_gb=2)))
+        client.create(resource("db2", DatabaseParameters(storageGB=2)))
 
 
 def test_update_while_busy_is_retryable(cloud: SimCloud, client: DatabaseClient) -> None:
     client.create(resource())
     with pytest.raises(ExternalError) as info:
-        client.update(resource(parameters=DatabaseParameters(storage_gb=40)))
+        client.update(resource(parameters=DatabaseParameters(storageGB=40)))
     assert info.value.reason == "ProviderBusy"
     assert not isinstance(info.value, TerminalError)
 

@@ -49,7 +49,7 @@ def database(app: dict[str, Any]) -> dict[str, Any]:
     db = app["spec"]["database"]
     return {"apiVersion": "db.lifecycle.dev/v1alpha1", "kind": "DatabaseInstance",
             "metadata": {"name": name},
-            "spec": {"forProvider": {"engine": db["engine"], "storage_gb": db["storageGB"]},
+            "spec": {"forProvider": {"engine": db["engine"], "storageGB": db["storageGB"]},
                      "writeConnectionSecretToRef": {"name": f"{name}-conn"}}}
 
 
@@ -198,7 +198,7 @@ def test_missing_children_are_created_owned_then_status_flows_up(world: Any) -> 
     assert config["data"] == {"theme": "dark", "logLevel": "info"}
     db = env.get("DatabaseInstance", "shop-db")
     # The server fills in the schema default for size, as a real one does.
-    assert db["spec"]["forProvider"] == {"engine": "postgres", "storage_gb": 20, "size": "small"}
+    assert db["spec"]["forProvider"] == {"engine": "postgres", "storageGB": 20, "size": "small"}
     for child in (config, db):
         ref = child["metadata"]["ownerReferences"][0]
         assert (ref["uid"], ref["kind"], ref["controller"]) == (uid, "DatabaseApp", True)
@@ -272,7 +272,7 @@ def test_a_spec_change_reaches_the_child(world: Any) -> None:
     obj["spec"] = {"database": {"storageGB": 40}}
     env.api.replace(obj)
     parent.reconcile("default", "shop")
-    assert env.get("DatabaseInstance", "shop-db")["spec"]["forProvider"]["storage_gb"] == 40
+    assert env.get("DatabaseInstance", "shop-db")["spec"]["forProvider"]["storageGB"] == 40
     settle_database(env)
     external = env.get("DatabaseInstance", "shop-db")["metadata"]["annotations"][
         "lifecycle.dev/external-name"]
@@ -284,7 +284,7 @@ def test_an_older_stored_version_is_converted_up_in_memory(world: Any) -> None:
     stored = env.api.create(app(version="v1alpha1", dbSize=50))
     parent.reconcile("default", "shop")
     db = env.get("DatabaseInstance", "shop-db")
-    assert db["spec"]["forProvider"]["storage_gb"] == 50
+    assert db["spec"]["forProvider"]["storageGB"] == 50
     assert db["metadata"]["ownerReferences"][0]["apiVersion"] == "apps.lifecycle.dev/v1alpha1"
     obj = env.api.get("apps.lifecycle.dev/v1alpha1", "DatabaseApp", "default", "shop")
     assert obj["spec"] == {"dbSize": 50}  # conversion and defaults are never written back

@@ -232,7 +232,7 @@ def test_a_corrected_name_is_taken_after_a_refusal() -> None:
 def test_an_invalid_spec_gets_no_finalizer_and_is_deletable() -> None:
     env, cloud = _env()
     manifest = database_manifest("db")
-    manifest["spec"]["forProvider"]["storage_gb"] = "lots"
+    manifest["spec"]["forProvider"]["storageGB"] = "lots"
     with pytest.raises(Invalid):
         env.apply(manifest)  # the kind's CRD refuses it ...
     env.serve_lenient(KIND)  # ... but one stored under an older CRD must be handled

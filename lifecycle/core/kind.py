@@ -27,6 +27,9 @@ OWNER = "lifecycle.dev/operator"
 EXTERNAL_NAME = "lifecycle.dev/external-name"
 #: The intent journal entry (JSON), written before every mutating external call.
 INTENT = "lifecycle.dev/intent"
+#: ``"true"`` asks to adopt an existing external resource not created by this object
+#: (honoured only where the operator allows adoption).
+ADOPT = "lifecycle.dev/adopt"
 
 #: Annotation on a connection Secret naming the uid of the resource it belongs to.
 OWNER_UID = "lifecycle.dev/owner-uid"
@@ -65,8 +68,11 @@ class Kind:
     def parse_parameters(self, spec: Any) -> Any:
         """Build the typed parameters from ``spec.forProvider``.
 
-        Raises :class:`TerminalError` (reason ``InvalidSpec``) naming the
-        offending field, never with a traceback's worth of detail.
+        Each field is read under its spec key: its attrs ``alias`` when one is
+        set (``storageGB`` for ``storage_gb``), else its name, as the CRD
+        generator names it. Raises :class:`TerminalError` (reason
+        ``InvalidSpec``) naming the offending field as the spec spells it,
+        never with a traceback's worth of detail.
         """
         if not isinstance(spec, Mapping):
             raise TerminalError("spec must be an object")
@@ -75,14 +81,27 @@ class Kind:
             data = {}
         if not isinstance(data, Mapping):
             raise TerminalError("spec.forProvider must be an object")
-        known = attrs.fields_dict(self.parameters)
-        unknown = sorted(str(k) for k in data if k not in known)
+        known = spec_keys(self.parameters)
+        unknown = sorted(str(k) for k in data if k not in known.values())
         if unknown:
             raise TerminalError(f"unknown field(s) in spec.forProvider: {', '.join(unknown)}")
         try:
             return self.parameters(**data)
         except (TypeError, ValueError) as exc:
-            raise TerminalError(f"invalid spec.forProvider: {_short(exc)}") from None
+            message = _short(exc)
+            for name, key in known.items():
+                if name != key:
+                    message = message.replace(f"'{name}'", f"'{key}'")
+            raise TerminalError(f"invalid spec.forProvider: {message}") from None
+
+    def to_spec(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """``values`` keyed by parameter attribute name, re-keyed as ``spec.forProvider`` spells
+        them (each field's alias); keys that already are spec keys, or name no field, are kept.
+
+        Used to write provider defaults (``Observation.late_init``) back into the spec.
+        """
+        keys = spec_keys(self.parameters)
+        return {keys.get(str(k), str(k)): v for k, v in values.items()}
 
     def external_name(self, obj: Mapping[str, Any]) -> str:
         """The external name to claim: the annotation if a user set it, else name-uid8."""
@@ -137,6 +156,15 @@ def check_references(obj: Mapping[str, Any]) -> None:
             if value is not None and (not isinstance(value, str) or not value):
                 raise TerminalError(f"spec.{field}.{key} must be a non-empty string",
                                     reason="InvalidReference")
+
+
+def spec_keys(parameters: type) -> dict[str, str]:
+    """Attribute name -> key in ``spec.forProvider`` for each init field of an attrs class.
+
+    The key is the field's attrs ``alias`` when it has one, else its name.
+    """
+    return {f.name: getattr(f, "alias", None) or f.name
+            for f in attrs.fields(parameters) if f.init}
 
 
 def connection_secret_ref(obj: Mapping[str, Any]) -> tuple[str, str]:

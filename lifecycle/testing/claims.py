@@ -143,7 +143,7 @@ def class_manifest(
     api_version, kind = (DATABASE_CLASS if class_kind is None
                          else (class_kind.api_version, class_kind.kind))
     template: dict[str, Any] = {
-        "forProvider": {"engine": "postgres", "storage_gb": 20, **for_provider},
+        "forProvider": {"engine": "postgres", "storageGB": 20, **for_provider},
         "providerConfigRef": {"name": provider_config},
         "reclaimPolicy": reclaim_policy,
     }

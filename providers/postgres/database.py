@@ -1,6 +1,6 @@
 """The Database kind's client: a database's owner, encoding and connection limit.
 
-``owner``, ``encoding`` and ``connection_limit`` left unset take the
+``owner``, ``encoding`` and ``connectionLimit`` left unset take the
 server's defaults, which ``observe`` reports through ``late_init`` so the
 engine writes them back into the spec. ``template`` is used only when the
 database is created (PostgreSQL does not remember it). The encoding of an
@@ -60,7 +60,7 @@ class DatabaseClient(SqlClient):
         return Observation(
             exists=True,
             up_to_date=up_to_date,
-            late_init={"owner": owner, "encoding": encoding, "connection_limit": limit},
+            late_init={"owner": owner, "encoding": encoding, "connectionLimit": limit},
             connection=self.server.connection_details(want.owner or owner, None, name),
             observed=observed,
         )

@@ -39,8 +39,9 @@ def flag(default: bool) -> Any:
 
 
 def connection_limit(default: int | None) -> Any:
-    """A connection limit: -1 for none, else a count; None leaves it to the server."""
-    return attrs.field(default=default, validator=_connection_limit)
+    """A connection limit (spec key ``connectionLimit``): -1 for none, else a count; None
+    leaves it to the server."""
+    return attrs.field(default=default, validator=_connection_limit, alias="connectionLimit")
 
 
 def name(*, required: bool = False) -> Any:

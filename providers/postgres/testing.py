@@ -258,10 +258,15 @@ def manifest(kind: str, name: str, *, namespace: str = "default",
              **parameters: Any) -> dict[str, Any]:
     """A Role, Database or Grant manifest; ``parameters`` become ``spec.forProvider``.
 
+    A parameter may be given by its Python name (``connection_limit``) or its
+    spec key (``connectionLimit``); it is written under its spec key.
+
     Roles and databases write their connection Secret to ``<name>-conn``;
     ``external_name`` sets the PostgreSQL name (default ``<name>-<uid8>``).
     """
-    spec: dict[str, Any] = {"forProvider": parameters}
+    known = {k.kind: k for k, _ in kinds()}
+    spec: dict[str, Any] = {
+        "forProvider": known[kind].to_spec(parameters) if kind in known else parameters}
     if kind != "Grant":
         spec["writeConnectionSecretToRef"] = {"name": f"{name}-conn"}
     if deletion_policy is not None:

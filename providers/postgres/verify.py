@@ -257,7 +257,7 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
         if kind.kind == "Role":
             params["createdb"] = True
         elif kind.kind == "Database":
-            params["connection_limit"] = 5
+            params["connectionLimit"] = 5
         else:
             params["privileges"] = ["CONNECT", "CREATE"]
         return changed

@@ -53,9 +53,9 @@ def run_claim_demo(out: TextIO = sys.stdout) -> bool:
                 say(f"   {step.kind:<16} {where:<42} {step.before or '-':>9} -> {after}")
 
     say("== administrator: two DatabaseInstanceClasses (reclaim policy Delete)")
-    world.apply_class(class_manifest("standard", default=True, storage_gb=20))
+    world.apply_class(class_manifest("standard", default=True, storageGB=20))
     world.apply_class(class_manifest("fast", labels={"tier": "fast"}, size="large",
-                                     storage_gb=100))
+                                     storageGB=100))
     world.env.namespace(NAMESPACE)
 
     say(f"== application team: DatabaseClaim {NAMESPACE}/{CLAIM} asks for tier=fast, "

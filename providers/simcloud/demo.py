@@ -34,13 +34,13 @@ class Expectation:
 
 
 RESOURCES = (
-    Expectation("orders", {"engine": "postgres", "storage_gb": 20},
+    Expectation("orders", {"engine": "postgres", "storageGB": 20},
                 ("creating", "ready", "updating", "deleting")),
-    Expectation("users", {"engine": "postgres", "storage_gb": 50},
+    Expectation("users", {"engine": "postgres", "storageGB": 50},
                 ("creating", "ready", "failed", "deleting")),
-    Expectation("analytics", {"engine": "mysql", "storage_gb": 100, "size": "large"},
+    Expectation("analytics", {"engine": "mysql", "storageGB": 100, "size": "large"},
                 ("creating", "ready", "deleting")),
-    Expectation("sessions", {"engine": "mysql", "storage_gb": 10},
+    Expectation("sessions", {"engine": "mysql", "storageGB": 10},
                 ("creating", "ready", "deleting")),
 )
 
@@ -138,7 +138,7 @@ def run_demo(out: TextIO = sys.stdout, *, pace: float = 0.4, live: bool | None =
 
     display.banner("editing orders: storage 20 -> 80 GB (Updating)")
     orders = env.get(KIND, "orders")
-    orders["spec"]["forProvider"]["storage_gb"] = 80
+    orders["spec"]["forProvider"]["storageGB"] = 80
     env.apply(orders)
     settle(lambda: "updating" in display.paths["orders"] and all_in("ready")())
 

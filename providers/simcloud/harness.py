@@ -30,9 +30,14 @@ def database_manifest(
     deletion_policy: str | None = None,
     **parameters: Any,
 ) -> dict[str, Any]:
-    """A DatabaseInstance manifest: ``parameters`` go to ``spec.forProvider``."""
+    """A DatabaseInstance manifest: ``parameters`` go to ``spec.forProvider``.
+
+    A parameter may be given by its Python name (``storage_gb``) or its spec
+    key (``storageGB``); it is written under its spec key.
+    """
     spec: dict[str, Any] = {
-        "forProvider": {"engine": "postgres", "storage_gb": 20, **parameters},
+        "forProvider": {"engine": "postgres", "storageGB": 20,
+                        **DatabaseInstance.to_spec(parameters)},
         "writeConnectionSecretToRef": {"name": f"{name}-conn"},
     }
     if deletion_policy is not None:

@@ -50,7 +50,7 @@ def simcloud_target(kind: Kind, label: str = "") -> Target:
     def update(data: dict[str, Any]) -> dict[str, Any]:
         changed = json.loads(json.dumps(data))
         params = changed["spec"]["forProvider"]
-        params["storage_gb"] = int(params.get("storage_gb", 20)) + 20
+        params["storageGB"] = int(params.get("storageGB", 20)) + 20
         return changed
 
     return Target(kind, system, manifest, update, label=label)
