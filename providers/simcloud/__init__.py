@@ -748,7 +748,8 @@ class DatabaseParameters:
     """
 
     engine: str = attrs.field(default="postgres", validator=attrs.validators.instance_of(str))
-    storage_gb: int = attrs.field(default=20, validator=attrs.validators.instance_of(int))
+    storage_gb: int = attrs.field(default=20, validator=attrs.validators.instance_of(int),
+                                  alias="storageGB")
     size: str = attrs.field(default="small", validator=attrs.validators.instance_of(str))
     version: str | None = attrs.field(
         default=None,
