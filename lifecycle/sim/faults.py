@@ -31,7 +31,9 @@ class Fault:
     """One injected fault: on matching calls, wait ``latency`` seconds then raise ``error``.
 
     ``kind`` ``None`` matches every kind. ``times`` ``None`` means unlimited;
-    ``fired`` counts how often the fault has triggered.
+    ``fired`` counts how often the fault has triggered. ``object_name``, when
+    set, limits the fault to calls about the object of that name (calls that
+    pass no name never match it).
     """
 
     verb: str
@@ -42,6 +44,7 @@ class Fault:
     latency: float = 0.0
     name: str | None = None
     fired: int = 0
+    object_name: str | None = None
 
     @property
     def exhausted(self) -> bool:
@@ -82,6 +85,7 @@ class FaultInjector:
         times: int | None = None,
         latency: float = 0.0,
         name: str | None = None,
+        object_name: str | None = None,
     ) -> Fault:
         """Add a fault on ``verb`` (``*`` for every verb) and return it for later removal."""
         if verb != "*" and verb not in VERBS:
@@ -90,7 +94,8 @@ class FaultInjector:
             raise ValueError("probability must be within [0, 1]")
         if latency < 0:
             raise ValueError("latency must not be negative")
-        fault = Fault(verb, kind, error, probability, times, latency, name)
+        fault = Fault(verb, kind, error, probability, times, latency, name,
+                      object_name=object_name)
         with self._lock:
             self._faults.append(fault)
         return fault
@@ -123,14 +128,16 @@ class FaultInjector:
         with self._lock:
             self._drop_hooks.append(hook)
 
-    def check(self, verb: str, kind: str | None) -> None:
-        """Trigger the first matching fault for a call: sleep, then raise its error."""
+    def check(self, verb: str, kind: str | None, name: str | None = None) -> None:
+        """Trigger the first matching fault for a call (about object ``name``): sleep, raise."""
         if not self._faults:
             return
         triggered: Fault | None = None
         with self._lock:
             for fault in self._faults:
                 if fault.verb not in ("*", verb) or fault.kind not in (None, kind):
+                    continue
+                if fault.object_name is not None and fault.object_name != name:
                     continue
                 if fault.exhausted:
                     continue

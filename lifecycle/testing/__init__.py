@@ -1,8 +1,11 @@
 """The test harness: drive lifecycle machines from tests, on the embedded API.
 
-The names below are loaded on first use from :mod:`lifecycle.testing.harness`,
-so importing this package (as the pytest plugin does) costs nothing until a
-test asks for the harness.
+The names below are loaded on first use from the modules of this package
+(:mod:`~lifecycle.testing.harness`, :mod:`~lifecycle.testing.queue`,
+:mod:`~lifecycle.testing.faults`, :mod:`~lifecycle.testing.history`,
+:mod:`~lifecycle.testing.claims`), so importing this package (as the pytest
+plugin does) costs nothing until a test asks for the harness. The reference,
+with an example of each name, is ``docs/harness.md``.
 """
 
 from __future__ import annotations
@@ -11,10 +14,20 @@ import importlib
 from typing import Any
 
 _HOMES = {
-    "VirtualClock": "lifecycle.testing.harness",
-    "Step": "lifecycle.testing.harness",
-    "Backoff": "lifecycle.testing.harness",
+    "VirtualClock": "lifecycle.testing.queue",
+    "Step": "lifecycle.testing.queue",
+    "Backoff": "lifecycle.testing.queue",
+    "Queued": "lifecycle.testing.queue",
+    "NotSettled": "lifecycle.testing.queue",
     "Environment": "lifecycle.testing.harness",
+    "DEFAULT_MAX_ATTEMPTS": "lifecycle.testing.harness",
+    "merge_applied": "lifecycle.testing.harness",
+    "History": "lifecycle.testing.history",
+    "DEFAULT_LIMIT": "lifecycle.testing.history",
+    "ApiFaults": "lifecycle.testing.faults",
+    "ClaimEnvironment": "lifecycle.testing.claims",
+    "claim_manifest": "lifecycle.testing.claims",
+    "class_manifest": "lifecycle.testing.claims",
 }
 
 __all__ = sorted(_HOMES)

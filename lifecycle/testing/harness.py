@@ -18,26 +18,46 @@ ever sleeps. Requeue-now items run first, then the earliest due item.
 from __future__ import annotations
 
 import base64
-import heapq
-import itertools
+import copy
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import attrs
 import yaml
 
 from lifecycle.core.conditions import get as get_condition
 from lifecycle.core.decide import ReconcilePolicy
 from lifecycle.core.errors import UnhandledError
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
-from lifecycle.core.values import Condition, Result, ResultKind
+from lifecycle.core.values import Condition, Result
 from lifecycle.driver.crds import crds
 from lifecycle.kube.errors import NotFound
 from lifecycle.runtime.contract import Connector
 from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.crds import CRD, apply_crd
+from lifecycle.testing.faults import ApiFaults, FaultyAPI
+from lifecycle.testing.history import DEFAULT_LIMIT, History
+from lifecycle.testing.queue import (
+    Backoff,
+    Key,
+    NotSettled,
+    Queued,
+    Step,
+    VirtualClock,
+    VirtualQueue,
+)
+
+__all__ = ["DEFAULT_BACKOFF", "DEFAULT_MAX_ATTEMPTS", "Backoff", "Environment", "NotSettled",
+           "Queued", "Step", "VirtualClock", "merge_applied"]
+
+#: Failed reconciles in a row after which :meth:`Environment.run_until_idle` gives up on an object.
+DEFAULT_MAX_ATTEMPTS = 20
+
+#: The queue's backoff unless told otherwise: 1 s doubling to 60 s, the operator's default.
+DEFAULT_BACKOFF = Backoff()
+
+#: Top-level fields :meth:`Environment.apply` never merges (metadata is merged field by field).
+_NOT_APPLIED = frozenset({"apiVersion", "kind", "metadata", "status"})
 
 #: The schema :meth:`Environment.serve_lenient` serves: ``spec`` and ``status`` keep anything.
 _LENIENT_SCHEMA: dict[str, Any] = {
@@ -51,46 +71,30 @@ _LENIENT_SCHEMA: dict[str, Any] = {
 }
 
 
-class VirtualClock:
-    """A clock that moves only when told; the harness advances it to the next due item."""
+def merge_applied(current: Mapping[str, Any], last: Mapping[str, Any] | None,
+                  manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """``kubectl apply``'s three-way merge of one mapping (lists are replaced whole).
 
-    def __init__(self, start: datetime | None = None) -> None:
-        self.current = start or datetime(2026, 1, 1, tzinfo=UTC)
-
-    def now(self) -> datetime:
-        """The current virtual time."""
-        return self.current
-
-    def advance(self, seconds: float) -> None:
-        """Move forward by ``seconds``."""
-        self.current += timedelta(seconds=max(0.0, seconds))
-
-
-@attrs.frozen
-class Step:
-    """One reconcile the harness ran: its key, result, and the state before and after."""
-
-    kind: str
-    namespace: str | None
-    name: str
-    time: datetime
-    before: str | None
-    after: str | None
-    result: Result | None
-    error: str | None = None
-
-
-@attrs.frozen
-class Backoff:
-    """Per-item exponential backoff of the simulated work queue (seconds)."""
-
-    base: float = 1.0
-    cap: float = 60.0
-
-    def delay(self, failures: int, at_least: float = 0.0) -> float:
-        """The delay after ``failures`` consecutive failures, never below ``at_least``."""
-        exponent = min(max(0, failures - 1), 64)  # 2**64 s is past any cap
-        return max(at_least, min(self.cap, self.base * 2.0**exponent))
+    Fields of ``manifest`` are set (``None`` removes one); fields the last
+    applied manifest ``last`` had and ``manifest`` no longer has are removed;
+    every other field of ``current`` (one the engine or someone else wrote)
+    is kept.
+    """
+    last = last or {}
+    merged = dict(current)
+    for key in last:
+        if key not in manifest:
+            merged.pop(key, None)
+    for key, value in manifest.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, Mapping):
+            base, before = merged.get(key), last.get(key)
+            merged[key] = merge_applied(base if isinstance(base, Mapping) else {},
+                                        before if isinstance(before, Mapping) else None, value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
 
 
 class Environment:
@@ -107,14 +111,19 @@ class Environment:
         *,
         operator_id: str | None = None,
         default_policy: ReconcilePolicy = ReconcilePolicy.MANAGE,
-        backoff: Backoff = Backoff(),
+        backoff: Backoff = DEFAULT_BACKOFF,
         api: EmbeddedAPI | None = None,
         clock: VirtualClock | None = None,
         seed: int = 0,
         lenient: Sequence[str] = (),
+        history: int | None = DEFAULT_LIMIT,
     ) -> None:
         self.clock = clock or VirtualClock()
         self.api = api or EmbeddedAPI(clock=self.clock.now, seed=seed)
+        #: Faults of the engine's API calls (:class:`~lifecycle.testing.faults.ApiFaults`).
+        self.faults = ApiFaults(seed)
+        #: The API as the reconcilers see it: :attr:`faults` first, then :attr:`api`.
+        self.operator_api = FaultyAPI(self.api, self.faults)
         # Every kind is served from its generated CRD, as on a cluster: unknown
         # fields are pruned, defaults applied and invalid objects refused (422).
         for doc in crds([kind for kind, _ in kinds]):
@@ -126,16 +135,14 @@ class Environment:
         for kind, connector in kinds:
             self.kinds[kind.kind] = kind
             self.reconcilers[kind.kind] = Reconciler(
-                self.api, kind, connector, operator_id=operator_id,
+                self.operator_api, kind, connector, operator_id=operator_id,
                 default_policy=default_policy, clock=self.clock.now,
             )
         self.backoff = backoff
-        self.steps: list[Step] = []
-        self._due: dict[tuple[str, str | None, str], tuple[float, str]] = {}
-        self._heap: list[tuple[float, int, tuple[str, str | None, str]]] = []
-        self._seq = itertools.count()
-        self._failures: dict[tuple[str, str | None, str], int] = {}
-        self._elapsed = 0.0
+        #: The newest reconciles run (``history`` of them; ``None`` keeps all), oldest first.
+        self.steps: History[Step] = History(history)
+        self._queue = VirtualQueue(backoff, self.clock)
+        self._applied: dict[Key, dict[str, Any]] = {}
 
     # ----------------------------------------------------------------- CRDs
     def serve_lenient(self, kind: str) -> dict[str, Any]:
@@ -177,20 +184,33 @@ class Environment:
         namespace: str = "default",
         spec: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Create a ProviderConfig (extra ``spec`` fields merged in) and its credentials Secret."""
+        """Create or update a ProviderConfig (extra ``spec`` fields merged in) and its Secret.
+
+        The Secret ``<name>-credentials`` in ``namespace`` holds ``credentials``
+        (an access key pair by default). Calling it again for the same name
+        replaces both, so it is safe after an environment that made one.
+        """
         creds = dict(credentials or {"accessKeyId": "AKIDEXAMPLE", "secretAccessKey": "s3cr3t"})
         secret_name = f"{name}-credentials"
-        self.api.create({
+        self._put({
             "apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": secret_name, "namespace": namespace},
             "data": {k: base64.b64encode(v.encode()).decode() for k, v in creds.items()},
-        })
-        return self.api.create({
+        }, namespace)
+        return self._put({
             "apiVersion": PROVIDER_CONFIG_API, "kind": PROVIDER_CONFIG_KIND,
             "metadata": {"name": name},
             "spec": {**(spec or {}),
                      "credentials": {"secretRef": {"name": secret_name, "namespace": namespace}}},
-        })
+        }, None)
+
+    def _put(self, body: dict[str, Any], namespace: str | None) -> dict[str, Any]:
+        try:
+            current = self.api.get(body["apiVersion"], body["kind"], namespace,
+                                   body["metadata"]["name"])
+        except NotFound:
+            return self.api.create(body)
+        return self.api.replace({**body, "metadata": current["metadata"]})
 
     def namespace(self, name: str, annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
         """Create (or annotate) a namespace."""
@@ -205,29 +225,41 @@ class Environment:
         return self.api.replace(ns)
 
     def apply(self, manifest: Mapping[str, Any] | str) -> dict[str, Any]:
-        """Create the object, or update its spec, labels and annotations; enqueue it.
+        """Create the object or merge the manifest into it, as ``kubectl apply`` does; enqueue it.
 
-        ``manifest`` is a dict or YAML text. Annotations set to ``None`` are removed.
+        ``manifest`` is a dict or YAML text. On an existing object the fields
+        the manifest sets are written, the fields the previous ``apply`` set
+        and this one leaves out are removed, and every other field is kept:
+        spec fields the engine late-initialised survive re-applying the same
+        manifest. This holds for ``spec`` and every other top-level field but
+        ``status``, and for ``metadata.labels`` and ``metadata.annotations``;
+        a ``None`` value removes a field. Lists are replaced whole.
         """
-        data = yaml.safe_load(manifest) if isinstance(manifest, str) else dict(manifest)
+        data = copy.deepcopy(yaml.safe_load(manifest) if isinstance(manifest, str)
+                             else dict(manifest))
         meta = data["metadata"]
         namespace = meta.get("namespace", "default") if self._namespaced(data["kind"]) else None
         if namespace is not None:
             meta["namespace"] = namespace
+        key = (data["kind"], namespace, meta["name"])
         try:
             current = self.api.get(data["apiVersion"], data["kind"], namespace, meta["name"])
         except NotFound:
-            meta["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items()
-                                   if v is not None}
-            obj = self.api.create(data)
+            created = merge_applied({}, None, data)
+            created["metadata"].setdefault("annotations", {})
+            obj = self.api.create(created)
         else:
-            cmeta = current["metadata"]
-            annotations = {**(cmeta.get("annotations") or {}), **(meta.get("annotations") or {})}
-            cmeta["annotations"] = {k: v for k, v in annotations.items() if v is not None}
-            cmeta["labels"] = {**(cmeta.get("labels") or {}), **(meta.get("labels") or {})}
-            if "spec" in data:
-                current["spec"] = data["spec"]
-            obj = self.api.replace(current)
+            last = self._applied.get(key, {})
+            cmeta, lmeta = current["metadata"], last.get("metadata") or {}
+            for field in ("labels", "annotations"):
+                cmeta[field] = merge_applied(cmeta.get(field) or {}, lmeta.get(field),
+                                             meta.get(field) or {})
+            body = merge_applied({k: v for k, v in current.items() if k not in _NOT_APPLIED},
+                                 {k: v for k, v in last.items() if k not in _NOT_APPLIED},
+                                 {k: v for k, v in data.items() if k not in _NOT_APPLIED})
+            merged = {k: v for k, v in current.items() if k in _NOT_APPLIED}
+            obj = self.api.replace({**merged, **body})
+        self._applied[key] = data
         self.enqueue(data["kind"], meta["name"], namespace)
         return obj
 
@@ -269,7 +301,13 @@ class Environment:
     def history(
         self, kind: str, name: str, namespace: str | None = "default"
     ) -> list[tuple[str, str, str]]:
-        """The recorded transitions as (from, to, event)."""
+        """The transitions recorded in ``status.history`` as (from, to, event), oldest first.
+
+        Only changes of state are recorded there (the machine's last ten by
+        default): a self-transition (``wait`` in Creating, ``available`` in
+        Ready) changes nothing and is not. Every pass, self-transitions
+        included, is in :attr:`steps` (``before == after``).
+        """
         obj = self.get(kind, name, namespace)
         return [(h["from"], h["to"], h["event"])
                 for h in (obj.get("status") or {}).get("history") or []]
@@ -294,19 +332,19 @@ class Environment:
     def enqueue(self, kind: str, name: str, namespace: str | None = "default",
                 after: float = 0.0, reason: str = "Event") -> None:
         """Schedule a reconcile ``after`` virtual seconds from now (earliest wins)."""
-        key = (kind, namespace, name)
-        due = self._elapsed + after
-        current = self._due.get(key)
-        if current is not None and current[0] <= due:
-            return
-        self._due[key] = (due, reason)
-        heapq.heappush(self._heap, (due, next(self._seq), key))
+        self._queue.add((kind, namespace, name), after, reason)
 
     def reconcile(self, kind: str, name: str, namespace: str | None = "default") -> Step:
-        """Run one reconcile now, apply its result to the queue, and return the step."""
+        """Run one reconcile now, apply its result to the queue, and return the step.
+
+        An API error the engine does not handle (any but NotFound, and a
+        fault of :attr:`faults`) ends the step with ``error`` set and the key
+        retried with backoff, as the operator does. Any other exception (a
+        bug) propagates, so the test fails.
+        """
         ns = namespace if self._namespaced(kind) else None
         key = (kind, ns, name)
-        self._due.pop(key, None)
+        self._queue.take(key)
         before = self._state_or_none(kind, name, ns)
         reconciler = self.reconcilers[kind]
         error = None
@@ -318,65 +356,76 @@ class Environment:
         after = self._state_or_none(kind, name, ns)
         step = Step(kind, ns, name, self.clock.now(), before, after, result, error)
         self.steps.append(step)
-        self._schedule(key, result)
+        self._queue.settle(key, result, error)
         return step
 
-    def _schedule(self, key: tuple[str, str | None, str], result: Result | None) -> None:
-        kind, ns, name = key
-        if result is None or result.kind is ResultKind.BACKOFF:
-            failures = self._failures.get(key, 0) + 1
-            self._failures[key] = failures
-            at_least = result.after if result is not None else 0.0
-            self.enqueue(kind, name, ns, self.backoff.delay(failures, at_least), "Backoff")
-            return
-        self._failures.pop(key, None)
-        if result.kind is ResultKind.REQUEUE_NOW:
-            self.enqueue(kind, name, ns, 0.0, "Now")
-        elif result.kind is ResultKind.REQUEUE_AFTER:
-            self.enqueue(kind, name, ns, result.after, result.reason or "After")
-
     def pending(self) -> dict[tuple[str, str | None, str], tuple[float, str]]:
-        """Queued keys with their virtual due time and reason."""
-        return dict(self._due)
+        """Queued keys with their virtual due time (seconds since the start) and reason."""
+        return dict(self._queue.due)
 
-    def run_until_idle(self, max_steps: int = 10_000, horizon: float = 24 * 3600.0) -> list[Step]:
-        """Run queued reconciles in due order until only Ready polls remain.
+    def queued(self, kind: str, name: str, namespace: str | None = "default") -> Queued | None:
+        """Where the object stands in the queue: next due time, reason, failed attempts.
 
-        Raises ``AssertionError`` if the queue does not settle within
-        ``max_steps`` reconciles or ``horizon`` virtual seconds.
+        ``None`` when it is not queued (done, or never enqueued).
+        """
+        ns = namespace if self._namespaced(kind) else None
+        return self._queue.queued((kind, ns, name))
+
+    def retrying(self) -> list[Queued]:
+        """Every queued object whose last reconcile failed, most attempts first."""
+        found = [q for q in map(self._queue.queued, list(self._queue.due)) if q and q.attempts]
+        return sorted(found, key=lambda q: (-q.attempts, q.kind, q.namespace or "", q.name))
+
+    def run_until_idle(self, max_steps: int = 10_000, horizon: float = 24 * 3600.0,
+                       max_attempts: int | None = DEFAULT_MAX_ATTEMPTS) -> list[Step]:
+        """Run queued reconciles in due order until only Ready polls remain; return them.
+
+        Raises :class:`NotSettled` (an ``AssertionError``) with a summary
+        naming every object still queued, its failed attempts and its last
+        error when an object has failed ``max_attempts`` reconciles in a row
+        (``None``: never), when ``max_steps`` reconciles ran, or when the next
+        one is due more than ``horizon`` virtual seconds after the call.
         """
         ran: list[Step] = []
-        while self._due:
-            if all(reason == "Poll" for _, reason in self._due.values()):
+        limit = self._queue.elapsed + horizon
+        while self._queue.due:
+            if all(reason == "Poll" for _, reason in self._queue.due.values()):
                 return ran
-            due, _, key = heapq.heappop(self._heap)
-            current = self._due.get(key)
-            if current is None or current[0] != due:
-                continue  # superseded entry
-            if due > horizon:
-                raise AssertionError(f"queue did not settle within {horizon}s: {self._due}")
-            if due > self._elapsed:
-                self.clock.advance(due - self._elapsed)
-                self._elapsed = due
+            popped = self._queue.next_due()
+            if popped is None:
+                break
+            due, key = popped
+            if due > limit:
+                self._queue.push_back(due, key)
+                raise self._not_settled(f"queue did not settle within {horizon:g}s")
+            self._queue.move_to(due)
             ran.append(self.reconcile(key[0], key[2], key[1]))
+            if max_attempts is not None and self._queue.attempts(key) >= max_attempts:
+                raise self._not_settled(
+                    f"queue did not settle: {key[0]} {key[2]} failed {max_attempts} "
+                    "reconciles in a row")
             if len(ran) >= max_steps:
-                raise AssertionError(f"queue did not settle in {max_steps} steps: {self._due}")
+                raise self._not_settled(f"queue did not settle in {max_steps} steps")
         return ran
+
+    def _not_settled(self, headline: str) -> NotSettled:
+        queued = [q for q in map(self._queue.queued, list(self._queue.due))
+                  if q is not None and q.reason != "Poll"]
+        queued.sort(key=lambda q: (-q.attempts, q.delay, q.kind, q.namespace or "", q.name))
+        lines = [q.describe() for q in queued[:20]]
+        if len(queued) > 20:
+            lines.append(f"... and {len(queued) - 20} more")
+        return NotSettled("\n  ".join([f"{headline}; still queued:", *lines]), queued)
 
     def advance(self, seconds: float) -> list[Step]:
         """Move virtual time forward, running every reconcile that falls due on the way."""
-        target = self._elapsed + seconds
+        target = self._queue.elapsed + seconds
         ran: list[Step] = []
-        while self._heap and self._heap[0][0] <= target:
-            due, _, key = heapq.heappop(self._heap)
-            current = self._due.get(key)
-            if current is None or current[0] != due:
-                continue
-            self.clock.advance(due - self._elapsed)
-            self._elapsed = due
+        while (popped := self._queue.next_due(target)) is not None:
+            due, key = popped
+            self._queue.move_to(due)
             ran.append(self.reconcile(key[0], key[2], key[1]))
-        self.clock.advance(target - self._elapsed)
-        self._elapsed = target
+        self._queue.move_to(target)
         return ran
 
     # ------------------------------------------------------------- helpers

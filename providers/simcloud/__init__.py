@@ -16,6 +16,7 @@ cloud's own exceptions into :mod:`lifecycle.core.errors`.
 
 from __future__ import annotations
 
+import collections
 import copy
 import random
 import threading
@@ -34,6 +35,7 @@ from lifecycle.core.errors import (
 )
 from lifecycle.core.values import Creation, Observation, ProviderStatus
 from lifecycle.runtime.contract import ManagedResource, ProviderConfig
+from lifecycle.testing.history import DEFAULT_LIMIT, History
 
 # --------------------------------------------------------------------------
 # The cloud's own exceptions (what a cloud SDK would raise)
@@ -269,7 +271,9 @@ class SimCloud:
     No fault ever happens after an operation has changed anything.
 
     ``credentials`` maps accepted access key ids to their secrets; ``None``
-    accepts any non-empty pair.
+    accepts any non-empty pair. ``call_log`` is how many of the newest calls
+    :attr:`calls` keeps (``None``: all of them); :meth:`count` counts every
+    call, kept or not.
     """
 
     def __init__(
@@ -289,6 +293,7 @@ class SimCloud:
         retry_after: float = 1.0,
         latency: float = 0.0,
         credentials: Mapping[str, str] | None = None,
+        call_log: int | None = DEFAULT_LIMIT,
     ) -> None:
         for label, polls in (
             ("create_polls", create_polls),
@@ -321,8 +326,9 @@ class SimCloud:
             retry_after=retry_after,
             latency=latency,
         )
-        #: Every API call made, in order.
-        self.calls: list[CloudCall] = []
+        #: The newest API calls made (``call_log`` of them), oldest first.
+        self.calls: History[CloudCall] = History(call_log)
+        self._counts: collections.Counter[tuple[str, str, bool]] = collections.Counter()
 
     def __repr__(self) -> str:
         return f"SimCloud(instances={len(self._instances)}, calls={len(self.calls)})"
@@ -558,11 +564,11 @@ class SimCloud:
         """How many logged calls match ``operation`` and, when given, ``name`` and ``ok``."""
         with self._lock:
             return sum(
-                1
-                for call in self.calls
-                if call.operation == operation
-                and (name is None or call.name == name)
-                and (ok is None or call.ok == ok)
+                number
+                for (op, called, succeeded), number in self._counts.items()
+                if op == operation
+                and (name is None or called == name)
+                and (ok is None or succeeded == ok)
             )
 
     def creations(self, name: str) -> int:
@@ -653,10 +659,15 @@ class SimCloud:
                     raise CloudUnavailable()
                 result = run()
             except CloudError as err:
-                self.calls.append(CloudCall(operation, name, False, err.code))
+                self._log(CloudCall(operation, name, False, err.code))
                 raise
-            self.calls.append(CloudCall(operation, name, True, None))
+            self._log(CloudCall(operation, name, True, None))
             return result
+
+    def _log(self, call: CloudCall) -> None:
+        """Record one call in the bounded log and the counts."""
+        self.calls.append(call)
+        self._counts[call.operation, call.name, call.ok] += 1
 
     def _authenticate(self, credentials: tuple[str, str]) -> None:
         """Raise :class:`CloudAuthError` unless the credentials are accepted."""
