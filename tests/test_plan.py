@@ -35,8 +35,9 @@ def obj(state: object = None, deleting: bool = False) -> dict:
          ("True", "Available")),
         ("ready", Observation(exists=True, up_to_date=False), None, False, "updating",
          ResultKind.REQUEUE_AFTER, ("False", "Updating")),
-        # The stored status never observed generation 1 and observe failed: Ready is unknown.
-        ("ready", None, ExternalError("down"), False, "failed", ResultKind.BACKOFF,
+        # The stored status never observed generation 1 and observe failed: Ready is
+        # unknown; the state that reports Ready is held (no fail edge).
+        ("ready", None, ExternalError("down"), False, "ready", ResultKind.BACKOFF,
          ("Unknown", "GenerationNotObserved")),
         ("ready", Observation(exists=True, status=ProviderStatus.FAILED), None, False, "failed",
          ResultKind.BACKOFF, ("False", "Unavailable")),
@@ -58,7 +59,7 @@ def test_plan(state, observation, error, deleting, target, result, expected_read
 
 
 def test_plan_of_an_observed_generation_reports_ready_from_the_target_state() -> None:
-    stored = obj("ready")
+    stored = obj("creating")
     stored["status"]["observedGeneration"] = 1
     p = plan(M, stored, error=ExternalError("down"), now=NOW)
     assert p.target == "failed"
@@ -97,7 +98,8 @@ def test_plan_command_explains_the_next_reconcile(tmp_path, capsys) -> None:
     assert "transition: ready -> updating" in out and "update_external" in out
     assert main(["plan", "--object", str(dump), "--error", "provider down"]) == 0
     out = capsys.readouterr().out
-    assert "ready -> failed" in out and "result:     backoff" in out
+    assert "event:      none (ExternalError: provider down)" in out
+    assert "transition:" not in out and "result:     backoff" in out
     dump.write_text(dump.read_text().replace(
         "generation: 3,", "generation: 3, deletionTimestamp: '2026-01-01T00:00:00Z',"))
     assert main(["plan", "--object", str(dump), "--observed", "absent"]) == 0

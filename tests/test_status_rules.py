@@ -20,7 +20,7 @@ from lifecycle.core.errors import ExternalError, HandledError, Severity, Termina
 from lifecycle.core.kind import FINALIZER
 from lifecycle.core.machine import Timing
 from lifecycle.core.plan import Plan, plan
-from lifecycle.core.values import Observation, ResultKind, rfc3339
+from lifecycle.core.values import Observation, ProviderStatus, ResultKind, rfc3339
 from lifecycle.machines.managed import ManagedResourceMachine as M
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -68,7 +68,8 @@ def test_last_transition_time_moves_when_the_status_flips() -> None:
     up = step(created.settled.status, 10, observation=IN_SYNC)
     assert condition(up, "Ready")["status"] == "True"
     assert condition(up, "Ready")["lastTransitionTime"] == stamp(10)
-    down = step(up.settled.status, 25, error=ExternalError("the service is down"))
+    down = step(up.settled.status, 25, observation=Observation(
+        exists=True, status=ProviderStatus.FAILED, message="the service is down"))
     assert down.target == "failed"
     assert condition(down, "Ready")["status"] == "False"
     assert condition(down, "Ready")["lastTransitionTime"] == stamp(25)
@@ -92,7 +93,8 @@ def test_a_message_change_without_a_flip_keeps_last_transition_time() -> None:
     assert condition(first, "Synced")["lastTransitionTime"] == stamp(20)
     second = step(first.settled.status, 40, error=ExternalError("a different problem"))
     synced = condition(second, "Synced")
-    assert (synced["status"], synced["message"]) == ("False", "a different problem")
+    assert (synced["status"], synced["message"]) == (
+        "False", "observe failed (ExternalError): a different problem")
     assert synced["lastTransitionTime"] == stamp(20)
 
 
@@ -124,8 +126,9 @@ def test_state_since_moves_when_the_state_changes() -> None:
 
 
 def test_a_failed_object_that_keeps_failing_keeps_its_state_since() -> None:
-    status = ready_at(10)
+    status = step(None, 0, observation=Observation.absent()).settled.status  # creating
     first = step(status, 20, error=ExternalError("down"))
+    assert first.target == "failed"
     again = step(first.settled.status, 80, error=ExternalError("still down"))
     assert again.target == "failed"
     assert again.settled.status["stateSince"] == stamp(20)
