@@ -579,8 +579,10 @@ def test_history_is_bounded() -> None:
     env, cloud = make()
     ready(env)
     for i in range(8):
-        cloud.fail_next("describe", CloudUnavailable("blip"))
+        cloud.fail_instance(external(env), "blip")
         env.reconcile(KIND, "db")
+        assert env.state(KIND, "db") == "failed", i
+        cloud.recover_instance(external(env))
         env.reconcile(KIND, "db")
         assert env.state(KIND, "db") == "ready", i
     history = env.get(KIND, "db")["status"]["history"]
@@ -683,7 +685,7 @@ def test_supporting_reads_are_reused_for_reads_ttl_and_errors_are_not() -> None:
     assert env.state(KIND, "db") in ("creating", "ready")  # still within the TTL
     fresh = Reconciler(env.api, DatabaseInstance, DatabaseConnector(cloud), clock=env.clock.now)
     fresh.reconcile("default", "db")
-    assert cond(env, "Failed") == ("True", "ProviderConfigMissing")
+    assert env.get(KIND, "db")["status"]["failure"]["reason"] == "ProviderConfigMissing"
 
 
 # ------------------------------------------------------- effects, intent journal
