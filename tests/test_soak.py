@@ -88,8 +88,8 @@ def soak(count: int = 1000, *, error_rate: float = 0.2, throttle_rate: float = 0
          retry_after: float = 5.0, conflict_rate: float = 0.1, seed: int = 1) -> Figures:
     """Create ``count`` instances under faults until each is Ready, then delete them all."""
     cloud = SimCloud(seed=seed, error_rate=error_rate, throttle_rate=throttle_rate,
-                     retry_after=retry_after)
-    env, _ = simulated_environment(cloud=cloud)
+                     retry_after=retry_after, call_log=None)
+    env, _ = simulated_environment(cloud=cloud, history=None)
     faults = [env.api.faults.add(verb, error=Conflict, probability=conflict_rate)
               for verb in ("replace", "replace_status")] if conflict_rate else []
     names = _names(count)

@@ -208,7 +208,8 @@ class ClaimEnvironment:
         for kind in (claim, binding.resource_class):
             apply_crd(self.api, crd(kind))
         env.namespace(DEFAULT_RESOURCE_NAMESPACE)
-        self.reconciler = ClaimReconciler(self.api, binding, clock=env.clock.now)
+        # The claim reconciler meets the environment's API faults, as the managed one does.
+        self.reconciler = ClaimReconciler(env.operator_api, binding, clock=env.clock.now)
         self.informer = ClaimInformer(self.api, binding, self._enqueue)
         env.kinds[claim.kind] = claim
         env.reconcilers[claim.kind] = _Informed(self.reconciler, self.informer)

@@ -20,14 +20,20 @@ def lifecycle_env() -> Any:
     group ``lifecycle.environments``; ``environment="simcloud"`` by default:
     the bundled DatabaseInstance kind on a fresh simulated cloud, reachable as
     ``env.cloud``, with a default ProviderConfig). Pass
-    ``kinds=[(Kind, connector), ...]`` to build your own.
+    ``kinds=[(Kind, connector), ...]`` to build your own: it gets the same
+    default ProviderConfig (``env.provider_config()``), so a manifest that
+    names none is served at once. Every other option goes to
+    :class:`~lifecycle.testing.Environment` (``history=``, ``backoff=``,
+    ``seed=``, ...).
     """
     from lifecycle import registry
     from lifecycle.testing import Environment
 
     def build(*, environment: str = "simcloud", **options: Any) -> Environment:
         if "kinds" in options and options["kinds"] and isinstance(options["kinds"][0], tuple):
-            return Environment(**options)
+            custom = Environment(**options)
+            custom.provider_config()
+            return custom
         env, _ = registry.environment(environment)(**options)
         return env
 

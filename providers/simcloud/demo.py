@@ -170,7 +170,7 @@ def run_demo(out: TextIO = sys.stdout, *, pace: float = 0.4, live: bool | None =
         print(f"  {name:<10} {final:<8} {verdict:<8} {path}", file=out)
     creates = cloud.count("create", ok=True)
     print(f"\n  external creates: {creates} for {len(RESOURCES)} resources; "
-          f"left in the cloud: {len(leaked)}; reconciles: {len(env.steps)}", file=out)
+          f"left in the cloud: {len(leaked)}; reconciles: {env.steps.total}", file=out)
     print("demo " + ("succeeded" if ok else "FAILED"), file=out)
     return ok
 
