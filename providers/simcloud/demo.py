@@ -142,9 +142,12 @@ def run_demo(out: TextIO = sys.stdout, *, pace: float = 0.4, live: bool | None =
     env.apply(orders)
     settle(lambda: "updating" in display.paths["orders"] and all_in("ready")())
 
-    display.banner("injecting a transient provider outage for users (Failed, then recovered)")
-    cloud.fail_next("describe", CloudUnavailable("the provider is briefly unavailable"), times=2)
-    env.enqueue(KIND, "users")
+    display.banner("a transient provider outage while users grows to 60 GB "
+                   "(Failed, then recovered)")
+    cloud.fail_next("modify", CloudUnavailable("the provider is briefly unavailable"), times=2)
+    users = env.get(KIND, "users")
+    users["spec"]["forProvider"]["storageGB"] = 60
+    env.apply(users)
     settle(lambda: "failed" in display.paths["users"] and all_in("ready")())
 
     display.banner("deleting everything (Deleting, Deleted)")
