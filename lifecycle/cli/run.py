@@ -1,9 +1,10 @@
 """The ``lifecycle run``, ``lifecycle crds`` and ``lifecycle manifests`` subcommands.
 
 ``lifecycle run --kinds KIND ...`` runs the operator against a kubeconfig
-(``--kubeconfig``) or the in-cluster service account, each kind with the
-connector its registration declares (``--connector MODULE:NAME`` gives one
-for all). ``--embedded`` instead starts an in-memory API server behind a real
+(``--kubeconfig``) or the in-cluster service account: managed kinds with the
+connector their registration declares (``--connector MODULE:NAME`` gives one
+for all), claim kinds with their claim binding, parent kinds with their owned
+children. ``--embedded`` instead starts an in-memory API server behind a real
 HTTP endpoint in the same process (its URL is printed first); the operator
 still talks to it through the official client. SIGTERM and SIGINT shut down gracefully: no new
 work, in-flight reconciles finish, the lease is released.
@@ -25,9 +26,10 @@ from typing import Any
 import yaml
 
 from lifecycle import registry
-from lifecycle.cli import UsageError, load
+from lifecycle.cli import UsageError, check_connector, load
 from lifecycle.core.claims import ClassKind
 from lifecycle.core.kind import Kind
+from lifecycle.runtime.children import ParentKind
 from lifecycle.runtime.contract import Connector
 
 __all__ = ["JsonFormatter", "configure_logging", "register"]
@@ -85,11 +87,20 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         """Ignored: the handler always writes to the current ``sys.stderr``."""
 
 
-def configure_logging(level: str = "info", json_format: bool = False) -> None:
+#: Loggers of libraries the operator uses, quiet unless asked for: urllib3's retry
+#: warnings, the kubernetes client's request and response dumps, python-statemachine.
+THIRD_PARTY_LOGGERS = ("urllib3", "kubernetes", "statemachine")
+
+
+def configure_logging(level: str = "info", json_format: bool = False, *,
+                      third_party: bool = False) -> None:
     """Structured logs on stderr, as JSON lines or ``key=value`` text.
 
     Calling it again replaces the handler an earlier call added (never more
-    than one); handlers installed by anyone else are left in place.
+    than one); handlers installed by anyone else are left in place. The
+    loggers of :data:`THIRD_PARTY_LOGGERS` log errors only, unless
+    ``third_party`` is set and ``level`` is debug (their debug lines can
+    carry request and response bodies).
     """
     handler = _StderrHandler()
     handler.setFormatter(JsonFormatter() if json_format else _KeyValueFormatter(
@@ -99,7 +110,9 @@ def configure_logging(level: str = "info", json_format: bool = False) -> None:
         root.removeHandler(previous)
     root.addHandler(handler)
     root.setLevel(level.upper())
-    logging.getLogger("urllib3").setLevel(logging.WARNING)
+    loud = third_party and level.lower() == "debug"
+    for name in THIRD_PARTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.NOTSET if loud else logging.ERROR)
 
 
 def _registrations(specs: Sequence[str], *,
@@ -114,7 +127,7 @@ def _registrations(specs: Sequence[str], *,
         if isinstance(r.kind, ClassKind) and not classes:
             raise UsageError(f"{spec} is a resource class kind, not runnable: it has no "
                              f"reconciler (run the claim kinds that use it)")
-        if not isinstance(r.kind, Kind | ClassKind):
+        if not isinstance(r.kind, Kind | ClassKind | ParentKind):
             raise UsageError(f"{spec} is not a lifecycle.core.kind.Kind")
         found.append(r)
     names = [r.kind.kind for r in found]
@@ -123,35 +136,40 @@ def _registrations(specs: Sequence[str], *,
     return found
 
 
-def _kinds(specs: Sequence[str]) -> list[Kind]:
-    return [r.kind for r in _registrations(specs)]
 
 
 def _connector(spec: str) -> Connector:
-    found = load(spec)
-    if hasattr(found, "connect"):
-        return found  # type: ignore[return-value]
-    if callable(found):
-        made = found()
-        if hasattr(made, "connect"):
-            return made  # type: ignore[no-any-return]
-    raise UsageError(f"{spec} is neither a connector nor a factory returning one")
+    return check_connector(load(spec), spec)  # type: ignore[no-any-return]
 
 
 def _pairs(registrations: Sequence[registry.Registration],
-           connector_spec: str | None) -> list[tuple[Kind, Connector]]:
-    """Each kind with its connector: ``--connector`` for all, else the one it registers."""
-    shared = _connector(connector_spec) if connector_spec else None
-    pairs = []
+           connector_spec: str | None) -> list[tuple[Any, Connector | None]]:
+    """What the manager runs for each registration, with its connector.
+
+    A managed kind gets ``--connector`` when given, else the one it registers;
+    a claim kind runs as its :class:`~lifecycle.core.claims.ClaimBinding`, a
+    parent kind as itself, both without a connector.
+    """
+    from lifecycle.driver.crds import is_claim
+
+    shared = _connector(connector_spec) if connector_spec and any(
+        not is_claim(r.kind) and not isinstance(r.kind, ParentKind)
+        for r in registrations) else None
+    pairs: list[tuple[Any, Connector | None]] = []
     for r in registrations:
-        if shared is not None:
+        if is_claim(r.kind):
+            if r.binding is None:
+                raise UsageError(f"{r.name} is a claim kind whose registration names no "
+                                 f"ClaimBinding (Registration(..., binding=...))")
+            pairs.append((r.binding, None))
+        elif isinstance(r.kind, ParentKind):
+            pairs.append((r.kind, None))
+        elif shared is not None:
             pairs.append((r.kind, shared))
         elif r.connector is None:
             raise UsageError(f"{r.name} registers no connector; pass --connector MODULE:NAME")
         else:
-            made = r.connector()
-            if not hasattr(made, "connect"):
-                raise UsageError(f"the connector {r.name} registers has no connect() method")
+            made = check_connector(r.connector, f"the connector {r.name} registers")
             pairs.append((r.kind, made))
     return pairs
 
@@ -196,20 +214,24 @@ def run(args: argparse.Namespace) -> int:
     """``lifecycle run``: run the operator until SIGTERM/SIGINT."""
     from lifecycle.driver.cluster import KubeCluster, api_client
     from lifecycle.driver.informer import InformerOptions
+    from lifecycle.driver.kinds import served_kinds
     from lifecycle.driver.manager import Manager, ManagerOptions, default_identity
     from lifecycle.sim.embedded import embedded_cluster
 
     _check_numbers(args)
+    if args.log_third_party and args.log_level != "debug":
+        raise UsageError("--log-third-party needs --log-level debug")
     probe_address = _address(args.probe_address) if args.probe_address else None
     registrations = _registrations(args.kinds or DEFAULT_KINDS)
-    kinds = [r.kind for r in registrations]
     pairs = _pairs(registrations, args.connector)
+    served = served_kinds([target for target, _ in pairs])
+    kinds = [k for k in served if isinstance(k, Kind)]
     shard_index, shard_count = _shard(args.shard) if args.shard else (0, 1)
-    configure_logging(args.log_level, args.log_json)
+    configure_logging(args.log_level, args.log_json, third_party=args.log_third_party)
     log = logging.getLogger("lifecycle.driver")
     server = None
     if args.embedded:
-        server = embedded_cluster(kinds)
+        server = embedded_cluster(served)  # type: ignore[arg-type]
         print(f"embedded API server: {server.url}", flush=True)
         client = api_client(host=server.url)
     else:
@@ -351,7 +373,11 @@ def register(subparsers: Any) -> None:
                    help="seconds to wait for in-flight reconciles on shutdown")
     p.add_argument("--log-json", action="store_true", help="JSON log lines")
     p.add_argument("--log-level", default="info",
-                   choices=["debug", "info", "warning", "error"])
+                   choices=["debug", "info", "warning", "error"],
+                   help="lowest level logged (debug: every reconcile with its reconcile ID)")
+    p.add_argument("--log-third-party", action="store_true",
+                   help="with --log-level debug, also log urllib3, the kubernetes client and "
+                        "python-statemachine at debug (their lines may carry request bodies)")
     p.set_defaults(func=run)
 
     c = subparsers.add_parser("crds", help="print CustomResourceDefinition YAML for kinds")

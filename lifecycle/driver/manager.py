@@ -16,10 +16,17 @@ backoff (handled)      add rate-limited (at least the provider's delay)   requeu
 unhandled error        add rate-limited                                   error
 =====================  =================================================  ==============
 
-A :class:`Manager` runs controllers for any number of kinds. Informers start
-at once on every replica (a warm standby has its queue filled); workers start
+A :class:`Manager` runs controllers for any number of kinds: managed kinds,
+claims and parents, each with the reconciler and extra watches
+:func:`lifecycle.driver.kinds.controller_spec` chooses. Informers start at
+once on every replica (a warm standby has its queue filled); workers start
 only while this replica leads, when leader election is on. Keys can be
 sharded across replicas: each shard elects its own leader.
+
+Every reconcile gets a short reconcile ID, on each line logged about it: the
+debug ``reconciled`` line, a backoff or handled error (info, with the reason),
+and an unexpected exception (error, with a traceback of code locations only:
+exception messages and values are left out, so no secret reaches the log).
 """
 
 from __future__ import annotations
@@ -29,9 +36,10 @@ import os
 import socket
 import threading
 import time
+import traceback
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
@@ -41,17 +49,27 @@ from lifecycle.core.kind import OPERATION, PAUSED, RECONCILE_POLICY, Kind
 from lifecycle.core.objects import annotations, metadata
 from lifecycle.core.values import Result, ResultKind
 from lifecycle.driver.informer import Informer, InformerOptions, ListWatcher, object_key
+from lifecycle.driver.kinds import (
+    Reconciles,
+    Target,
+    Watch,
+    controller_spec,
+    engine_reconciler,
+    register_types,
+)
 from lifecycle.driver.leader import LeaderElector, LeaseOptions
 from lifecycle.driver.metrics import OperatorMetrics, ProbeServer
 from lifecycle.driver.queue import WorkQueue, default_rate_limiter
 from lifecycle.runtime.contract import Connector
-from lifecycle.runtime.reconciler import Reconciler
 
 __all__ = [
     "Controller",
     "Manager",
     "ManagerOptions",
+    "Reconciles",
     "add_triggers",
+    "engine_reconciler",
+    "redacted_traceback",
     "shard_of",
     "update_triggers",
 ]
@@ -106,13 +124,53 @@ def shard_of(key: Key, count: int) -> int:
     return zlib.crc32(f"{namespace or ''}/{name}".encode()) % count
 
 
-# -------------------------------------------------------------- controller
-class Reconciles(Protocol):
-    """What a controller calls: the engine's :class:`~lifecycle.runtime.reconciler.Reconciler`."""
+def redacted_traceback(exc: BaseException, limit: int = 12) -> str:
+    """``Type at file:line in function <- ...``: where ``exc`` was raised, innermost first.
 
-    def reconcile(self, namespace: str | None, name: str) -> Result:
-        """One reconcile of ``namespace/name``."""
-        ...
+    Only code locations and the exception's type name: no message, no
+    arguments and no local values, any of which could hold a secret.
+    """
+    frames = traceback.extract_tb(exc.__traceback__)[-limit:]
+    where = " <- ".join(f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}"
+                        for f in reversed(frames))
+    return f"{type(exc).__name__} at {where}" if where else type(exc).__name__
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[:limit] + "..."
+
+
+# -------------------------------------------------------------- controller
+class _WatchHandler:
+    """Turns changes of a watched kind into keys of the controller's own kind."""
+
+    def __init__(self, controller: Controller, watch: Watch) -> None:
+        self.controller = controller
+        self.watch = watch
+
+    def _queue(self, *objs: dict[str, Any]) -> None:
+        cached = self.controller.informer.items
+        keys = {key for obj in objs for key in self.watch.keys(obj, cached)}
+        for key in sorted(keys, key=lambda k: (k[0] or "", k[1])):
+            self.controller.enqueue(key)
+
+    def on_add(self, obj: dict[str, Any]) -> None:
+        """A watched object appeared: queue the keys it maps to."""
+        self._queue(obj)
+
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """A watched object changed: queue the keys of its old and new versions."""
+        if _meta(old, "resourceVersion") != _meta(new, "resourceVersion") or not _meta(
+                new, "resourceVersion"):
+            self._queue(old, new)
+
+    def on_delete(self, obj: dict[str, Any]) -> None:
+        """A watched object is gone: queue the keys it mapped to."""
+        self._queue(obj)
+
+    def on_resync(self, obj: dict[str, Any]) -> None:
+        """Nothing: the controller's own resync queues its objects."""
 
 
 class Controller:
@@ -142,6 +200,7 @@ class Controller:
         self.queue = queue if queue is not None else WorkQueue(name, metrics=self.metrics)
         self.informer = Informer(name, source, self, informer_options or InformerOptions())
         self.owns = owns
+        self.watches: list[Informer] = []
         self._threads: list[threading.Thread] = []
         self._active = 0
         self._lock = threading.Lock()
@@ -149,11 +208,26 @@ class Controller:
         self.metrics.watch_queue(name, self.queue)
         self.metrics.watch_informer(name, self.informer)
 
+    def watch(self, watch: Watch, source: ListWatcher) -> Informer:
+        """Also watch another kind: its changes queue the keys ``watch.keys`` maps them to."""
+        informer = Informer(f"{self.name}/{watch.kind.lower()}", source,
+                            _WatchHandler(self, watch), self.informer.options)
+        self.watches.append(informer)
+        return informer
+
+    @property
+    def informers(self) -> list[Informer]:
+        """The controller's own informer followed by those of its extra watches."""
+        return [self.informer, *self.watches]
+
     # ------------------------------------------------------------ handler
-    def _enqueue(self, obj: dict[str, Any]) -> None:
-        key = object_key(obj)
+    def enqueue(self, key: Key) -> None:
+        """Queue ``key`` if this replica handles it."""
         if self.owns(key):
             self.queue.add(key)
+
+    def _enqueue(self, obj: dict[str, Any]) -> None:
+        self.enqueue(object_key(obj))
 
     def on_add(self, obj: dict[str, Any]) -> None:
         """A new object: queue it unless ignored."""
@@ -176,8 +250,14 @@ class Controller:
 
     # ------------------------------------------------------------ running
     def start_informer(self) -> None:
-        """Start list-watching (the queue fills even before workers run)."""
-        self.informer.start()
+        """Start list-watching, extra watches included (the queue fills before workers run)."""
+        for informer in self.informers:
+            informer.start()
+
+    def stop_informers(self, timeout: float = 5.0) -> None:
+        """Stop the controller's informers."""
+        for informer in self.informers:
+            informer.stop(timeout)
 
     def start_workers(self) -> None:
         """Start the worker threads."""
@@ -199,7 +279,7 @@ class Controller:
     def stop(self, timeout: float = 30.0) -> bool:
         """Stop workers (draining) and the informer."""
         drained = self.stop_workers(timeout)
-        self.informer.stop()
+        self.stop_informers()
         return drained
 
     def _work(self) -> None:
@@ -220,20 +300,27 @@ class Controller:
             self.metrics.active_workers.labels(controller=self.name).set(self._active)
         started = time.monotonic()
         outcome = "error"
+        rid = os.urandom(4).hex()
         try:
             result = self.reconciler.reconcile(namespace, name)
         except UnhandledError as exc:
             delay = self.queue.add_rate_limited(key)
-            log.warning("reconcile failed: %s; retry in %.2fs", exc, delay,
-                        extra=_fields(self.name, key, result="error"))
+            reason = type(exc.__cause__).__name__ if exc.__cause__ else "UnhandledError"
+            log.info("reconcile error: %s; retry in %.2fs", _one_line(str(exc)), delay,
+                     extra=_fields(self.name, key, rid, result="error", reason=reason))
         except Exception as exc:  # a bug in a machine or client must not kill the worker
             delay = self.queue.add_rate_limited(key)
             log.error("reconcile raised %s; retry in %.2fs", type(exc).__name__, delay,
-                      extra=_fields(self.name, key, result="error"))
+                      extra=_fields(self.name, key, rid, result="error",
+                                    reason=type(exc).__name__,
+                                    traceback=redacted_traceback(exc)))
         else:
-            outcome = self._requeue(key, result)
-            log.debug("reconciled: %s %s", result.kind.value, result.reason,
-                      extra=_fields(self.name, key, result=outcome))
+            outcome, delay = self._requeue(key, result)
+            fields = _fields(self.name, key, rid, result=outcome, reason=result.reason)
+            if result.kind is ResultKind.BACKOFF:
+                log.info("backing off: %s; retry in %.2fs", result.reason or "unspecified",
+                         delay, extra=fields)
+            log.debug("reconciled: %s %s", result.kind.value, result.reason, extra=fields)
         finally:
             elapsed = time.monotonic() - started
             self.metrics.reconciled(self.name, outcome, elapsed)
@@ -241,24 +328,27 @@ class Controller:
                 self._active -= 1
                 self.metrics.active_workers.labels(controller=self.name).set(self._active)
 
-    def _requeue(self, key: Key, result: Result) -> str:
+    def _requeue(self, key: Key, result: Result) -> tuple[str, float]:
+        """Apply the requeue matrix; the metric result and the delay before the next pass."""
         queue = self.queue
         if result.kind is ResultKind.BACKOFF:
-            queue.add_rate_limited(key, at_least=result.after)
-            return "requeue"
+            return "requeue", queue.add_rate_limited(key, at_least=result.after)
         queue.forget(key)
         if result.kind is ResultKind.REQUEUE_NOW:
             queue.add(key)
-            return "requeue"
+            return "requeue", 0.0
         if result.kind is ResultKind.REQUEUE_AFTER:
             queue.add_after(key, result.after)
-            return "requeue_after"
-        return "success"
+            return "requeue_after", result.after
+        return "success", 0.0
 
 
-def _fields(controller: str, key: Key, **extra: Any) -> dict[str, Any]:
-    return {"controller": controller, "object": f"{key[0]}/{key[1]}" if key[0] else key[1],
-            **extra}
+def _fields(controller: str, key: Key, rid: str | None = None, **extra: Any) -> dict[str, Any]:
+    fields = {"controller": controller,
+              "object": f"{key[0]}/{key[1]}" if key[0] else key[1], **extra}
+    if rid is not None:
+        fields["reconcileID"] = rid
+    return fields
 
 
 # ----------------------------------------------------------------- manager
@@ -316,21 +406,20 @@ class ManagerOptions:
 ReconcilerFactory = Callable[[Any, Kind, Connector, "ManagerOptions"], Reconciles]
 
 
-def engine_reconciler(cluster: Any, kind: Kind, connector: Connector,
-                      options: ManagerOptions) -> Reconciles:
-    """The engine's :class:`~lifecycle.runtime.reconciler.Reconciler` for one kind."""
-    return Reconciler(cluster, kind, connector, operator_id=options.operator_id,
-                      default_policy=options.default_policy, reads_ttl=options.reads_ttl,
-                      allow_cross_namespace_secrets=options.allow_cross_namespace_secrets)
-
-
 class Manager:
-    """Controllers for several kinds, with optional leader election, metrics and probes."""
+    """Controllers for several kinds, with optional leader election, metrics and probes.
+
+    ``kinds`` pairs each target with its connector: a managed
+    :class:`~lifecycle.core.kind.Kind` needs one; a
+    :class:`~lifecycle.core.claims.ClaimBinding` or a
+    :class:`~lifecycle.runtime.children.ParentKind` takes ``None``.
+    ``reconciler_factory`` builds managed kinds' reconcilers.
+    """
 
     def __init__(
         self,
         cluster: Any,
-        kinds: Sequence[tuple[Kind, Connector]],
+        kinds: Sequence[tuple[Target, Connector | None]],
         options: ManagerOptions = ManagerOptions(),
         *,
         metrics: OperatorMetrics | None = None,
@@ -342,17 +431,24 @@ class Manager:
         self.options = options
         self.metrics = metrics or OperatorMetrics()
         self.controllers: dict[str, Controller] = {}
-        for kind, connector in kinds:
-            name = kind.kind.lower()
-            queue = WorkQueue(name, metrics=self.metrics, rate_limiter=default_rate_limiter(
+        register_types(cluster, [target for target, _ in kinds])
+        for target, connector in kinds:
+            spec = controller_spec(cluster, target, connector, options, reconciler_factory)
+            if spec.kind in self.controllers:
+                raise ValueError(f"{spec.kind} is listed twice")
+            queue = WorkQueue(spec.name, metrics=self.metrics, rate_limiter=default_rate_limiter(
                 options.backoff_base, options.backoff_cap, options.qps, options.burst))
-            self.controllers[kind.kind] = Controller(
-                name, reconciler_factory(cluster, kind, connector, options),
-                cluster.list_watcher(kind.api_version, kind.kind, options.namespace,
+            controller = self.controllers[spec.kind] = Controller(
+                spec.name, spec.reconciler,
+                cluster.list_watcher(spec.api_version, spec.kind, options.namespace,
                                      options.label_selector),
                 workers=options.workers, queue=queue, informer_options=options.informer,
                 metrics=self.metrics, owns=self._owns,
             )
+            for watch in spec.watches:
+                controller.watch(watch, cluster.list_watcher(
+                    watch.api_version, watch.kind,
+                    None if watch.all_namespaces else options.namespace))
         self.elector: LeaderElector | None = None
         if options.leader_election:
             lease = options.lease_name
@@ -431,7 +527,7 @@ class Manager:
                 self._elector_thread.join(self.options.drain_timeout + 5)
         self._stop_workers()
         for controller in self.controllers.values():
-            controller.informer.stop()
+            controller.stop_informers()
         if self.probes is not None:
             self.probes.stop()
         self._done.set()
@@ -445,7 +541,7 @@ class Manager:
             self.elector.crash()
         for controller in self.controllers.values():
             controller.queue.shut_down()
-            controller.informer.stop(timeout=0.5)
+            controller.stop_informers(timeout=0.5)
         if self.probes is not None:
             self.probes.stop()
         self._done.set()
@@ -465,15 +561,15 @@ class Manager:
         if self.lost_lease:
             return False
         return all(t.is_alive() for c in self.controllers.values()
-                   for t in c.informer._threads) or self._stopping
+                   for i in c.informers for t in i._threads) or self._stopping
 
     def ready(self) -> bool:
         """Readiness: every informer has synced its first list and we are not stopping."""
-        return not self._stopping and all(c.informer.synced.is_set()
-                                          for c in self.controllers.values())
+        return not self._stopping and all(i.synced.is_set() for c in self.controllers.values()
+                                          for i in c.informers)
 
     def wait_synced(self, timeout: float = 30.0) -> bool:
         """Block until every informer has synced."""
         deadline = time.monotonic() + timeout
-        return all(c.informer.wait_synced(max(0.0, deadline - time.monotonic()))
-                   for c in self.controllers.values())
+        return all(i.wait_synced(max(0.0, deadline - time.monotonic()))
+                   for c in self.controllers.values() for i in c.informers)

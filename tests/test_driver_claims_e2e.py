@@ -1,0 +1,253 @@
+"""End to end: claims, classes and managed resources in one operator, through the official client.
+
+The embedded API serves DatabaseInstance, DatabaseClaim and
+DatabaseInstanceClass from their generated CRDs over HTTP on loopback. One
+manager runs the managed reconciler and the claim reconciler (with its
+watches on the instances and the classes); every object is created, read and
+deleted with the official kubernetes client, as a user would.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from lifecycle.cli.run import configure_logging
+from lifecycle.core.claims import DEFAULT_RESOURCE_NAMESPACE, RELEASED
+from lifecycle.driver.cluster import KubeCluster, api_client
+from lifecycle.driver.informer import InformerOptions
+from lifecycle.driver.manager import Manager, ManagerOptions
+from lifecycle.kube.errors import NotFound
+from lifecycle.machines.claim import DATABASE_BINDING, DatabaseClaim, DatabaseInstanceClass
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
+from lifecycle.sim.embedded import embedded_cluster
+from lifecycle.sim.http import APIServerHTTP
+from lifecycle.testing.claims import claim_manifest, class_manifest
+
+FAST = InformerOptions(resync=30.0, watch_timeout=10.0, inactivity_timeout=3.0,
+                       backoff_base=0.05, backoff_cap=0.5)
+CLAIMS = ("claims.lifecycle.dev", "v1alpha1", "databaseclaims")
+CLASSES = ("db.lifecycle.dev", "v1alpha1", "databaseinstanceclasses")
+INSTANCES = ("db.lifecycle.dev", "v1alpha1", "databaseinstances")
+
+
+@pytest.fixture
+def server() -> Iterator[APIServerHTTP]:
+    srv = embedded_cluster([DatabaseInstance, DatabaseClaim, DatabaseInstanceClass],
+                           bookmark_interval=0.5)
+    srv.api.create({"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": DEFAULT_RESOURCE_NAMESPACE}})
+    yield srv
+    srv.stop()
+    srv.api.close()
+
+
+@pytest.fixture
+def logs(capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[], str]]:
+    """Everything the operator logs at debug, through the run command's own configuration."""
+    configure_logging("debug")
+    try:
+        yield lambda: capsys.readouterr().err
+    finally:
+        configure_logging("warning")
+
+
+def operator(server: APIServerHTTP, cloud: SimCloud) -> Manager:
+    cluster = KubeCluster(api_client(host=server.url), [DatabaseInstance, DatabaseClaim])
+    opts = ManagerOptions(informer=FAST, backoff_base=0.05, backoff_cap=1.0, qps=200,
+                          burst=200)
+    return Manager(cluster, [(DatabaseInstance, DatabaseConnector(cloud)),
+                             (DATABASE_BINDING, None)], opts)
+
+
+def custom(server: APIServerHTTP) -> k8s.CustomObjectsApi:
+    return k8s.CustomObjectsApi(api_client(host=server.url))
+
+
+def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what or check}: last {last!r}")
+
+
+def claim_of(server: APIServerHTTP, name: str) -> dict[str, Any] | None:
+    try:
+        return custom(server).get_namespaced_custom_object(*CLAIMS[:2], "team-a", CLAIMS[2],
+                                                           name)
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def ready(obj: dict[str, Any] | None) -> bool:
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def instance(server: APIServerHTTP, ref: dict[str, str]) -> dict[str, Any] | None:
+    try:
+        return server.api.get(DatabaseInstance.api_version, "DatabaseInstance",
+                              ref["namespace"], ref["name"])
+    except NotFound:
+        return None
+
+
+def decoded(secret: k8s.V1Secret) -> dict[str, str]:
+    return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+
+
+def bind(server: APIServerHTTP, name: str, reclaim: str) -> tuple[dict[str, Any], dict]:
+    """Create a class and a claim naming it; wait for the claim to be Bound and Ready."""
+    api = custom(server)
+    api.create_cluster_custom_object(*CLASSES, class_manifest(f"standard-{name}",
+                                                              reclaim_policy=reclaim))
+    server.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}
+                      ) if not _exists(server, "team-a") else None
+    api.create_namespaced_custom_object(*CLAIMS[:2], "team-a", CLAIMS[2], claim_manifest(
+        name, "team-a", class_name=f"standard-{name}", storageGB=30))
+    claim = eventually(lambda: (c := claim_of(server, name)) and ready(c)
+                       and c["status"].get("bindingPhase") == "Bound" and c, 40,
+                       f"claim {name} Bound and Ready")
+    ref = claim["spec"]["resourceRef"]
+    return claim, ref
+
+
+def _exists(server: APIServerHTTP, namespace: str) -> bool:
+    try:
+        server.api.get("v1", "Namespace", None, namespace)
+    except NotFound:
+        return False
+    return True
+
+
+def test_a_claim_binds_gets_its_secret_and_its_deletion_deletes_the_instance(
+        server: APIServerHTTP, logs: Callable[[], str]) -> None:
+    cloud = SimCloud(seed=11, create_polls=1)
+    manager = operator(server, cloud).start()
+    try:
+        assert manager.wait_synced(10)
+        assert sorted(i.name for i in manager.controllers["DatabaseClaim"].informers) == [
+            "databaseclaim", "databaseclaim/databaseinstance",
+            "databaseclaim/databaseinstanceclass"]
+        claim, ref = bind(server, "orders", "Delete")
+        assert ref["namespace"] == DEFAULT_RESOURCE_NAMESPACE
+        resource = instance(server, ref)
+        assert resource is not None
+        assert resource["spec"]["claimRef"]["uid"] == claim["metadata"]["uid"]
+        assert resource["spec"]["forProvider"]["storageGB"] == 30  # the claim's portable field
+        core = k8s.CoreV1Api(api_client(host=server.url))
+        source = core.read_namespaced_secret(resource["spec"]["writeConnectionSecretToRef"][
+            "name"], ref["namespace"])
+        copied = eventually(lambda: _read(core, "orders-connection", "team-a"), 10,
+                            "the claim's connection Secret")
+        assert decoded(copied) == decoded(source) and "password" in decoded(copied)
+        assert copied.metadata.owner_references[0].uid == claim["metadata"]["uid"]
+        password = decoded(copied)["password"]
+        assert len(cloud.instances()) == 1
+
+        custom(server).delete_namespaced_custom_object(*CLAIMS[:2], "team-a", CLAIMS[2],
+                                                       "orders")
+        eventually(lambda: claim_of(server, "orders") is None, 40, "the claim to be gone")
+        eventually(lambda: instance(server, ref) is None, 40, "the instance to be deleted")
+        eventually(lambda: not cloud.instances(), 20, "the cloud database to be deleted")
+        assert _read(core, "orders-connection", "team-a") is None
+    finally:
+        manager.stop()
+    text = logs()
+    ids = re.findall(r"reconcileID=([0-9a-f]{8})", text)
+    assert "controller=databaseclaim" in text and len(set(ids)) > 5
+    assert password not in text and "s3cr3t" not in text  # no secret reaches the logs
+
+
+def test_a_retained_claim_releases_its_instance_and_a_class_change_reaches_waiting_claims(
+        server: APIServerHTTP) -> None:
+    cloud = SimCloud(seed=12, create_polls=1)
+    manager = operator(server, cloud).start()
+    try:
+        _, ref = bind(server, "ledger", "Retain")
+        custom(server).delete_namespaced_custom_object(*CLAIMS[:2], "team-a", CLAIMS[2],
+                                                       "ledger")
+        eventually(lambda: claim_of(server, "ledger") is None, 40, "the claim to be gone")
+        kept = instance(server, ref)
+        assert kept is not None and "claimRef" not in kept["spec"]
+        assert kept["metadata"]["annotations"][RELEASED] == "team-a/ledger"
+        assert len(cloud.instances()) == 1  # the external database is kept
+
+        # A claim naming a class that does not exist yet binds once the class appears:
+        # the class watch queues it (its own poll interval is far longer).
+        custom(server).create_namespaced_custom_object(*CLAIMS[:2], "team-a", CLAIMS[2],
+                                                       claim_manifest("late", "team-a",
+                                                                      class_name="later"))
+        eventually(lambda: (c := claim_of(server, "late")) and (c.get("status") or {}).get(
+            "conditions"), 20, "the late claim's first status")
+        assert not ready(claim_of(server, "late"))
+        custom(server).create_cluster_custom_object(*CLASSES, class_manifest("later"))
+        eventually(lambda: ready(claim_of(server, "late")), 40, "the late claim Ready")
+    finally:
+        manager.stop()
+
+
+def _read(core: k8s.CoreV1Api, name: str, namespace: str) -> k8s.V1Secret | None:
+    try:
+        return core.read_namespaced_secret(name, namespace)
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def test_lifecycle_run_serves_and_runs_a_claim_kind() -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lifecycle.cli", "run", "--embedded", "--kinds",
+         "DatabaseClaim", "DatabaseInstance", "--resync", "5", "--log-level", "debug"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        match = re.search(r"(http://127\.0\.0\.1:\d+)", proc.stdout.readline())
+        assert match
+        host = match.group(1)
+        api = k8s.CustomObjectsApi(api_client(host=host))
+        core = k8s.CoreV1Api(api_client(host=host))
+        # Every kind the claim needs is served from its CRD, the class kind included.
+        core.create_namespace({"apiVersion": "v1", "kind": "Namespace",
+                              "metadata": {"name": DEFAULT_RESOURCE_NAMESPACE}})
+        api.create_cluster_custom_object(*CLASSES, class_manifest("std", default=True))
+        api.create_namespaced_custom_object(*CLAIMS[:2], "default", CLAIMS[2],
+                                            claim_manifest("web"))
+        deadline = time.monotonic() + 40
+        claim: dict[str, Any] = {}
+        while time.monotonic() < deadline and not ready(claim):
+            claim = api.get_namespaced_custom_object(*CLAIMS[:2], "default", CLAIMS[2], "web")
+            time.sleep(0.2)
+        assert ready(claim), claim.get("status")
+        assert claim["spec"]["classRef"] == {"name": "std"}  # defaulted to the class
+        assert core.read_namespaced_secret("web-connection", "default").data
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        logs = proc.stderr.read() if proc.stderr else ""
+        assert "operator started" in logs and "operator stopped" in logs
+        assert re.search(r"reconciled: .* controller=databaseclaim object=default/web "
+                         r".*reconcileID=[0-9a-f]{8}", logs), logs[-2000:]
+        assert "s3cr3t" not in logs
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
