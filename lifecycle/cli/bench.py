@@ -6,6 +6,11 @@ also writes ``bench.json`` and the PNG plots there. The suite lives in the
 source repository's ``benchmarks/`` folder, which is not installed with the
 package: run the command from a checkout (or pass ``--suite-dir``). It needs
 the ``dev`` extra (pytransitions, matplotlib).
+
+``--e2e`` instead runs the end-to-end comparison with kopf
+(``benchmarks/e2e.py``): the API server and each operator in processes of
+their own, ``-n`` objects to Ready per round, ``--rounds`` interleaved rounds.
+It needs the ``bench`` extra (kopf).
 """
 
 from __future__ import annotations
@@ -29,8 +34,8 @@ def _checkouts(chosen: Path | None) -> list[Path]:
     return [Path.cwd(), Path(__file__).resolve().parents[2]]
 
 
-def _suite(chosen: Path | None = None) -> ModuleType:
-    """The ``benchmarks`` package of a source checkout (it is not installed with lifecycle)."""
+def _suite(chosen: Path | None = None, module: str = "suite") -> ModuleType:
+    """A module of the source checkout's ``benchmarks`` package (not installed)."""
     loaded = sys.modules.get("benchmarks")
     if loaded is None:
         for root in _checkouts(chosen):
@@ -48,9 +53,10 @@ def _suite(chosen: Path | None = None) -> ModuleType:
             raise UsageError(f"no benchmarks/ suite in {where}: the suite ships with the source "
                              "repository, not the package; run from a checkout or pass --suite-dir")
     try:
-        return importlib.import_module("benchmarks.suite")
+        return importlib.import_module(f"benchmarks.{module}")
     except ModuleNotFoundError as exc:
-        raise UsageError(f"the benchmark suite needs {exc.name!r}; install the dev extra") \
+        extra = "bench" if module == "e2e" else "dev"
+        raise UsageError(f"the benchmark suite needs {exc.name!r}; install the {extra} extra") \
             from None
 
 
@@ -70,7 +76,36 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--suite-dir", metavar="DIR", type=Path,
                         help="the source checkout holding benchmarks/ (default: the current "
                              "directory, then the checkout lifecycle runs from)")
+    parser.add_argument("--e2e", action="store_true",
+                        help="end to end beside kopf: API server and operator in processes "
+                             "of their own, API calls, CPU and wall time to Ready")
+    parser.add_argument("-n", type=int, default=200, metavar="N",
+                        help="objects per round with --e2e (default: 200)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="interleaved rounds per operator with --e2e (default: 5)")
+    parser.add_argument("--poll", type=float, default=2.0, metavar="SECONDS",
+                        help="Ready poll interval of both operators with --e2e (default: 2)")
     parser.set_defaults(func=run)
+
+
+def _run_e2e(args: argparse.Namespace) -> int:
+    if not 1 <= args.n <= 100_000:
+        raise UsageError(f"-n must be between 1 and 100000, got {args.n}")
+    if not 1 <= args.rounds <= 100:
+        raise UsageError(f"--rounds must be between 1 and 100, got {args.rounds}")
+    if not 0.1 <= args.poll <= 600:
+        raise UsageError(f"--poll must be between 0.1 and 600 seconds, got {args.poll:g}")
+    e2e = _suite(args.suite_dir, "e2e")
+    importlib.import_module("kopf")  # fail early, with the extra to install
+    config = e2e.Config(n=args.n, rounds=args.rounds, poll=args.poll)
+    progress = None if args.json else (lambda message: print(f"# {message}", file=sys.stderr))
+    result = e2e.run(config, progress=progress)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "e2e.json").write_text(json.dumps(result, indent=2) + "\n",
+                                           encoding="utf-8")
+    print(json.dumps(result) if args.json else e2e.summary(result))
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,6 +113,12 @@ def run(args: argparse.Namespace) -> int:
     out: Path | None = args.out
     if out is not None and out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a directory")
+    if args.e2e:
+        try:
+            return _run_e2e(args)
+        except ModuleNotFoundError as exc:
+            raise UsageError(f"the end-to-end benchmark needs {exc.name!r}; install the "
+                             f"bench extra") from None
     suite = _suite(args.suite_dir)
     config = suite.QUICK if args.quick else suite.FULL
     progress = None if args.json else (lambda message: print(f"# {message}", file=sys.stderr))
