@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 
 
-@pytest.fixture
-def lifecycle_env() -> Any:
-    """A factory fixture: ``lifecycle_env(**options)`` returns an Environment.
+def build_environment(*, environment: str = "simcloud", **options: Any) -> Any:
+    """Build what ``lifecycle_env(**options)`` returns: an Environment.
 
     With no ``kinds`` it builds a registered harness environment (entry-point
     group ``lifecycle.environments``; ``environment="simcloud"`` by default:
@@ -29,12 +28,19 @@ def lifecycle_env() -> Any:
     from lifecycle import registry
     from lifecycle.testing import Environment
 
-    def build(*, environment: str = "simcloud", **options: Any) -> Environment:
-        if "kinds" in options and options["kinds"] and isinstance(options["kinds"][0], tuple):
-            custom = Environment(**options)
-            custom.provider_config()
-            return custom
-        env, _ = registry.environment(environment)(**options)
-        return env
+    kinds = options.get("kinds")
+    if kinds and isinstance(kinds[0], tuple):
+        custom = Environment(**options)
+        custom.provider_config()
+        return custom
+    env, _ = registry.environment(environment)(**options)
+    return env
 
-    return build
+
+@pytest.fixture
+def lifecycle_env() -> Any:
+    """A factory fixture: ``lifecycle_env(**options)`` returns an Environment.
+
+    See :func:`build_environment` for the options.
+    """
+    return build_environment
