@@ -14,6 +14,7 @@ import shutil
 import textwrap
 from pathlib import Path
 
+import markdown
 import pytest
 import yaml
 from mkdocs.commands.build import build as mkdocs_build
@@ -296,3 +297,32 @@ def test_the_warnings_check_catches_a_broken_docstring(tmp_path, monkeypatch):
                        str(src), str(tmp_path / "out")])
     assert code != 0
     assert "broken_api.f" in (tmp_path / "w.txt").read_text()
+
+
+# ------------------------------------------------------------------ the guide's examples
+
+
+GUIDE = ROOT / "docs" / "diagrams-in-docs.md"
+
+
+def test_the_guides_sphinx_example_builds(tmp_path, has_dot):
+    example = re.search(r"^```rst\n(.*?)^```", GUIDE.read_text(), re.S | re.M).group(1)
+    src = sphinx_project(tmp_path, example)
+    (src / "dumps").mkdir()
+    (src / "dumps" / "orders.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "db.lifecycle.dev/v1alpha1", "kind": "DatabaseInstance",
+        "metadata": {"name": "orders"}, "status": {"state": "creating"}}))
+    code, page, warnings = sphinx_build(src, "-W")
+    assert (code, warnings) == (0, "")
+    assert len(SVG.findall(page)) == 2
+    (mermaid,) = MERMAID.findall(page)
+    assert "title: DatabaseInstance orders on DatabaseInstanceMachine" in html.unescape(mermaid)
+    assert "class creating current" in mermaid
+
+
+def test_the_guides_markdown_example_renders(has_dot):
+    example = re.search(r"^````markdown\n(.*?)^````", GUIDE.read_text(), re.S | re.M).group(1)
+    page = markdown.markdown(example, extensions=["lifecycle.diagrams.mkdocs"])
+    (svg,) = SVG.findall(page)
+    assert_every_state_drawn(svg)
+    assert HIGHLIGHT in node_groups(svg)["ready"]
