@@ -241,8 +241,8 @@ def test_mkdocs_bad_target_is_a_warning_naming_it_and_strict_aborts(tmp_path, ca
     ([TARGET, "colour: red"], "unknown option 'colour'"),
     ([TARGET, "format: jpeg"], "unknown format 'jpeg'"),
     ([TARGET, "highlight: ready", "highlight: failed"], "option 'highlight' given twice"),
-    ([TARGET, "just words here"], "line 2: expected MODULE:NAME first"),
-    (["highlight: ready"], "name a machine or kind as MODULE:NAME"),
+    ([TARGET, "just words here"], "line 2: expected the machine or kind first"),
+    (["highlight: ready"], "name a machine or kind (MODULE:NAME or a registered"),
     (["object: a.yaml", "highlight: ready"], "give highlight or object, not both"),
     ([TARGET, "object-name: x"], "give object too"),
 ])
@@ -261,6 +261,10 @@ def test_a_block_reads_target_options_comments_and_blank_lines():
 def test_only_machines_kinds_and_registrations_resolve():
     assert resolve(TARGET) is MACHINE
     assert resolve("lifecycle.machines.database:DatabaseInstance") is DatabaseInstanceMachine
+    # a registered kind by name, as the command line takes it
+    assert resolve("DatabaseInstance") is DatabaseInstanceMachine
+    with pytest.raises(DiagramError, match="no registered kind 'Nothing'"):
+        resolve("Nothing")
     with pytest.raises(DiagramError, match="str is not a LifecycleMachine class"):
         resolve("lifecycle.diagrams.embed:CSS_CLASS")
 

@@ -9,7 +9,8 @@ documentation tool.
 The target is named ``MODULE:NAME`` and loaded with
 :func:`lifecycle.registry.load`; it may be a machine class, a
 :class:`~lifecycle.core.kind.Kind` (its machine is drawn) or a
-:class:`~lifecycle.registry.Registration`. SVG is inlined into the page; when
+:class:`~lifecycle.registry.Registration`. A registered kind may also be
+named alone (``DatabaseInstance``). SVG is inlined into the page; when
 Graphviz's ``dot`` is not on ``PATH``, an SVG or PNG diagram is drawn as
 Mermaid instead, in a ``<pre class="mermaid">`` block that Mermaid's
 script turns into a picture in the browser.
@@ -32,7 +33,7 @@ from lifecycle.diagrams.live import load_object, machine_for
 from lifecycle.diagrams.mermaid import to_mermaid
 from lifecycle.diagrams.model import DiagramError, LiveObject
 from lifecycle.diagrams.render import FORMATS, render
-from lifecycle.registry import RegistryError, load
+from lifecycle.registry import RegistryError, find, load
 
 #: Options of a diagram, as written in a page: ``format``, ``highlight``,
 #: ``object`` (a YAML/JSON dump) and ``object-name`` (``--name`` of the command).
@@ -78,7 +79,8 @@ class DiagramRequest:
                       object=(options.get("object") or "").strip(),
                       object_name=(options.get("object-name") or "").strip())
         if not request.target and not request.object:
-            raise DiagramError("name a machine or kind as MODULE:NAME, or an object dump")
+            raise DiagramError("name a machine or kind (MODULE:NAME or a registered kind's "
+                               "name), or an object dump")
         if request.highlight and request.object:
             raise DiagramError("give highlight or object, not both "
                                "(an object's own state is highlighted)")
@@ -108,11 +110,14 @@ class Embedded:
 def resolve(target: str) -> type[LifecycleMachine]:
     """The machine named by ``MODULE:NAME``: a machine class, a kind's or a registration's.
 
+    A name without ``:`` is a registered kind's name, plural or ``plural.group``
+    (``DatabaseInstance``), as ``lifecycle diagram`` takes it.
+
     Raises :class:`DiagramError` with one line when it cannot be loaded or is
     none of these (callers name ``target`` in front of it).
     """
     try:
-        value = load(target)
+        value = load(target) if ":" in target else find(target)
     except RegistryError as exc:
         raise DiagramError(str(exc)) from None
     for candidate in (value, getattr(value, "machine", None),
@@ -190,7 +195,7 @@ def mermaid_script(url: str = MERMAID_URL) -> str:
 
 
 def parse_block(lines: Iterable[str]) -> DiagramRequest:
-    """Read a Markdown block: ``MODULE:NAME`` first (optional), then ``option: value`` lines.
+    """Read a Markdown block: the target first (optional), then ``option: value`` lines.
 
     Blank lines and lines starting with ``#`` are skipped. Raises
     :class:`DiagramError` for a line that is neither.
@@ -208,10 +213,10 @@ def parse_block(lines: Iterable[str]) -> DiagramRequest:
             if key.strip() in options:
                 raise DiagramError(f"option {key.strip()!r} given twice")
             options[key.strip()] = value.strip()
-        elif not target and not options and ":" in line and " " not in line:
+        elif not target and not options and " " not in line:
             target = line
         else:
-            raise DiagramError(f"line {number}: expected MODULE:NAME first, then "
+            raise DiagramError(f"line {number}: expected the machine or kind first, then "
                                f"'option: value' lines, got {line[:64]!r}")
     return DiagramRequest.from_options(target, options)
 

@@ -13,7 +13,8 @@ In ``mkdocs.yml``::
     ```
 
 The first line is ``MODULE:NAME`` of a machine class, a
-:class:`~lifecycle.core.kind.Kind` or a registration; the others are the
+:class:`~lifecycle.core.kind.Kind` or a registration, or a registered kind's
+name (``DatabaseInstance``); the others are the
 options of ``lifecycle diagram``: ``format`` (``svg``, the default, ``png``,
 ``mermaid`` or ``dot``), ``highlight`` (a state drawn as the current one),
 ``object`` (a YAML/JSON dump drawn with its state and history; the first

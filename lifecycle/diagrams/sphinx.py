@@ -6,7 +6,8 @@ Add ``"lifecycle.diagrams.sphinx"`` to ``extensions`` in ``conf.py``, then::
        :highlight: ready
 
 The argument is ``MODULE:NAME`` of a machine class, a
-:class:`~lifecycle.core.kind.Kind` or a registration. The options are those
+:class:`~lifecycle.core.kind.Kind` or a registration, or a registered kind's
+name (``DatabaseInstance``). The options are those
 of ``lifecycle diagram``: ``:format:`` (``svg``, the default, ``png``,
 ``mermaid`` or ``dot``), ``:highlight:`` (a state drawn as the current one),
 ``:object:`` (a YAML/JSON dump, relative to the page, drawn with its state and
