@@ -151,6 +151,7 @@ def test_description_fields_and_server_defaults() -> None:
         "endpoint": "pg.db.simcloud.internal",
         "port": 5432,
         "status_message": "",
+        "tags": {},
     }
     my = cloud.create_instance(CREDS, "my", {"engine": "mysql", "storage_gb": 10, "size": "large"})
     assert (my["version"], my["port"], my["size"]) == ("8.0", 3306, "large")

@@ -132,7 +132,8 @@ class Observation:
 
     ``late_init`` holds provider defaults to write back into the spec's
     parameters; ``connection`` the connection details to publish; ``observed``
-    provider fields copied into ``status.atProvider``.
+    provider fields copied into ``status.atProvider``; ``owner`` and
+    ``protected`` what the engine needs to know whose resource it is.
     """
 
     exists: bool
@@ -142,6 +143,12 @@ class Observation:
     late_init: Mapping[str, Any] = attrs.field(factory=dict)
     connection: Mapping[str, str] = attrs.field(factory=dict)
     observed: Mapping[str, Any] = attrs.field(factory=dict)
+    #: The ownership mark found on the resource (see :mod:`lifecycle.core.ownership`):
+    #: None when the provider keeps no marks, "" when the resource carries none.
+    owner: str | None = None
+    #: Why the provider will never hand this resource to an object that did not
+    #: create it (a superuser, a template database...); "" when it may be adopted.
+    protected: str = ""
 
     @classmethod
     def absent(cls) -> Observation:

@@ -19,6 +19,13 @@ must be safe to run twice):
 * ``update`` brings the external resource to the desired parameters; running
   it twice is harmless.
 
+Ownership: where the external system can store a mark (a tag, a comment),
+``create`` stores ``resource.owner_mark`` on the new resource and ``update``
+writes it when it is missing; ``observe`` reports the mark it finds in
+``Observation.owner`` ("" for none) and, in ``Observation.protected``, why a
+resource must never be adopted (a superuser role, a template database). A
+client of a system without marks leaves ``owner`` as None.
+
 Errors: raise a subclass of :class:`lifecycle.core.errors.HandledError`
 (``Throttled`` with ``retry_after``, ``TerminalError`` for a spec that can
 never work). Anything else raised by a client is treated as a retryable
@@ -54,6 +61,9 @@ class ManagedResource:
     parameters: Any
     idempotency_key: str = ""
     password: str | None = attrs.field(default=None, repr=False)
+    #: The ownership mark the client stores on what it creates, and writes on
+    #: ``update`` when missing (see :mod:`lifecycle.core.ownership`).
+    owner_mark: str = ""
     connection: Mapping[str, str] = attrs.field(factory=dict, repr=False)
 
 

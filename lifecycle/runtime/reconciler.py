@@ -50,11 +50,13 @@ from lifecycle.core.errors import (
 from lifecycle.core.kind import (
     EXTERNAL_NAME,
     FINALIZER,
+    INTENT,
     OPERATION,
     Kind,
     check_references,
     connection_secret_ref,
 )
+from lifecycle.core.ownership import NotOwnedError, Verdict, adoption_requested, judge, owner_mark
 from lifecycle.core.plan import conclude, gather, held
 from lifecycle.core.values import Condition, ConditionStatus, Observation, Result, now
 from lifecycle.kube.cluster import Cluster
@@ -66,6 +68,7 @@ from lifecycle.runtime.contract import (
     close_client,
 )
 from lifecycle.runtime.effects import Effects, guarded, run_actions
+from lifecycle.runtime.names import NameIndex
 from lifecycle.runtime.reads import TTLCache, namespace_annotations, provider_config
 from lifecycle.runtime.retry import retry_conflicts
 from lifecycle.runtime.secrets import ConnectionSecrets, generate_password
@@ -120,7 +123,12 @@ class Reconciler:
     change to them then takes effect within ``reads_ttl``.
     ``allow_cross_namespace_secrets`` lets a namespaced object write its
     connection Secret into another namespace (refused by default with
-    ``SecretNamespaceNotAllowed``).
+    ``SecretNamespaceNotAllowed``). ``allow_adoption`` names the namespaces
+    (``"*"``: all, cluster-scoped objects included) whose objects may adopt an
+    existing external resource they did not create, with the
+    ``lifecycle.dev/adopt`` annotation. ``names`` is the index of claimed
+    external names (one owner per name); by default it is loaded from a list
+    of the kind's objects.
     """
 
     def __init__(
@@ -135,8 +143,15 @@ class Reconciler:
         password_factory: Callable[[], str] = generate_password,
         reads_ttl: float = 0.0,
         allow_cross_namespace_secrets: bool = False,
+        allow_adoption: frozenset[str] = frozenset(),
+        names: NameIndex | None = None,
     ) -> None:
         self.api = api
+        self.allow_adoption = frozenset(allow_adoption)
+        lister = getattr(api, "list", None)  # a cluster that cannot list starts empty
+        self.names = names if names is not None else NameIndex(
+            lambda: lister(kind.api_version, kind.kind)[0] if lister is not None else [],
+            self._read_or_none)
         self.allow_cross_namespace_secrets = allow_cross_namespace_secrets
         self.reads = TTLCache(reads_ttl)
         self.kind = kind
@@ -192,11 +207,18 @@ class Reconciler:
             # Leaving the external resource behind needs no provider at all.
             return self._run(run, gather(g, objects.status(run.obj)), None)
         refused = None if g.deleting else self._validate(run)
+        if refused is None:
+            refused = self._claim(run, g.deleting)
+            if refused is not None and g.deleting:
+                # Another object holds the name: leave its resource alone.
+                return self._run(run, gather(g, objects.status(run.obj),
+                                             observation=Observation.absent()), None)
         if refused is not None:
             # Refused before anything is committed or called: a condition only.
             return self._run(run, gather(g, objects.status(run.obj), error=refused), None)
         self._acquire(run)
         facts, effects = self._observe(run, g)
+        facts = self._judge(run, facts)
         try:
             if effects is not None:
                 # A pending journal entry whose effect is observed was interrupted
@@ -237,6 +259,51 @@ class Reconciler:
         except TerminalError as exc:
             return exc
         return None
+
+    def _claim(self, run: Pass, deleting: bool) -> HandledError | None:
+        """Claim the external name in the index: the conflict, or None when it is ours."""
+        name = _current_name(run.obj) if self._holds(run) or deleting else (
+            self.kind.external_name(run.obj))
+        if not isinstance(name, str) or not name:
+            return None
+        holder = self.names.claim(run.obj, name)
+        if holder is None:
+            return None
+        where = f"{holder[1]}/{holder[2]}" if holder[1] else holder[2]
+        return NotOwnedError(f"external name {name[:64]!r} is held by {where}; "
+                             "choose another name", reason="ExternalNameConflict")
+
+    def _judge(self, run: Pass, facts: Facts) -> Facts:
+        """Apply the ownership rule to what observe saw (:func:`lifecycle.core.ownership.judge`).
+
+        A resource this object does not own is never changed: the pass fails
+        with the refusal, or, when the object is being deleted, treats the
+        resource as gone so that only the finalizer is removed. Under a policy
+        that changes nothing (``skip``) it is only observed. A resource that
+        is this object's but unmarked is updated, which writes the mark.
+        """
+        meta = run.obj["metadata"]
+        namespace = meta.get("namespace")
+        annotations = objects.annotations(run.obj)
+        verdict = judge(facts.observation, uid=meta["uid"], name=run.external_name,
+                        acted_before=INTENT in annotations,
+                        adopt=adoption_requested(annotations),
+                        adoption_allowed="*" in self.allow_adoption or (
+                            namespace is not None and namespace in self.allow_adoption),
+                        namespace=namespace)
+        observation = facts.observation
+        if verdict.verdict is Verdict.REFUSED and observation is not None:
+            if facts.deleting:
+                run.notes.append(_informational(HandledError(
+                    f"external resource {run.external_name[:64]!r} is not this object's: "
+                    "left untouched", reason="ExternalResourceLeftAlone"), run.generation))
+                return attrs.evolve(facts, observation=Observation.absent())
+            if facts.policy.allows_modify:
+                return attrs.evolve(facts, observation=None, error=verdict.error)
+        if (verdict.verdict is Verdict.MARK and observation is not None
+                and not facts.deleting and facts.policy.allows_modify):
+            return attrs.evolve(facts, observation=attrs.evolve(observation, up_to_date=False))
+        return facts
 
     def _acquire(self, run: Pass) -> None:
         """Take ownership: commit the finalizer and the external name before any external call.
@@ -308,6 +375,7 @@ class Reconciler:
             external_name=run.external_name,
             parameters=parameters,
             password=password,
+            owner_mark=owner_mark(self.operator_id or "lifecycle", meta["uid"]),
         )
 
     def _managed_name(self, run: Pass) -> str:
@@ -370,6 +438,9 @@ class Reconciler:
             self._status_write(run, concluded.settled.status)
         if self.table.states[concluded.target].final:
             self._mutate(run, _remove_finalizer)
+            name = _current_name(run.obj)
+            if isinstance(name, str) and name:
+                self.names.release(run.obj, name)
         return concluded.result
 
     def _held(self, run: Pass, g: Gate) -> Result:
@@ -459,6 +530,12 @@ class Reconciler:
                                    meta.get("namespace"), meta["name"])
         except NotFound:
             raise ObjectGone from None
+
+    def _read_or_none(self, namespace: str | None, name: str) -> dict[str, Any] | None:
+        try:
+            return self.api.get(self.kind.api_version, self.kind.kind, namespace, name)
+        except NotFound:
+            return None
 
     def _event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         try:

@@ -190,6 +190,7 @@ class _Instance:
     password: str | None = attrs.field(default=None, repr=False)
     client_token: str | None = None
     pending: _Pending | None = None
+    tags: dict[str, str] = attrs.field(factory=dict)
 
     def describe(self) -> dict[str, Any]:
         """The public description the API returns (never includes the password)."""
@@ -203,6 +204,7 @@ class _Instance:
             "endpoint": f"{self.name}.db.simcloud.internal",
             "port": ENGINES[self.engine]["port"],
             "status_message": self.status_message,
+            "tags": dict(self.tags),
         }
 
 
@@ -343,8 +345,11 @@ class SimCloud:
         *,
         password: str | None = None,
         client_token: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Request a new instance and return its description (usually ``creating``).
+
+        ``tags`` are stored with the instance in the same call.
 
         Creating a name that exists returns the existing instance when
         ``client_token`` matches the token of its creation, and raises
@@ -384,6 +389,7 @@ class SimCloud:
                 status_message="creating the instance",
                 password=password,
                 client_token=client_token,
+                tags=dict(tags or {}),
             )
             self._instances[name] = instance
             self._creations[name] = self._creations.get(name, 0) + 1
@@ -410,9 +416,11 @@ class SimCloud:
         return self._call("describe", credentials, name, run)
 
     def modify_instance(
-        self, credentials: tuple[str, str], name: str, params: Mapping[str, Any]
+        self, credentials: tuple[str, str], name: str, params: Mapping[str, Any],
+        *, tags: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """Request a change of ``storage_gb``, ``size`` or ``version``.
+        """Request a change of ``storage_gb``, ``size`` or ``version``; ``tags`` are set
+        at once (other tags kept) once the request is accepted.
 
         The instance shows ``modifying`` until the change completes, then the
         new values. A request that changes nothing returns the description
@@ -437,6 +445,7 @@ class SimCloud:
                 changes["version"] = _check_version(instance.engine, params["version"])
             if instance.state != "available":
                 raise CloudBusy(f"instance {name!r} is {instance.state}; retry later")
+            instance.tags.update(tags or {})
             changes = {k: v for k, v in changes.items() if getattr(instance, k) != v}
             if not changes:
                 return instance.describe()
@@ -776,6 +785,8 @@ class DatabaseParameters:
 
 #: The user name the cloud creates on every instance.
 ADMIN_USER = "admin"
+#: The tag holding the ownership mark of the object that manages an instance.
+OWNER_TAG = "lifecycle.dev/owner"
 
 
 def _parameters_dict(parameters: Any) -> dict[str, Any]:
@@ -837,6 +848,7 @@ class DatabaseClient:
                 "version": desc["version"],
                 "endpoint": desc["endpoint"],
             },
+            owner=desc["tags"].get(OWNER_TAG, ""),
         )
 
     def create(self, resource: ManagedResource) -> Creation:
@@ -849,6 +861,7 @@ class DatabaseClient:
                 _parameters_dict(resource.parameters),
                 password=resource.password,
                 client_token=resource.idempotency_key or None,
+                tags={OWNER_TAG: resource.owner_mark} if resource.owner_mark else None,
             )
         except CloudAlreadyExists:
             pass
@@ -861,7 +874,8 @@ class DatabaseClient:
         self._check_open()
         try:
             self._cloud.modify_instance(
-                self._credentials, resource.external_name, _parameters_dict(resource.parameters)
+                self._credentials, resource.external_name, _parameters_dict(resource.parameters),
+                tags={OWNER_TAG: resource.owner_mark} if resource.owner_mark else None,
             )
         except CloudError as err:
             raise self._translate("update", err, resource) from err
