@@ -330,3 +330,7 @@ def test_the_guides_markdown_example_renders(has_dot):
     (svg,) = SVG.findall(page)
     assert_every_state_drawn(svg)
     assert HIGHLIGHT in node_groups(svg)["ready"]
+    # the guide itself quotes the block inside a longer fence: there it stays text
+    guide = markdown.markdown(GUIDE.read_text(),
+                              extensions=["fenced_code", "lifecycle.diagrams.mkdocs"])
+    assert "<svg" not in guide and "```lifecycle-diagram\nlifecycle.machines.managed:" in guide

@@ -55,12 +55,13 @@ log = logging.getLogger("mkdocs.extensions.lifecycle_diagram")
 #: The fence word of a diagram block.
 FENCE_WORD = "lifecycle-diagram"
 
-_BLOCK = re.compile(
-    r"^(?P<fence>`{3,}|~{3,})[ \t]*" + re.escape(FENCE_WORD) + r"[ \t]*\n"
-    r"(?P<body>.*?)"
-    r"^(?P=fence)[ \t]*$",
-    re.MULTILINE | re.DOTALL,
-)
+_FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`]*?)[ \t]*$")
+
+
+def _closes(line: str, fence: str) -> bool:
+    """True when ``line`` closes a block opened by ``fence`` (same character, as long)."""
+    stripped = line.strip()
+    return (len(stripped) >= len(fence) and set(stripped) == {fence[0]})
 
 
 class DiagramPreprocessor(Preprocessor):
@@ -72,14 +73,32 @@ class DiagramPreprocessor(Preprocessor):
         self.extension = extension
 
     def run(self, lines: list[str]) -> list[str]:
-        """Draw every block of the page (runs before fenced code blocks are read)."""
-        text = "\n".join(lines)
-        if FENCE_WORD not in text:
-            return lines
-        return _BLOCK.sub(self._replace, text).split("\n")
+        """Draw every block of the page (runs before fenced code blocks are read).
 
-    def _replace(self, match: re.Match[str]) -> str:
-        body = match.group("body").splitlines()
+        Other fenced blocks are copied untouched, so a ``lifecycle-diagram``
+        block quoted inside a longer fence stays text.
+        """
+        if not any(FENCE_WORD in line for line in lines):
+            return lines
+        out: list[str] = []
+        at = 0
+        while at < len(lines):
+            opening = _FENCE.match(lines[at])
+            if opening is None:
+                out.append(lines[at])
+                at += 1
+                continue
+            fence = opening.group("fence")
+            end = next((i for i in range(at + 1, len(lines)) if _closes(lines[i], fence)),
+                       len(lines))
+            if opening.group("info") == FENCE_WORD and end < len(lines):
+                out.extend(self._replace(lines[at + 1:end]).split("\n"))
+            else:
+                out.extend(lines[at:end + 1])
+            at = end + 1
+        return out
+
+    def _replace(self, body: list[str]) -> str:
         first = next((line.strip() for line in body if line.strip()), "")
         try:
             request = parse_block(body)
