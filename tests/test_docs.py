@@ -13,7 +13,8 @@ from lifecycle.machines.managed import ManagedResourceMachine
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-HAND_WRITTEN = ["quickstart.md", "concepts.md", "adding-a-kind.md", "dependencies.md"]
+HAND_WRITTEN = ["quickstart.md", "concepts.md", "adding-a-kind.md", "dependencies.md",
+                "harness.md"]
 PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
@@ -63,7 +64,7 @@ def test_markdown_table_cells_escape_pipes():
     assert docgen._row(["a|b", "c"]) == "| a\\|b | c |"
 
 
-@pytest.mark.parametrize("page", ["quickstart.md", "adding-a-kind.md"])
+@pytest.mark.parametrize("page", ["quickstart.md", "adding-a-kind.md", "harness.md"])
 def test_python_examples_in_the_docs_run(page, capsys):
     blocks = python_blocks(page)
     assert blocks, f"{page} has no python examples"

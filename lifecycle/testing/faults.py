@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lifecycle.kube.errors import ServerError
+from lifecycle.kube.errors import ApiError, ServerError
 from lifecycle.sim.faults import VERBS, Fault, FaultInjector
 
 __all__ = ["ApiFaults", "FaultyAPI"]
@@ -93,7 +93,13 @@ class FaultyAPI:
         self.faults = faults
 
     def _check(self, verb: str, kind: str | None, name: str | None) -> None:
-        self.faults.injector.check(verb, kind, name)
+        try:
+            self.faults.injector.check(verb, kind, name)
+        except ApiError as exc:
+            if exc.message.startswith("injected fault:"):  # name the call, not the rule
+                exc.message = f"injected fault: {verb} {kind} {name or ''}".rstrip()
+                exc.args = (exc.message,)
+            raise
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Any:
         """Read one object (after the faults)."""
