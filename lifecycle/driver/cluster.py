@@ -321,14 +321,20 @@ class KubeCluster:
 
     def list(self, api_version: str, kind: str, namespace: str | None = None,
              label_selector: str | None = None) -> tuple[list[dict[str, Any]], str]:
-        """List a custom kind (in one namespace or all) and return items and resourceVersion."""
+        """List a kind (in one namespace or all) and return items and resourceVersion."""
         info = self.info(api_version, kind)
         doc = self._call(*self._list_call(info, namespace), **_selector(label_selector))
         return list(doc.get("items") or []), str(doc["metadata"].get("resourceVersion", ""))
 
     def _list_call(self, info: ResourceInfo, namespace: str | None) -> tuple[Any, ...]:
-        if self._typed(info) is not None:
-            raise Invalid(f"listing {info.kind} is not supported by this adapter")
+        typed = self._typed(info)
+        if typed is not None:
+            api, sfx = typed
+            if not info.namespaced:
+                return (getattr(api, f"list_{sfx}"),)
+            if namespace:
+                return (getattr(api, f"list_{sfx}"), namespace)
+            return (getattr(api, f"list_{sfx.removeprefix('namespaced_')}_for_all_namespaces"),)
         if info.namespaced and namespace:
             return (self.custom.list_namespaced_custom_object, info.group, info.version,
                     namespace, info.plural)

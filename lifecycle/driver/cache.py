@@ -1,0 +1,262 @@
+"""A cached reader over :class:`~lifecycle.driver.cluster.KubeCluster`: reads from informers.
+
+:class:`CachedCluster` serves ``get`` of a kind from the store of an informer
+the operator already runs for it (the manager's informer of each kind it
+reconciles, and optionally one on Secrets), so a reconcile of an unchanged
+object reads nothing from the API server. Everything else is passed through:
+writes, lists, events, watches, and reads of kinds without a store.
+
+Staleness is handled the way it must be with any cache:
+
+* every write carries the ``resourceVersion`` the caller read, so a write
+  based on a stale read fails with ``409 Conflict`` instead of overwriting;
+  after a conflict the next read of that object goes to the API server, so
+  the caller's retry starts from the truth;
+* an object this process just wrote is remembered until the informer has
+  caught up with it, so the next read (often the next pass, a moment later)
+  never sees the version before the write;
+* a store that has not finished its first list is not used; a miss in a
+  store that covers the whole kind (no namespace, no label selector) means
+  the object does not exist, as in controller-runtime's cached client; a miss
+  in a partial store is read from the API server.
+
+Objects are handed out as copies: a caller may change what it got.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from lifecycle.core.kind import Kind
+from lifecycle.core.objects import metadata
+from lifecycle.driver.cluster import KubeCluster
+from lifecycle.driver.informer import Informer, InformerOptions
+from lifecycle.driver.manager import Manager, ManagerOptions
+from lifecycle.kube.errors import Conflict, NotFound
+from lifecycle.kube.objects import clone
+from lifecycle.runtime.contract import Connector
+
+__all__ = ["CachedCluster", "Store", "cached_manager"]
+
+Key = tuple[str | None, str]
+#: Objects remembered after a write, at most (the oldest are forgotten first).
+MAX_WRITTEN = 10_000
+
+
+class Store(Protocol):
+    """What the cache reads: an informer's store (:class:`~lifecycle.driver.informer.Informer`)."""
+
+    synced: threading.Event
+
+    def get(self, key: Key) -> dict[str, Any] | None:
+        """The stored object for ``(namespace, name)``, or None."""
+        ...
+
+
+class _Ignore:
+    """An informer handler that does nothing (the cache only needs the store)."""
+
+    def on_add(self, obj: dict[str, Any]) -> None:
+        """Ignored."""
+
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """Ignored."""
+
+    def on_delete(self, obj: dict[str, Any]) -> None:
+        """Ignored."""
+
+    def on_resync(self, obj: dict[str, Any]) -> None:
+        """Ignored."""
+
+
+def _version(obj: dict[str, Any] | None) -> str:
+    return str(metadata(obj).get("resourceVersion", "")) if obj is not None else ""
+
+
+def _caught_up(stored: dict[str, Any] | None, written: dict[str, Any], base: str) -> bool:
+    """Whether the store holds ``written`` or something after it."""
+    if stored is None:
+        return False
+    seen, ours = _version(stored), _version(written)
+    if seen.isdigit() and ours.isdigit():
+        return int(seen) >= int(ours)
+    # Opaque versions: the store has moved once it shows neither the base nor nothing.
+    return seen != base
+
+
+class CachedCluster:
+    """A :class:`~lifecycle.kube.cluster.Cluster` reading from informer stores, writing through."""
+
+    def __init__(self, cluster: KubeCluster) -> None:
+        self.cluster = cluster
+        self._stores: dict[tuple[str, str], tuple[Store, bool]] = {}
+        self._written: OrderedDict[tuple[str, str, str | None, str],
+                                   tuple[dict[str, Any], str]] = OrderedDict()
+        self._fresh: set[tuple[str, str, str | None, str]] = set()
+        self._lock = threading.Lock()
+        self._informers: list[Informer] = []
+        #: Reads answered from a store, and reads sent to the API server.
+        self.hits = 0
+        self.misses = 0
+
+    # -------------------------------------------------------------- stores
+    def serve_from(self, api_version: str, kind: str, store: Store, *,
+                   complete: bool = False) -> None:
+        """Answer reads of ``kind`` from ``store``; ``complete``: it holds every object."""
+        self._stores[(api_version, kind)] = (store, complete)
+
+    def use_informers(self, manager: Manager) -> None:
+        """Serve each kind the manager reconciles from the manager's own informer."""
+        for controller in manager.controllers.values():
+            source = controller.informer.source
+            info = getattr(source, "info", None)
+            if info is None:
+                continue
+            complete = (getattr(source, "namespace", None) is None
+                        and getattr(source, "label_selector", None) is None)
+            self.serve_from(info.api_version, info.kind, controller.informer, complete=complete)
+
+    def watch_secrets(self, namespace: str | None = None,
+                      options: InformerOptions | None = None) -> Informer:
+        """Start an informer on Secrets and serve Secret reads from it.
+
+        The operator then needs ``list`` and ``watch`` on Secrets besides
+        ``get``; the store holds every Secret of ``namespace`` (or all).
+        """
+        informer = Informer("secrets", self.cluster.list_watcher("v1", "Secret", namespace),
+                            _Ignore(), options or InformerOptions(resync=0)).start()
+        self._informers.append(informer)
+        self.serve_from("v1", "Secret", informer, complete=namespace is None)
+        return informer
+
+    def stop(self) -> None:
+        """Stop the informers this cache started itself."""
+        for informer in self._informers:
+            informer.stop()
+
+    # --------------------------------------------------------------- reads
+    def get(self, api_version: str, kind: str, namespace: str | None,
+            name: str) -> dict[str, Any]:
+        """The object from the store when it can answer; else from the API server."""
+        found = self._stores.get((api_version, kind))
+        if found is None or not found[0].synced.is_set():
+            return self.cluster.get(api_version, kind, namespace, name)
+        store, complete = found
+        info = self.cluster.info(api_version, kind)
+        ns = namespace if info.namespaced else None
+        ident = (api_version, kind, ns, name)
+        with self._lock:
+            fresh = ident in self._fresh
+            self._fresh.discard(ident)
+            written = self._written.get(ident)
+        if fresh:
+            return self._live(ident)
+        stored = store.get((ns, name))
+        if written is not None:
+            if not _caught_up(stored, *written):
+                self.hits += 1
+                return clone(written[0])
+            with self._lock:
+                self._written.pop(ident, None)
+        if stored is None:
+            if complete:
+                self.hits += 1
+                raise NotFound(f'{kind.lower()}s "{name}" not found')
+            return self._live(ident)
+        self.hits += 1
+        return clone(stored)
+
+    def _live(self, ident: tuple[str, str, str | None, str]) -> dict[str, Any]:
+        self.misses += 1
+        obj = self.cluster.get(*ident)
+        self._remember(ident, obj, "")
+        return obj
+
+    # -------------------------------------------------------------- writes
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create through the API server; remember the result."""
+        made = self.cluster.create(obj)
+        self._remember(self._ident(made), made, "")
+        return made
+
+    def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Write through (guarded by the body's resourceVersion); remember the result."""
+        return self._write(self.cluster.replace, obj)
+
+    def replace_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Write the status through; remember the result."""
+        return self._write(self.cluster.replace_status, obj)
+
+    def _write(self, call: Any, obj: dict[str, Any]) -> dict[str, Any]:
+        ident = self._ident(obj)
+        try:
+            written = call(obj)
+        except (Conflict, NotFound):
+            with self._lock:
+                self._written.pop(ident, None)
+                self._fresh.add(ident)  # the retry reads the truth
+            raise
+        self._remember(ident, written, _version(obj))
+        return written
+
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
+        """Delete through the API server; the next read of it goes there too."""
+        ident = (api_version, kind, namespace if self.cluster.info(api_version, kind).namespaced
+                 else None, name)
+        with self._lock:
+            self._written.pop(ident, None)
+            self._fresh.add(ident)
+        self.cluster.delete(api_version, kind, namespace, name)
+
+    def _ident(self, obj: dict[str, Any]) -> tuple[str, str, str | None, str]:
+        api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
+        meta = metadata(obj)
+        namespaced = self.cluster.info(api_version, kind).namespaced
+        return (api_version, kind, meta.get("namespace") if namespaced else None,
+                str(meta.get("name", "")))
+
+    def _remember(self, ident: tuple[str, str, str | None, str], obj: dict[str, Any],
+                  base: str) -> None:
+        if (ident[0], ident[1]) not in self._stores:
+            return
+        with self._lock:
+            self._written[ident] = (clone(obj), base)
+            self._written.move_to_end(ident)
+            while len(self._written) > MAX_WRITTEN:
+                self._written.popitem(last=False)
+
+    # ------------------------------------------------------- pass-through
+    def list(self, api_version: str, kind: str, namespace: str | None = None,
+             label_selector: str | None = None) -> tuple[list[dict[str, Any]], str]:
+        """List from the API server (a consistent list with its resourceVersion)."""
+        return self.cluster.list(api_version, kind, namespace, label_selector)
+
+    def record_event(self, involved: dict[str, Any], type: str, reason: str,
+                     message: str) -> dict[str, Any]:
+        """Record an Event (a repeat is aggregated by the underlying cluster)."""
+        return self.cluster.record_event(involved, type, reason, message)
+
+    def list_watcher(self, api_version: str, kind: str, namespace: str | None = None,
+                     label_selector: str | None = None) -> Any:
+        """The underlying cluster's list-and-watch source."""
+        return self.cluster.list_watcher(api_version, kind, namespace, label_selector)
+
+    def __getattr__(self, name: str) -> Any:
+        # info, register and anything else KubeCluster offers.
+        return getattr(self.cluster, name)
+
+
+def cached_manager(cluster: KubeCluster, pairs: Sequence[tuple[Kind, Connector]],
+                   options: ManagerOptions | None = None, **kwargs: Any) -> Manager:
+    """A :class:`~lifecycle.driver.manager.Manager` whose reconcilers read through a cache.
+
+    Each kind is read from the manager's own informer for it; everything
+    else (Secrets, namespaces, provider configs, leases) from the API server.
+    """
+    cached = CachedCluster(cluster)
+    manager = Manager(cached, pairs, options or ManagerOptions(), **kwargs)
+    cached.use_informers(manager)
+    return manager

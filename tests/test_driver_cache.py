@@ -1,0 +1,224 @@
+"""The cached reader: reads from informer stores, writes through with resourceVersion guards."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from lifecycle.driver.cache import CachedCluster, cached_manager
+from lifecycle.driver.cluster import KubeCluster, api_client
+from lifecycle.driver.informer import InformerOptions
+from lifecycle.driver.manager import ManagerOptions
+from lifecycle.kube.errors import Conflict, NotFound
+from lifecycle.kube.resources import ResourceType
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
+from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.sim.apiserver import EmbeddedAPI
+from lifecycle.sim.embedded import embedded_cluster
+from lifecycle.sim.http import APIServerHTTP
+
+API, KIND = "v1", "ConfigMap"
+
+
+class Counting:
+    """The embedded API as the underlying cluster, counting the calls that reach it."""
+
+    def __init__(self) -> None:
+        self.api = EmbeddedAPI()
+        self.calls: list[str] = []
+
+    def info(self, api_version: str, kind: str) -> ResourceType:
+        return self.api.resource_type(api_version, kind)
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.api, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            return method(*args, **kwargs)
+
+        return counted
+
+
+class Store:
+    """A store in step with the embedded API only when told (an informer that lags)."""
+
+    def __init__(self, synced: bool = True) -> None:
+        self.synced = threading.Event()
+        if synced:
+            self.synced.set()
+        self.objects: dict[tuple[str | None, str], dict[str, Any]] = {}
+
+    def get(self, key: tuple[str | None, str]) -> dict[str, Any] | None:
+        return self.objects.get(key)
+
+    def put(self, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        self.objects[(meta.get("namespace"), meta["name"])] = obj
+
+
+def configmap(name: str, value: str = "a") -> dict[str, Any]:
+    return {"apiVersion": API, "kind": KIND,
+            "metadata": {"name": name, "namespace": "default"}, "data": {"k": value}}
+
+
+@pytest.fixture
+def setup() -> tuple[Counting, Store, CachedCluster]:
+    inner, store = Counting(), Store()
+    cached = CachedCluster(inner)  # type: ignore[arg-type]
+    cached.serve_from(API, KIND, store, complete=True)
+    return inner, store, cached
+
+
+def test_reads_come_from_a_synced_store_as_copies(setup):
+    inner, store, cached = setup
+    store.put(inner.api.create(configmap("a")))
+    inner.calls.clear()
+    got = cached.get(API, KIND, "default", "a")
+    assert got["data"] == {"k": "a"} and inner.calls == []
+    got["data"]["k"] = "changed"
+    assert store.get(("default", "a"))["data"] == {"k": "a"}
+    assert cached.hits == 1 and cached.misses == 0
+
+
+def test_an_unsynced_store_is_not_used(setup):
+    inner, _, cached = setup
+    lagging = Store(synced=False)
+    cached.serve_from(API, KIND, lagging, complete=True)
+    inner.api.create(configmap("a"))
+    inner.calls.clear()
+    assert cached.get(API, KIND, "default", "a")["data"] == {"k": "a"}
+    assert inner.calls == ["get"]
+
+
+def test_a_miss_in_a_complete_store_is_not_found_without_a_call(setup):
+    inner, _, cached = setup
+    with pytest.raises(NotFound):
+        cached.get(API, KIND, "default", "absent")
+    assert inner.calls == []
+
+
+def test_a_miss_in_a_partial_store_reads_the_server(setup):
+    inner, store, cached = setup
+    cached.serve_from(API, KIND, store, complete=False)
+    inner.api.create(configmap("a"))
+    inner.calls.clear()
+    assert cached.get(API, KIND, "default", "a")["data"] == {"k": "a"}
+    assert inner.calls == ["get"]
+
+
+def test_an_own_write_is_read_back_until_the_store_catches_up(setup):
+    inner, store, cached = setup
+    first = inner.api.create(configmap("a"))
+    store.put(first)
+    body = cached.get(API, KIND, "default", "a")
+    body["data"] = {"k": "b"}
+    written = cached.replace(body)
+    inner.calls.clear()
+    # The store still holds the version before the write: the write is what is read.
+    assert cached.get(API, KIND, "default", "a")["data"] == {"k": "b"}
+    store.put(written)
+    again = cached.get(API, KIND, "default", "a")
+    assert again["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]
+    assert inner.calls == []
+
+
+def test_a_stale_read_ends_in_a_conflict_and_the_retry_reads_the_server(setup):
+    inner, store, cached = setup
+    store.put(inner.api.create(configmap("a")))
+    other = inner.api.get(API, KIND, "default", "a")
+    other["data"] = {"k": "theirs"}
+    inner.api.replace(other)  # someone else wrote; the store has not seen it yet
+    stale = cached.get(API, KIND, "default", "a")
+    stale["data"] = {"k": "ours"}
+    with pytest.raises(Conflict):
+        cached.replace(stale)
+    inner.calls.clear()
+    fresh = cached.get(API, KIND, "default", "a")
+    assert fresh["data"] == {"k": "theirs"} and inner.calls == ["get"]
+    fresh["data"] = {"k": "ours"}
+    assert cached.replace(fresh)["data"] == {"k": "ours"}
+    # The store still lags: the object just written is what the next read sees.
+    assert cached.get(API, KIND, "default", "a")["data"] == {"k": "ours"}
+
+
+def test_kinds_without_a_store_and_deletes_go_to_the_server(setup):
+    inner, store, cached = setup
+    inner.api.create({"apiVersion": "v1", "kind": "Secret",
+                      "metadata": {"name": "s", "namespace": "default"}})
+    inner.calls.clear()
+    cached.get("v1", "Secret", "default", "s")
+    assert inner.calls == ["get"]
+    store.put(inner.api.create(configmap("a")))
+    cached.delete(API, KIND, "default", "a")
+    inner.calls.clear()
+    with pytest.raises(NotFound):
+        cached.get(API, KIND, "default", "a")  # the store still has it; the server does not
+    assert inner.calls == ["get"]
+
+
+# ------------------------------------------------------ over the HTTP face
+FAST = InformerOptions(resync=0, watch_timeout=10.0, inactivity_timeout=3.0,
+                       backoff_base=0.05, backoff_cap=0.5)
+
+
+@pytest.fixture
+def server() -> Iterator[APIServerHTTP]:
+    srv = embedded_cluster([DatabaseInstance], bookmark_interval=0.5)
+    yield srv
+    srv.stop()
+
+
+def _wait(predicate: Any, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_cached_manager_brings_objects_to_ready_reading_its_informer(server):
+    cluster = KubeCluster(api_client(host=server.url), [DatabaseInstance])
+    cloud = SimCloud(seed=0, create_polls=0, modify_polls=0, delete_polls=0)
+    manager = cached_manager(cluster, [(DatabaseInstance, DatabaseConnector(cloud))],
+                             ManagerOptions(workers=2, informer=FAST))
+    manager.start()
+    try:
+        assert manager.wait_synced(10)
+        for i in range(3):
+            server.api.create(database_manifest(f"db-{i}"))
+
+        def ready() -> bool:
+            items, _ = server.api.list(DatabaseInstance.api_version, DatabaseInstance.kind)
+            return len(items) == 3 and all(
+                (o.get("status") or {}).get("state") == "ready" for o in items)
+
+        assert _wait(ready)
+    finally:
+        manager.stop()
+    cached = manager.cluster
+    assert isinstance(cached, CachedCluster)
+    assert cached.hits > 0
+    assert all(cloud.creations(f"db-{i}") <= 1 for i in range(3))
+
+
+def test_secrets_are_read_from_a_secret_informer_once_synced(server):
+    cached = CachedCluster(KubeCluster(api_client(host=server.url)))
+    server.api.create({"apiVersion": "v1", "kind": "Secret",
+                       "metadata": {"name": "s", "namespace": "default"},
+                       "data": {"k": "dg=="}})
+    informer = cached.watch_secrets(options=FAST)
+    try:
+        assert informer.wait_synced(10)
+        assert cached.get("v1", "Secret", "default", "s")["data"] == {"k": "dg=="}
+        assert cached.misses == 0 and cached.hits == 1
+        with pytest.raises(NotFound):
+            cached.get("v1", "Secret", "default", "absent")
+    finally:
+        cached.stop()
