@@ -1,0 +1,361 @@
+"""The gate of a pass, event messages and the decided failure, checked field by field.
+
+:func:`lifecycle.core.decide.gate` decides from the stored object alone
+whether a pass goes on; these tests call it directly (no API, no reconciler)
+and assert every field of the :class:`Gate`, including the ConfigValid and
+StatusValid notes and their messages, so a changed annotation name, a swapped
+policy level or a lost note fails here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lifecycle.core.decide import (
+    Choice,
+    DeletionPolicy,
+    Facts,
+    Gate,
+    ReconcilePolicy,
+    choose_event,
+    decide,
+    fail_edge,
+    gate,
+    restore,
+    transit,
+)
+from lifecycle.core.errors import CredentialsError, ExternalError, HandledError, Severity
+from lifecycle.core.kind import FINALIZER, OPERATION, OWNER, PAUSED, RECONCILE_POLICY
+from lifecycle.core.values import ConditionStatus, Observation, ProviderStatus
+from lifecycle.machines.managed import ManagedResourceMachine as M
+
+SKIP, MANAGE, DETACH = (ReconcilePolicy.SKIP, ReconcilePolicy.MANAGE,
+                        ReconcilePolicy.DETACH_ON_DELETE)
+
+
+def obj(*, annotations: dict[str, str] | None = None, status: dict[str, Any] | None = None,
+        generation: Any = 3, deleting: bool = False, finalizers: list[str] | None = None,
+        spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "x", "namespace": "team-a", "uid": "u",
+                            "generation": generation,
+                            "finalizers": [FINALIZER] if finalizers is None else finalizers}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "spec": spec or {}, "status": status or {}}
+
+
+def notes(g: Gate) -> list[tuple[str, str, str]]:
+    """(type, status, reason) of each note, in order."""
+    return [(n.type, n.status.value, n.reason) for n in g.notes]
+
+
+# ------------------------------------------------------------------ defaults
+def test_a_plain_object_goes_on_with_every_default() -> None:
+    g = gate(M, obj(status={"state": "ready"}), {})
+    assert g == Gate("ready", generation=3)
+    assert (g.stop, g.forced, g.deleting, g.paused, g.orphan) == (None, False, False, False,
+                                                                   False)
+    assert g.policy is MANAGE and g.notes == () and g.repaired is None
+
+
+def test_a_missing_or_malformed_generation_is_one() -> None:
+    assert gate(M, obj(generation=None), {}).generation == 1
+    assert gate(M, obj(generation="7"), {}).generation == 1
+    assert gate(M, obj(generation=9), {}).generation == 9
+
+
+# ------------------------------------------------------------- stored state
+@pytest.mark.parametrize("stored", ["nonsense", "deleted", 42])
+def test_a_stored_state_that_is_not_resumable_restarts_from_the_initial_state(
+        stored: Any) -> None:
+    g = gate(M, obj(status={"state": stored}), {})
+    initial = M.table().initial
+    assert g.state == initial
+    assert g.repaired == str(stored)[:64]
+    assert len(g.notes) == 1
+    note = g.notes[0]
+    assert (note.type, note.status, note.reason) == ("StatusValid", ConditionStatus.FALSE,
+                                                     "StateRepaired")
+    assert note.observed_generation == 3
+    assert repr(str(stored)[:64]) in note.message and initial in note.message
+
+
+def test_a_long_corrupt_state_is_cut_to_64_characters() -> None:
+    g = gate(M, obj(status={"state": "z" * 500}), {})
+    assert g.repaired == "z" * 64
+
+
+def test_a_missing_state_is_the_initial_state_without_a_note() -> None:
+    g = gate(M, obj(), {})
+    assert g.state == M.table().initial and g.repaired is None and g.notes == ()
+
+
+def test_restore_reads_only_a_dict_status() -> None:
+    assert restore(M, {"state": "ready"}) == "ready"
+    assert restore(M, [("state", "ready")]) == M.table().initial
+    assert restore(M, None) == M.table().initial
+
+
+# -------------------------------------------------------------- annotations
+def test_the_ignore_annotation_stops_before_anything_else() -> None:
+    g = gate(M, obj(annotations={OPERATION: "ignore"}, deleting=True,
+                    status={"state": "ready"}), {OWNER: "someone-else"})
+    assert (g.stop, g.state, g.generation) == ("Ignored", "ready", 3)
+    assert g.deleting is False and g.notes == ()
+
+
+def test_a_namespace_owned_by_another_operator_stops_the_pass() -> None:
+    g = gate(M, obj(), {OWNER: "other"}, operator_id="me")
+    assert g.stop == "NotOwned"
+    assert g.stop_message == "namespace team-a is owned by operator 'other'; skipped"
+    assert g.generation == 3
+
+
+def test_a_namespace_owned_by_this_operator_goes_on() -> None:
+    assert gate(M, obj(), {OWNER: "me"}, operator_id="me").stop is None
+    assert gate(M, obj(), {}, operator_id="me").stop is None
+    assert gate(M, obj(), {OWNER: "me"}).stop == "NotOwned", "no id: owned by someone else"
+
+
+def test_the_reconcile_annotation_forces_a_pass() -> None:
+    g = gate(M, obj(annotations={OPERATION: "reconcile"}), {})
+    assert g.forced is True and g.notes == ()
+
+
+def test_an_unknown_operation_is_noted_and_ignored() -> None:
+    g = gate(M, obj(annotations={OPERATION: "RECONCILE"}), {})
+    assert g.forced is False and g.stop is None
+    assert notes(g) == [("ConfigValid", "False", "UnknownOperation")]
+    assert g.notes[0].message == (
+        f"annotation {OPERATION} has unknown value 'RECONCILE'; "
+        "expected 'reconcile' or 'ignore'; ignored")
+    assert g.notes[0].observed_generation == 3
+
+
+# ------------------------------------------------------------ reconcile policy
+@pytest.mark.parametrize(("on_object", "on_namespace", "default", "policy"), [
+    (None, None, MANAGE, MANAGE),
+    (None, None, SKIP, SKIP),
+    ("skip", None, MANAGE, SKIP),
+    (None, "skip", MANAGE, SKIP),
+    ("manage", "skip", MANAGE, MANAGE),           # the object wins over the namespace
+    ("detach-on-delete", "skip", SKIP, DETACH),
+    (None, "detach-on-delete", SKIP, DETACH),     # the namespace wins over the default
+])
+def test_policy_resolves_object_then_namespace_then_default(
+        on_object: str | None, on_namespace: str | None, default: ReconcilePolicy,
+        policy: ReconcilePolicy) -> None:
+    annotations = {RECONCILE_POLICY: on_object} if on_object else {}
+    ns = {RECONCILE_POLICY: on_namespace} if on_namespace else {}
+    g = gate(M, obj(annotations=annotations), ns, default_policy=default)
+    assert g.policy is policy and g.notes == ()
+
+
+def test_an_unknown_object_policy_falls_through_to_the_namespace_and_says_so() -> None:
+    g = gate(M, obj(annotations={RECONCILE_POLICY: "sometimes"}), {RECONCILE_POLICY: "skip"})
+    assert g.policy is SKIP
+    assert notes(g) == [("ConfigValid", "False", "UnknownReconcilePolicy")]
+    assert g.notes[0].message == (
+        f"object annotation {RECONCILE_POLICY} has unknown value 'sometimes'; "
+        "using 'skip' from the namespace annotation")
+
+
+def test_unknown_policies_at_both_levels_fall_through_to_the_default() -> None:
+    g = gate(M, obj(annotations={RECONCILE_POLICY: "a"}), {RECONCILE_POLICY: "b"},
+             default_policy=SKIP)
+    assert g.policy is SKIP
+    assert [n.message for n in g.notes] == [
+        f"object annotation {RECONCILE_POLICY} has unknown value 'a'; "
+        "using 'skip' from the operator default",
+        f"namespace annotation {RECONCILE_POLICY} has unknown value 'b'; "
+        "using 'skip' from the operator default",
+    ]
+
+
+def test_an_object_policy_found_first_hides_an_unknown_namespace_value() -> None:
+    g = gate(M, obj(annotations={RECONCILE_POLICY: "skip"}), {RECONCILE_POLICY: "bogus"})
+    assert g.policy is SKIP and g.notes == ()
+
+
+# ------------------------------------------------------------ deletion policy
+@pytest.mark.parametrize("raw", ["Retain", 5, ["Delete"]])
+def test_an_unknown_deletion_policy_means_delete_and_is_noted(raw: Any) -> None:
+    g = gate(M, obj(spec={"deletionPolicy": raw}, deleting=True), {})
+    assert notes(g) == [("ConfigValid", "False", "UnknownDeletionPolicy")]
+    assert g.notes[0].message == (
+        f"spec.deletionPolicy {str(raw)[:64]!r} is not Delete or Orphan; using Delete")
+    assert g.orphan is False and g.deleting is True
+
+
+@pytest.mark.parametrize(("policy", "deletion", "orphan"), [
+    (MANAGE, "Delete", False),
+    (MANAGE, "Orphan", True),
+    (DETACH, "Delete", True),
+    (SKIP, "Delete", True),
+    (SKIP, "Orphan", True),
+])
+def test_orphaning_on_delete(policy: ReconcilePolicy, deletion: str, orphan: bool) -> None:
+    g = gate(M, obj(spec={"deletionPolicy": deletion}, deleting=True), {},
+             default_policy=policy)
+    assert (g.deleting, g.orphan) == (True, orphan)
+    assert g.notes == ()
+    # Not being deleted, nothing is orphaned whatever the policies say.
+    assert gate(M, obj(spec={"deletionPolicy": deletion}), {},
+                default_policy=policy).orphan is False
+
+
+def test_deletion_policy_values_are_the_api_spellings() -> None:
+    assert [p.value for p in DeletionPolicy] == ["Delete", "Orphan"]
+
+
+# ------------------------------------------------------ deletion, pause, terminal
+def test_a_deleted_object_without_our_finalizer_was_never_claimed() -> None:
+    g = gate(M, obj(deleting=True, finalizers=["someone.else/finalizer"],
+                    annotations={OPERATION: "reconcile"}), {})
+    assert g.stop == "NotClaimed"
+    assert (g.deleting, g.forced, g.generation) == (True, True, 3)
+
+
+def test_a_paused_object_is_paused_and_keeps_the_other_fields() -> None:
+    for value in ("true", "True", "TRUE"):
+        g = gate(M, obj(annotations={PAUSED: value, RECONCILE_POLICY: "skip"},
+                        status={"state": "ready"}), {})
+        assert g.paused is True and g.stop is None
+        assert (g.state, g.policy, g.generation) == ("ready", SKIP, 3)
+    for value in ("false", "yes", ""):
+        assert gate(M, obj(annotations={PAUSED: value}), {}).paused is False
+
+
+def failed(severity: str, generation: int) -> dict[str, Any]:
+    return {"state": "failed", "failure": {"severity": severity, "generation": generation}}
+
+
+def test_a_terminal_failure_of_this_generation_stops_the_pass() -> None:
+    g = gate(M, obj(status=failed(Severity.TERMINAL.value, 3)), {})
+    assert (g.stop, g.state, g.generation) == ("TerminalError", "failed", 3)
+
+
+@pytest.mark.parametrize(("status", "annotations", "deleting"), [
+    (failed(Severity.TERMINAL.value, 2), {}, False),         # a new generation: retry
+    (failed(Severity.RETRYABLE.value, 3), {}, False),        # not terminal
+    (failed(Severity.TERMINAL.value, 3), {OPERATION: "reconcile"}, False),  # forced
+    (failed(Severity.TERMINAL.value, 3), {}, True),          # a deletion cannot wait
+    ({**failed(Severity.TERMINAL.value, 3), "state": "ready"}, {}, False),
+])
+def test_a_terminal_failure_does_not_stop_a_pass_otherwise(
+        status: dict[str, Any], annotations: dict[str, str], deleting: bool) -> None:
+    g = gate(M, obj(status=status, annotations=annotations, deleting=deleting), {})
+    assert g.stop is None
+
+
+# ------------------------------------------------------------------- events
+@pytest.mark.parametrize(("facts", "choice"), [
+    (Facts("ready", deleting=True, policy=DETACH),
+     Choice("orphan", "DeletionOrphaned", "policy leaves the external resource")),
+    (Facts("ready", deleting=True),
+     Choice("gone", "ExternalResourceDeleted", "external resource is gone")),
+    (Facts("deleting", deleting=True, observation=Observation(
+        exists=True, status=ProviderStatus.PENDING)),
+     Choice("wait", "DeletionPending", "provider is deleting")),
+    (Facts("deleting", deleting=True, observation=Observation(
+        exists=True, status=ProviderStatus.PENDING, message="draining")),
+     Choice("wait", "DeletionPending", "draining")),
+    (Facts("ready", deleting=True, observation=Observation(exists=True)),
+     Choice("delete", "DeleteRequested", "deleting the external resource")),
+    (Facts("unclaimed", observation=Observation.absent(), policy=SKIP),
+     Choice(None, "ExternalResourceAbsent", "external resource does not exist and reconcile "
+            "policy 'skip' forbids creating it")),
+    (Facts("ready", observation=Observation.absent()),
+     Choice("create", "ExternalResourceVanished", "external resource vanished")),
+    (Facts("unclaimed", observation=Observation.absent()),
+     Choice("create", "CreateRequested", "creating the external resource")),
+    (Facts("ready", observation=Observation(exists=True, status=ProviderStatus.FAILED)),
+     Choice("fail", "ProviderFailed", "provider reports failure")),
+    (Facts("creating", observation=Observation(exists=True, status=ProviderStatus.PENDING)),
+     Choice("wait", "ProviderPending", "provider operation pending")),
+    (Facts("ready", observation=Observation(exists=True), forced=True),
+     Choice("update", "ReconcileRequested", "the reconcile annotation asked for a full update")),
+    (Facts("ready", observation=Observation(exists=True), forced=True, policy=SKIP),
+     Choice("available", "Available", "")),
+    (Facts("ready", observation=Observation(exists=True, up_to_date=False)),
+     Choice("update", "UpdateRequested", "external resource differs from spec")),
+    (Facts("ready", observation=Observation(exists=True, up_to_date=False), policy=SKIP),
+     Choice("available", "ReconcileSkipped", "external resource differs from spec; reconcile "
+            "policy 'skip' forbids updating it")),
+    (Facts("ready", observation=Observation(exists=True, up_to_date=False), forced=True),
+     Choice("update", "UpdateRequested", "external resource differs from spec")),
+    (Facts("ready", error=ExternalError("boom")), Choice("fail", "ExternalError", "boom")),
+])
+def test_the_chosen_event_with_its_reason_and_message(facts: Facts, choice: Choice) -> None:
+    assert choose_event(facts) == choice
+
+
+# ----------------------------------------------------------------- decisions
+def test_a_provider_failure_remembers_the_operation_under_way() -> None:
+    broken = Observation(exists=True, status=ProviderStatus.FAILED, message="disk full")
+    for state, operation in (("creating", "create"), ("updating", "update")):
+        d = decide(M, Facts(state, observation=broken))
+        assert d.transition is not None and d.transition.target == "failed"
+        assert d.error is not None
+        assert (d.error.reason, d.error.message) == ("ProviderFailed", "disk full")
+        assert d.failed_operation == operation
+    d = decide(M, Facts("ready", observation=broken, failed_operation="update"))
+    assert d.failed_operation == "update", "no operation under way: the one remembered"
+
+
+def test_errors_from_connect_and_observe_name_their_operation() -> None:
+    d = decide(M, Facts("ready", error=CredentialsError("no secret")))
+    assert (d.failed_operation, d.error.reason) == ("connect", "CredentialsUnavailable")
+    d = decide(M, Facts("creating", error=ExternalError("timeout")))
+    assert (d.failed_operation, d.error.reason) == ("observe", "ExternalError")
+    assert d.transition is not None and d.transition.target == "failed"
+    assert d.hold is False
+
+
+def test_a_decision_without_an_event_changes_nothing() -> None:
+    d = decide(M, Facts("ready"))
+    assert (d.source, d.transition, d.error, d.failed_operation, d.actions) == (
+        "ready", None, None, None, ())
+
+
+def test_a_decision_carries_the_transitions_actions() -> None:
+    d = decide(M, Facts("unclaimed", observation=Observation.absent()))
+    assert d.transition is not None
+    assert d.actions == d.transition.actions and d.actions
+
+
+def test_an_event_not_allowed_keeps_an_error_already_carried() -> None:
+    carried = HandledError("earlier", reason="Earlier")
+    d = transit(M, "deleting", Choice("create", "X"), Facts("deleting"), error=carried,
+                failed_operation="observe")
+    assert d.transition is None and d.error is carried and d.failed_operation == "observe"
+    d = transit(M, "deleting", Choice("create", "X"), Facts("deleting"))
+    assert d.error is not None and d.error.reason == "EventNotAllowed"
+    assert d.error.message == (
+        f"event 'create' is not allowed in state 'deleting' of {M.table().name}")
+    assert d.transition is None and d.failed_operation is None
+
+
+def test_failing_records_the_error_and_operation_and_keeps_the_rest() -> None:
+    d = decide(M, Facts("unclaimed", observation=Observation.absent()))
+    err = ExternalError("quota")
+    f = d.failing(err, "create")
+    assert (f.error, f.failed_operation) == (err, "create")
+    assert (f.source, f.choice, f.transition, f.actions) == (
+        d.source, d.choice, d.transition, d.actions)
+
+
+def test_the_fail_edge_of_a_state() -> None:
+    edge = fail_edge(M, "creating", Facts("creating"))
+    assert edge is not None and edge.target == "failed" and edge.event == "fail"
+    assert fail_edge(M, "unclaimed", Facts("unclaimed")) is None or \
+        fail_edge(M, "unclaimed", Facts("unclaimed")).event == "fail"
+
+
+def test_policies_allow_what_they_say() -> None:
+    assert [(p.allows_modify, p.allows_delete) for p in (MANAGE, SKIP, DETACH)] == [
+        (True, True), (False, False), (True, False)]
