@@ -157,7 +157,10 @@ def diagram_html(request: DiagramRequest, base: Path | str = ".") -> Embedded:
         path = Path(base) / request.object
         obj = load_object(path, request.object_name or None)
         depends.append(str(path))
-        machine = machine or machine_for(obj)
+        try:
+            machine = machine or machine_for(obj)
+        except RegistryError as exc:  # a broken registration of some package
+            raise DiagramError(str(exc)) from None
         live = LiveObject.from_dict(obj, machine)
     assert machine is not None
     if request.highlight:
