@@ -173,6 +173,23 @@ def test_the_grace_counts_from_when_synced_turned_false_not_from_a_pause() -> No
     status = {**status, "conditions": conditions}
     first = step(status, 10 * GRACE, error=ExternalError("down"))
     assert status_of(first, "Ready") == ("True", "Available")
+    second = step(first.settled.status, 10 * GRACE + 1, error=ExternalError("down"))
+    assert status_of(second, "Ready") == ("True", "Available")
+    past = step(second.settled.status, 11 * GRACE + 1, error=ExternalError("down"))
+    assert status_of(past, "Ready") == ("Unknown", "ObservationStale")
+
+
+def test_the_start_of_the_error_is_recorded_and_dropped_on_recovery() -> None:
+    status = ready_status()
+    assert "operationSince" not in status
+    first = step(status, 20, error=ExternalError("down"))
+    assert first.settled.status["operationSince"] == rfc3339(at(20))
+    again = step(first.settled.status, 30, error=ExternalError("down"))
+    assert again.settled.status["operationSince"] == rfc3339(at(20))
+    back = step(again.settled.status, 40, observation=IN_SYNC)
+    assert "operationSince" not in back.settled.status
+    fresh = step(back.settled.status, 50, error=ExternalError("down"))
+    assert fresh.settled.status["operationSince"] == rfc3339(at(50))
 
 
 # ---------------------------------------------------- what may turn it False

@@ -96,7 +96,7 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
     elif decision.hold and error is not None:
         # The provider could not be reached: Ready stays as last observed.
         updates.append(held_ready(stored, spec.ready, error.message, gen, now,
-                                  machine.timing.grace()))
+                                  unreachable_since(old, stored, when), machine.timing.grace()))
     else:
         message = error.message if error else (choice.message if transition else "")
         updates.append(Condition(cond.READY, _STATUS[spec.ready[0]], spec.ready[1],
@@ -127,6 +127,8 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
     if since is None:
         since = when  # missing or corrupt: the state is timed from now on
     operation_since = _operation_since(machine, old, source, target, since)
+    if decision.hold:
+        operation_since = unreachable_since(old, stored, when)
     held = stuck(machine, target, operation_since or since, stored, gen, now)
     if held is not None:
         updates.append(held)
@@ -177,22 +179,36 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
 STALE = "ObservationStale"
 
 
-def held_ready(stored: Sequence[Mapping[str, Any]], declared: tuple[str, str], message: str,
-               gen: int, now: datetime, grace: float) -> Condition:
-    """Ready while the provider cannot be reached: as last observed, Unknown after ``grace``.
+def unreachable_since(old: Mapping[str, Any], stored: Sequence[Mapping[str, Any]],
+                      when: str) -> str:
+    """When the provider stopped being reachable, for a pass that holds its state.
 
-    The error is taken to have lasted since Synced last turned False with
-    ``ReconcileError`` (its ``lastTransitionTime``); a pass that finds Synced
-    True (or paused) starts the count. Within the grace the stored Ready is
-    kept as it is (the state's declared Ready when none is stored); past it,
-    Ready is Unknown with reason ``ObservationStale``.
+    The stored ``operationSince`` when the previous pass failed the same way
+    (Synced False with ``ReconcileError``), else ``when``: the first failing
+    pass, including the first one after a pause, starts the count. Held
+    passes record it in ``status.operationSince``; a successful pass in a
+    Ready state drops it.
     """
     synced = cond.get(stored, cond.SYNCED)
-    lasted = 0.0
-    if synced is not None and synced.status is F and synced.reason == "ReconcileError":
-        began = valid_timestamp(synced.last_transition_time)
-        if began is not None:
-            lasted = (now - datetime.fromisoformat(began.replace("Z", "+00:00"))).total_seconds()
+    kept = valid_timestamp(old.get("operationSince"))
+    if kept and synced is not None and synced.status is F and synced.reason == "ReconcileError":
+        return kept
+    return when
+
+
+def held_ready(stored: Sequence[Mapping[str, Any]], declared: tuple[str, str], message: str,
+               gen: int, now: datetime, began: str, grace: float) -> Condition:
+    """Ready while the provider cannot be reached: as last observed, Unknown after ``grace``.
+
+    ``began`` is when the error began (:func:`unreachable_since`). Within
+    the grace the stored Ready is kept as it is (the state's declared Ready
+    when none is stored); past it, Ready is Unknown with reason
+    ``ObservationStale``.
+    """
+    try:
+        lasted = (now - datetime.fromisoformat(began.replace("Z", "+00:00"))).total_seconds()
+    except ValueError:
+        lasted = 0.0
     if lasted > grace:
         return Condition(cond.READY, U, STALE,
                          f"the external resource has not been observed for longer than "
