@@ -1,4 +1,4 @@
-"""End to end: claims, classes and managed resources in one operator, through the official client.
+"""End to end: claims, classes, parents and managed resources in one operator, official client.
 
 The embedded API serves DatabaseInstance, DatabaseClaim and
 DatabaseInstanceClass from their generated CRDs over HTTP on loopback. One
@@ -31,11 +31,12 @@ from lifecycle.kube.errors import NotFound
 from lifecycle.machines.claim import DATABASE_BINDING, DatabaseClaim, DatabaseInstanceClass
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
+from lifecycle.runtime.children import OwnedChild, ParentKind, Version
 from lifecycle.sim.embedded import embedded_cluster
 from lifecycle.sim.http import APIServerHTTP
 from lifecycle.testing.claims import claim_manifest, class_manifest
 
-FAST = InformerOptions(resync=30.0, watch_timeout=10.0, inactivity_timeout=3.0,
+FAST = InformerOptions(resync=600.0, watch_timeout=10.0, inactivity_timeout=3.0,
                        backoff_base=0.05, backoff_cap=0.5)
 CLAIMS = ("claims.lifecycle.dev", "v1alpha1", "databaseclaims")
 CLASSES = ("db.lifecycle.dev", "v1alpha1", "databaseinstanceclasses")
@@ -199,7 +200,8 @@ def test_a_retained_claim_releases_its_instance_and_a_class_change_reaches_waiti
             "conditions"), 20, "the late claim's first status")
         assert not ready(claim_of(server, "late"))
         custom(server).create_cluster_custom_object(*CLASSES, class_manifest("later"))
-        eventually(lambda: ready(claim_of(server, "late")), 40, "the late claim Ready")
+        # Far sooner than the claim's 60 s poll (and no resync within the test).
+        eventually(lambda: ready(claim_of(server, "late")), 15, "the late claim Ready")
     finally:
         manager.stop()
 
@@ -251,3 +253,82 @@ def test_lifecycle_run_serves_and_runs_a_claim_kind() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# ---------------------------------------------------------------------------
+# A parent kind owning a ConfigMap and a DatabaseInstance
+# ---------------------------------------------------------------------------
+
+
+def _settings(app: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": f"{app['metadata']['name']}-settings"},
+            "data": {"logLevel": str(app["spec"].get("logLevel", "info"))}}
+
+
+def _database(app: dict[str, Any]) -> dict[str, Any]:
+    name = f"{app['metadata']['name']}-db"
+    return {"apiVersion": DatabaseInstance.api_version, "kind": "DatabaseInstance",
+            "metadata": {"name": name},
+            "spec": {"forProvider": {"engine": "postgres",
+                                     "storageGB": app["spec"]["database"]["storageGB"]},
+                     "writeConnectionSecretToRef": {"name": f"{name}-conn"}}}
+
+
+def _up(obj: dict[str, Any]) -> dict[str, Any]:
+    spec = dict(obj.get("spec") or {})
+    spec["database"] = {"storageGB": spec.pop("dbSize", 20)}
+    return {**obj, "spec": spec}
+
+
+APP = ParentKind(
+    group="apps.lifecycle.dev", kind="DatabaseApp", plural="databaseapps",
+    versions=(Version("v1alpha1", up=_up), Version("v1beta1")),
+    children=(OwnedChild("settings", _settings, compare=("data",), api_version="v1",
+                         kind="ConfigMap"),
+              OwnedChild("database", _database, api_version=DatabaseInstance.api_version,
+                         kind="DatabaseInstance")),
+    defaults={"database": {"storageGB": 20}})
+
+
+def test_a_parent_kind_runs_with_a_watch_on_its_children() -> None:
+    srv = embedded_cluster([DatabaseInstance, APP], bookmark_interval=0.5)  # type: ignore[list-item]
+    cloud = SimCloud(seed=13, create_polls=1)
+    cluster = KubeCluster(api_client(host=srv.url), [DatabaseInstance])
+    manager = Manager(cluster, [(DatabaseInstance, DatabaseConnector(cloud)), (APP, None)],
+                      ManagerOptions(informer=FAST, backoff_base=0.05, backoff_cap=1.0))
+    api = custom(srv)
+    try:
+        # Only the custom child type is watched; ConfigMaps are polled.
+        assert [i.name for i in manager.controllers["DatabaseApp"].informers] == [
+            "databaseapp", "databaseapp/databaseinstance"]
+        manager.start()
+        api.create_namespaced_custom_object(
+            "apps.lifecycle.dev", "v1beta1", "default", "databaseapps",
+            {"apiVersion": "apps.lifecycle.dev/v1beta1", "kind": "DatabaseApp",
+             "metadata": {"name": "shop"}, "spec": {"database": {"storageGB": 40}}})
+
+        def app() -> dict[str, Any]:
+            return srv.api.get("apps.lifecycle.dev/v1beta1", "DatabaseApp", "default", "shop")
+
+        eventually(lambda: ready(app()), 30, "the parent Ready")
+        first = srv.api.get(DatabaseInstance.api_version, "DatabaseInstance", "default",
+                            "shop-db")
+        assert first["spec"]["forProvider"]["storageGB"] == 40
+        assert first["metadata"]["ownerReferences"][0]["name"] == "shop"
+        # Ready polls every 60 s; deleting the child reaches the parent through the watch.
+        api.delete_namespaced_custom_object(*INSTANCES[:2], "default", INSTANCES[2], "shop-db")
+
+        def recreated() -> bool:
+            try:
+                again = srv.api.get(DatabaseInstance.api_version, "DatabaseInstance",
+                                    "default", "shop-db")
+            except NotFound:
+                return False
+            return again["metadata"]["uid"] != first["metadata"]["uid"]
+
+        eventually(recreated, 15, "the deleted child to be created again")
+    finally:
+        manager.stop()
+        srv.stop()
+        srv.api.close()
