@@ -134,15 +134,19 @@ def test_sphinx_bad_target_is_one_warning_naming_it(tmp_path):
 
         .. lifecycle-diagram:: lifecycle.machines.managed:ManagedResourceMachine
            :highlight: exploded
+
+        .. lifecycle-diagram:: lifecycle.machines.managed:ManagedResourceMachine
+           :colour: red
         """)
     code, page, warnings = sphinx_build(src)
     assert code == 0 and "<svg" not in page
     lines = warnings.strip().splitlines()
-    assert len(lines) == 3 and "Traceback" not in warnings
+    assert len(lines) == 4 and "Traceback" not in warnings
     assert "index.rst:5: WARNING: lifecycle-diagram no_such_module:Machine: cannot import " \
            "'no_such_module'" in lines[0]
     assert "lifecycle.machines.managed:NoSuchMachine" in lines[1]
     assert "'exploded' is not a state of ManagedResourceMachine" in lines[2]
+    assert "unknown option 'colour'; the options are format, highlight" in lines[3]
     # with -W the build fails
     code, _, warnings = sphinx_build(src, "-W")
     assert code != 0 and "no_such_module:Machine" in warnings

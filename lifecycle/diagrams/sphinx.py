@@ -43,13 +43,21 @@ from lifecycle.diagrams.model import DiagramError
 logger = logging.getLogger(__name__)
 
 
+class _AnyOption(dict):
+    """The directive's options: any name is read as text, so that a misspelt option is
+    reported as one line by :meth:`DiagramRequest.from_options` listing the valid ones."""
+
+    def __missing__(self, key: str) -> Any:
+        return directives.unchanged
+
+
 class LifecycleDiagram(SphinxDirective):
     """``.. lifecycle-diagram:: MODULE:NAME``: a machine's diagram, drawn at build time."""
 
     optional_arguments = 1
     final_argument_whitespace = False
     has_content = False
-    option_spec: ClassVar[dict[str, Any]] = {name: directives.unchanged for name in OPTIONS}
+    option_spec: ClassVar[dict[str, Any]] = _AnyOption.fromkeys(OPTIONS, directives.unchanged)
 
     def run(self) -> list[nodes.Node]:
         """Draw the diagram; on a mistake, warn with the target's name and draw nothing."""
