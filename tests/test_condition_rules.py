@@ -1,0 +1,317 @@
+"""Condition bookkeeping, checked on the pure functions that keep it.
+
+:func:`lifecycle.core.conditions.merge` owns the timestamp rule: a
+condition's ``lastTransitionTime`` moves when it is new or its status flips,
+and never for a reason, message or generation change. :func:`settle` owns
+``stateSince`` (fixed while the state is unchanged) and ``operationSince``.
+Each rule is checked with a clock that moves between passes, so a rule that
+only holds when every pass happens at the same instant cannot pass.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from lifecycle.core import conditions as cond
+from lifecycle.core.decide import Choice, Decision, Facts
+from lifecycle.core.status import (
+    ENGINE_KEYS,
+    Outcome,
+    kept_history,
+    paused,
+    settle,
+    stuck,
+    valid_timestamp,
+)
+from lifecycle.core.values import Condition, ConditionStatus, Observation, rfc3339
+from lifecycle.machines.managed import ManagedResourceMachine as M
+
+T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def stamp(seconds: float) -> str:
+    return rfc3339(at(seconds))
+
+
+def by_type(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    found = {e["type"]: e for e in entries}
+    assert len(found) == len(entries), "one entry per type"
+    return found
+
+
+# ------------------------------------------------------------------- merge
+def test_a_new_condition_is_stamped_with_now() -> None:
+    merged = cond.merge([], [Condition("Ready", F, "Creating", "m", 2)], stamp(5))
+    assert merged == [{"type": "Ready", "status": "False", "reason": "Creating",
+                       "message": "m", "observedGeneration": 2,
+                       "lastTransitionTime": stamp(5)}]
+
+
+def test_a_status_flip_moves_last_transition_time() -> None:
+    first = cond.merge([], [Condition("Ready", F, "Creating")], stamp(0))
+    for status, seconds in ((T, 10), (U, 20), (F, 30), (T, 40)):
+        first = cond.merge(first, [Condition("Ready", status, "R")], stamp(seconds))
+        assert first[0]["status"] == status.value
+        assert first[0]["lastTransitionTime"] == stamp(seconds)
+
+
+@pytest.mark.parametrize("change", [
+    {"reason": "SomethingElse"},
+    {"message": "a different message"},
+    {"observed_generation": 7},
+    {"reason": "Other", "message": "other", "observed_generation": 9},
+])
+def test_a_change_without_a_flip_keeps_last_transition_time(change: dict[str, Any]) -> None:
+    base = {"type": "Synced", "status": F, "reason": "ReconcileError", "message": "first",
+            "observed_generation": 1}
+    first = cond.merge([], [Condition(**base)], stamp(0))
+    second = cond.merge(first, [Condition(**(base | change))], stamp(60))
+    entry = second[0]
+    assert entry["lastTransitionTime"] == stamp(0)
+    # The other fields do take the new values.
+    expected = Condition(**(base | change)).to_dict()
+    assert {k: entry[k] for k in ("reason", "message", "observedGeneration")} == {
+        k: expected[k] for k in ("reason", "message", "observedGeneration")}
+
+
+def test_a_stored_entry_without_a_time_is_stamped_even_without_a_flip() -> None:
+    stored = [{"type": "Ready", "status": "True", "reason": "Available", "message": "",
+               "observedGeneration": 1, "lastTransitionTime": ""}]
+    merged = cond.merge(stored, [Condition("Ready", T, "Available", "", 1)], stamp(3))
+    assert merged[0]["lastTransitionTime"] == stamp(3)
+
+
+def test_merge_keeps_unrelated_entries_and_their_order() -> None:
+    stored = cond.merge([], [Condition("A", T, "X"), Condition("B", F, "Y"),
+                             Condition("C", U, "Z")], stamp(0))
+    merged = cond.merge(stored, [Condition("B", T, "Y2"), Condition("D", T, "W")], stamp(9))
+    assert [e["type"] for e in merged] == ["A", "B", "C", "D"]
+    entries = by_type(merged)
+    assert entries["A"] == stored[0] and entries["C"] == stored[2]
+    assert (entries["B"]["status"], entries["B"]["lastTransitionTime"]) == ("True", stamp(9))
+    assert entries["D"]["lastTransitionTime"] == stamp(9)
+
+
+def test_merge_repairs_a_corrupt_stored_list() -> None:
+    stored: list[Any] = [
+        "not a mapping",
+        {"status": "True"},                      # no type: dropped
+        {"type": "", "status": "True"},          # empty type: dropped
+        {"type": 5, "status": "True"},           # non-string type: dropped
+        {"type": "Ready", "status": "Maybe", "reason": 3, "observedGeneration": "x",
+         "lastTransitionTime": stamp(1)},        # repaired field by field
+        {"type": "Synced", "status": "True", "reason": "ReconcileSuccess", "message": "",
+         "observedGeneration": 1, "lastTransitionTime": stamp(2)},  # already normal
+    ]
+    merged = cond.merge(stored, [], stamp(9))
+    assert merged == [
+        {"type": "Ready", "status": "Unknown", "reason": "3", "message": "",
+         "observedGeneration": 0, "lastTransitionTime": stamp(1)},
+        {"type": "Synced", "status": "True", "reason": "ReconcileSuccess", "message": "",
+         "observedGeneration": 1, "lastTransitionTime": stamp(2)},
+    ]
+
+
+def test_merge_never_mutates_the_stored_list() -> None:
+    stored = cond.merge([], [Condition("Ready", F, "Creating")], stamp(0))
+    snapshot = [dict(e) for e in stored]
+    cond.merge(stored, [Condition("Ready", T, "Available")], stamp(5))
+    assert stored == snapshot
+
+
+def test_a_later_update_of_the_same_type_in_one_merge_wins() -> None:
+    merged = cond.merge([], [Condition("Ready", F, "A"), Condition("Ready", T, "B")], stamp(1))
+    assert len(merged) == 1 and (merged[0]["status"], merged[0]["reason"]) == ("True", "B")
+
+
+def test_merge_makes_every_reason_valid() -> None:
+    merged = cond.merge([], [Condition("Ready", F, "quota exceeded")], stamp(0))
+    assert merged[0]["reason"] == "QuotaExceeded"
+
+
+# ------------------------------------------------------------ camel_reason
+@pytest.mark.parametrize(("reason", "valid"), [
+    ("Available", "Available"),
+    ("quota exceeded", "QuotaExceeded"),
+    ("already_Valid_1", "already_Valid_1"),
+    ("a,b:c", "a,b:c"),
+    ("x", "x"),
+    ("ends with,", "EndsWith"),
+    ("42 is the answer", "IsTheAnswer"),
+    ("9lives", "lives"),
+    ("", "ReconcileError"),
+    ("!!!", "ReconcileError"),
+    ("1234", "ReconcileError"),
+    ("don't-stop me", "DonTStopMe"),
+])
+def test_camel_reason(reason: str, valid: str) -> None:
+    assert cond.camel_reason(reason) == valid
+
+
+def test_camel_reason_with_its_own_default_and_a_length_cap() -> None:
+    assert cond.camel_reason("...", default="Fallback") == "Fallback"
+    assert cond.camel_reason(" ".join(["word"] * 400)) == ("Word" * 400)[:1024]
+    assert len(cond.camel_reason(" ".join(["word"] * 400))) == 1024
+
+
+# ------------------------------------------------------------- get / phase
+def test_get_reads_the_first_entry_of_a_type_from_any_mapping() -> None:
+    from types import MappingProxyType
+    stored: list[Any] = ["junk", MappingProxyType({"type": "Ready", "status": "True",
+                                                   "reason": "Available"}),
+                         {"type": "Ready", "status": "False", "reason": "Later"}]
+    found = cond.get(stored, "Ready")
+    assert found is not None and (found.status, found.reason) == (T, "Available")
+    assert cond.get(stored, "Synced") is None
+    assert cond.get([], "Ready") is None
+
+
+@pytest.mark.parametrize(("statuses", "deleting", "phase"), [
+    ({"Ready": "True", "Synced": "True"}, False, "Ready"),
+    ({"Ready": "True", "Synced": "True"}, True, "Terminating"),
+    ({"Ready": "True", "Synced": "False"}, False, "Progressing"),
+    ({"Ready": "Unknown", "Synced": "True"}, False, "Progressing"),
+    ({"Ready": "True", "Synced": "True", "Creating": "False", "Failed": "False",
+      "Stuck": "False", "Updating": "False", "Deleting": "False", "Informational": "False"},
+     False, "Ready"),
+    ({"Ready": "True", "ConfigValid": "False"}, False, "Progressing"),
+    ({"Creating": "True"}, False, "Progressing"),   # only activity types: nothing relevant
+    ({}, False, "Progressing"),
+    ({}, True, "Terminating"),
+])
+def test_phase(statuses: dict[str, str], deleting: bool, phase: str) -> None:
+    entries = [{"type": t, "status": s} for t, s in statuses.items()]
+    assert cond.phase(entries, deleting) == phase
+
+
+def test_activity_types_and_initial_conditions() -> None:
+    assert frozenset({"Creating", "Updating", "Deleting", "Failed", "Stuck",
+                      "Informational"}) == cond.ACTIVITY_TYPES
+    assert [c.to_dict() for c in cond.initial(4)] == [
+        {"type": "Ready", "status": "Unknown", "reason": "Reconciling", "message": "",
+         "observedGeneration": 4, "lastTransitionTime": ""},
+        {"type": "Synced", "status": "Unknown", "reason": "Reconciling", "message": "",
+         "observedGeneration": 4, "lastTransitionTime": ""},
+    ]
+
+
+# --------------------------------------------------------------- settle
+def outcome(state: str, target: str | None, *, event: str | None = None,
+            observation: Observation | None = None, generation: int = 1,
+            reason: str = "R") -> Outcome:
+    table = M.table()
+    transition = table.fire(state, event, lambda _name: True) if event else None
+    assert (transition.target if transition else None) == target
+    facts = Facts(state, observation=observation, generation=generation)
+    return Outcome(facts, Decision(state, Choice(event, reason, "msg"), transition), transition)
+
+
+def test_state_since_is_fixed_within_a_state_and_moves_on_a_change() -> None:
+    status: dict[str, Any] = {}
+    s1 = settle(M, status, outcome("unclaimed", "creating", event="create"), at(0)).status
+    assert s1["stateSince"] == stamp(0)
+    for seconds in (5, 50, 500):
+        same = settle(M, s1, outcome("creating", None, observation=Observation(exists=True)),
+                      at(seconds)).status
+        assert same["state"] == "creating" and same["stateSince"] == stamp(0)
+        assert by_type(same["conditions"])["Ready"]["lastTransitionTime"] == stamp(0)
+    up = settle(M, s1, outcome("creating", "ready", event="available"), at(70)).status
+    assert up["stateSince"] == stamp(70)
+    ready = by_type(up["conditions"])["Ready"]
+    assert (ready["status"], ready["lastTransitionTime"]) == ("True", stamp(70))
+
+
+@pytest.mark.parametrize("corrupt", [None, "yesterday", 17, ""])
+def test_a_missing_or_corrupt_state_since_is_timed_from_now(corrupt: Any) -> None:
+    old = {"state": "ready", "stateSince": corrupt}
+    s = settle(M, old, outcome("ready", None), at(30)).status
+    assert s["stateSince"] == stamp(30)
+
+
+def test_a_self_transition_keeps_state_since_but_records_no_history() -> None:
+    s1 = settle(M, {}, outcome("unclaimed", "creating", event="create"), at(0)).status
+    again = settle(M, s1, outcome("creating", "creating", event="create"), at(40))
+    assert again.status["stateSince"] == stamp(0)
+    assert len(again.status["history"]) == len(s1["history"]) == 1
+    assert [e for e in again.events if e[1] == "Create"] == []
+
+
+def test_settle_keeps_keys_it_does_not_own_and_drops_stale_owned_ones() -> None:
+    old = {"state": "ready", "custom": {"kept": True}, "phase": "Bogus", "failure": {"x": 1}}
+    s = settle(M, old, outcome("ready", None, observation=Observation(exists=True)),
+               at(0)).status
+    assert s["custom"] == {"kept": True}
+    assert s["phase"] != "Bogus" and "failure" not in s
+    assert set(s) - {"custom"} <= ENGINE_KEYS
+
+
+def test_operation_since_survives_a_detour_through_failed() -> None:
+    from lifecycle.core.errors import ExternalError
+    s1 = settle(M, {}, outcome("unclaimed", "creating", event="create"), at(0)).status
+    assert s1["operationSince"] == stamp(0)
+    fail = M.table().fire("creating", "fail", lambda _n: True)
+    error = ExternalError("down")
+    d = Decision("creating", Choice("fail", "ExternalError", "down"), fail, error, "create")
+    s2 = settle(M, s1, Outcome(Facts("creating", error=error), d, fail), at(100)).status
+    assert (s2["state"], s2["operationSince"], s2["stateSince"]) == (
+        "failed", stamp(0), stamp(100))
+    s3 = settle(M, s2, outcome("failed", "creating", event="create"), at(200)).status
+    assert (s3["state"], s3["operationSince"], s3["stateSince"]) == (
+        "creating", stamp(0), stamp(200))
+    s4 = settle(M, s3, outcome("creating", "ready", event="available"), at(300)).status
+    assert "operationSince" not in s4
+
+
+# ----------------------------------------------------------------- stuck
+def test_stuck_turns_true_past_the_limit_and_false_once_recorded() -> None:
+    since = stamp(0)
+    limit = M.timing.max_in_state["creating"]
+    assert stuck(M, "creating", since, [], 1, at(limit)) is None, "not past the limit yet"
+    held = stuck(M, "creating", since, [], 1, at(limit + 1))
+    assert held is not None and held.status is T
+    assert held.reason == "StuckInCreating"
+    assert held.message == f"in creating for {int(limit + 1)}s, longer than {int(limit)}s"
+    recorded = [held.to_dict()]
+    cleared = stuck(M, "ready", since, recorded, 2, at(limit + 50))
+    assert cleared is not None and (cleared.status, cleared.reason, cleared.observed_generation
+                                    ) == (F, "NotStuck", 2)
+    assert stuck(M, "creating", "not a time", [], 1, at(10**6)) is None
+
+
+# ---------------------------------------------------------- small helpers
+def test_valid_timestamp() -> None:
+    assert valid_timestamp(stamp(0)) == stamp(0)
+    assert valid_timestamp("2026-01-01T00:00:00+00:00") == "2026-01-01T00:00:00+00:00"
+    for bad in (None, 5, "", "soon", "2026-13-01T00:00:00Z"):
+        assert valid_timestamp(bad) is None
+
+
+def test_kept_history_drops_malformed_entries() -> None:
+    good = {"from": "a", "to": "b", "event": "e", "reason": "r", "time": stamp(0)}
+    stored = [good, {**good, "extra": 1}, {**good, "to": 5}, "junk", {"from": "a"}]
+    assert kept_history(stored) == [good, good]
+    assert kept_history("not a list") == [] and kept_history(None) == []
+
+
+def test_paused_sets_synced_false_and_ready_unknown_only_for_a_new_generation() -> None:
+    base = settle(M, {}, outcome("creating", "ready", event="available"), at(0)).status
+    same = paused(base, "ready", 1, "paused by annotation", at(10))
+    entries = by_type(same["conditions"])
+    assert (entries["Synced"]["status"], entries["Synced"]["reason"]) == ("False",
+                                                                          "ReconcilePaused")
+    assert entries["Synced"]["lastTransitionTime"] == stamp(10)
+    assert entries["Ready"]["status"] == "True", "this generation was observed: Ready kept"
+    assert same["state"] == "ready" and same["observedGeneration"] == 1
+    newer = paused(base, "ready", 2, "paused by annotation", at(20))
+    ready = by_type(newer["conditions"])["Ready"]
+    assert (ready["status"], ready["reason"], ready["lastTransitionTime"]) == (
+        "Unknown", "ReconcilePaused", stamp(20))
+    assert newer["phase"] == "Progressing"
