@@ -234,10 +234,14 @@ class ClaimEnvironment:
         """Apply a claim (or any object the environment knows) and enqueue it."""
         return self.env.apply(manifest)
 
-    def run(self, max_steps: int = 10_000) -> list[Step]:
-        """Sync the informer, then run the work queue until only Ready polls remain."""
+    def run(self, max_steps: int = 10_000, **options: Any) -> list[Step]:
+        """Sync the informer, then run the work queue until only Ready polls remain.
+
+        ``options`` (``horizon``, ``max_attempts``) go to
+        :meth:`Environment.run_until_idle`, which raises ``NotSettled`` the same way.
+        """
         self.informer.sync()
-        return self.env.run_until_idle(max_steps=max_steps)
+        return self.env.run_until_idle(max_steps=max_steps, **options)
 
     def advance(self, seconds: float) -> list[Step]:
         """Sync the informer, then run whatever falls due in the next ``seconds``.

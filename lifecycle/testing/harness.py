@@ -12,7 +12,11 @@ conditions, results and the external calls made::
         assert env.state("DatabaseInstance", "orders") == "ready"
 
 The work queue here follows the requeue matrix with virtual time: no test
-ever sleeps. Requeue-now items run first, then the earliest due item.
+ever sleeps. Requeue-now items run first, then the earliest due item;
+failures back off by the operator's per-item rule, and ``run_until_idle``
+reports an object that keeps failing instead of retrying it for a virtual
+day. ``apply`` merges like ``kubectl apply``; ``faults`` fails the engine's
+own API calls; ``steps`` keeps a bounded history.
 """
 
 from __future__ import annotations
@@ -103,6 +107,10 @@ class Environment:
     ``kinds`` pairs each :class:`Kind` with the connector its reconciler uses.
     Every kind (and ProviderConfig) is served from its generated CRD; the kinds
     named in ``lenient`` are then served as :meth:`serve_lenient` describes.
+    ``backoff`` sets the queue's per-item backoff (the operator's rule);
+    ``seed`` seeds the embedded API and :attr:`faults`; ``history`` is how
+    many steps :attr:`steps` keeps (``None``: every one). The reference,
+    with an example of each method, is ``docs/harness.md``.
     """
 
     def __init__(
