@@ -24,7 +24,9 @@ this module only adds the I/O around them:
    result; write the status if it changed; remove the finalizer on the final
    state.
 
-Handled errors end in the Failed state with a condition; API errors other
+Handled errors end in the Failed state with a condition (a connect or
+observe error that is not terminal holds a state reporting Ready instead:
+Synced False, Ready as last observed); API errors other
 than NotFound propagate as :class:`UnhandledError` for the work queue's
 backoff. Object writes (finalizer, annotations, late-initialised spec) and
 status writes are separate and each retries a 409 from a fresh read.
