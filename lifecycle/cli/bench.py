@@ -85,6 +85,11 @@ def register(subparsers: Any) -> None:
                         help="interleaved rounds per operator with --e2e (default: 5)")
     parser.add_argument("--poll", type=float, default=2.0, metavar="SECONDS",
                         help="Ready poll interval of both operators with --e2e (default: 2)")
+    parser.add_argument("--operators", nargs="+", metavar="NAME",
+                        choices=["lifecycle", "kopf", "lifecycle-direct", "lifecycle-secrets"],
+                        help="operators to compare with --e2e (default: lifecycle kopf; "
+                             "lifecycle-direct: without the cached reader; lifecycle-secrets: "
+                             "Secrets cached too)")
     parser.set_defaults(func=run)
 
 
@@ -97,7 +102,8 @@ def _run_e2e(args: argparse.Namespace) -> int:
         raise UsageError(f"--poll must be between 0.1 and 600 seconds, got {args.poll:g}")
     e2e = _suite(args.suite_dir, "e2e")
     importlib.import_module("kopf")  # fail early, with the extra to install
-    config = e2e.Config(n=args.n, rounds=args.rounds, poll=args.poll)
+    config = e2e.Config(n=args.n, rounds=args.rounds, poll=args.poll,
+                        operators=tuple(args.operators or e2e.OPERATORS))
     progress = None if args.json else (lambda message: print(f"# {message}", file=sys.stderr))
     result = e2e.run(config, progress=progress)
     if args.out is not None:

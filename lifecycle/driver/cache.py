@@ -250,13 +250,20 @@ class CachedCluster:
 
 
 def cached_manager(cluster: KubeCluster, pairs: Sequence[tuple[Kind, Connector]],
-                   options: ManagerOptions | None = None, **kwargs: Any) -> Manager:
+                   options: ManagerOptions | None = None, *, secrets: bool = False,
+                   **kwargs: Any) -> Manager:
     """A :class:`~lifecycle.driver.manager.Manager` whose reconcilers read through a cache.
 
     Each kind is read from the manager's own informer for it; everything
-    else (Secrets, namespaces, provider configs, leases) from the API server.
+    else (namespaces, provider configs, leases, and Secrets unless
+    ``secrets``) from the API server. ``secrets`` also starts an informer on
+    the Secrets of the watched namespace (all when none), which needs
+    ``list`` and ``watch`` on Secrets; ``manager.cluster.stop()`` stops it.
     """
+    options = options or ManagerOptions()
     cached = CachedCluster(cluster)
-    manager = Manager(cached, pairs, options or ManagerOptions(), **kwargs)
+    manager = Manager(cached, pairs, options, **kwargs)
     cached.use_informers(manager)
+    if secrets:
+        cached.watch_secrets(options.namespace)
     return manager
