@@ -17,7 +17,7 @@ from psycopg import sql
 
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.values import Creation, Observation, ProviderStatus
-from lifecycle.providers.postgres import fields
+from lifecycle.providers.postgres import fields, marks
 from lifecycle.providers.postgres.config import SqlClient, check_name
 from lifecycle.runtime.contract import ManagedResource
 
@@ -41,10 +41,18 @@ class DatabaseClient(SqlClient):
         """Compare owner, encoding and connection limit with the spec; late-init the unset."""
         name = self.name(resource)
         row = self._current(name, "pg_catalog.pg_get_userbyid(datdba), encoding, "
-                                  "pg_catalog.pg_encoding_to_char(encoding), datconnlimit")
+                                  "pg_catalog.pg_encoding_to_char(encoding), datconnlimit, "
+                                  "datistemplate, pg_catalog.shobj_description(oid, 'pg_database')")
         if row is None:
             return Observation.absent()
-        owner, encoding_id, encoding, limit = row
+        owner, encoding_id, encoding, limit, template, note = row
+        mark = marks.mark_of(note)
+        protected = marks.database_protection(name, template=template,
+                                              admin_database=self.server.database)
+        if resource.owner_mark and not marks.same_owner(mark, resource.owner_mark) and (
+                protected or mark):
+            # Not (yet) this object's: report what is needed to judge it, nothing more.
+            return Observation(exists=True, owner=mark, protected=protected)
         want: DatabaseParameters = resource.parameters or DatabaseParameters()
         observed = {"owner": owner, "encoding": encoding, "connectionLimit": limit}
         if limit == -2:  # PostgreSQL 16+: left invalid by an interrupted DROP DATABASE
@@ -63,6 +71,8 @@ class DatabaseClient(SqlClient):
             late_init={"owner": owner, "encoding": encoding, "connectionLimit": limit},
             connection=self.server.connection_details(want.owner or owner, None, name),
             observed=observed,
+            owner=mark,
+            protected=protected,
         )
 
     def create(self, resource: ManagedResource) -> Creation:
@@ -90,6 +100,11 @@ class DatabaseClient(SqlClient):
         if options:
             statement = sql.SQL("{} WITH {}").format(statement, sql.SQL(" ").join(options))
         self.session.execute(statement, f"creating database {name!r}")
+        # CREATE DATABASE cannot share a transaction: a crash before the mark leaves the
+        # database unmarked, and the engine, whose journal shows the create, marks it.
+        if resource.owner_mark:
+            self.session.execute(marks.comment("DATABASE", name, resource.owner_mark),
+                                 f"marking database {name!r}")
         return Creation()
 
     def update(self, resource: ManagedResource) -> None:
@@ -107,6 +122,9 @@ class DatabaseClient(SqlClient):
                     "database cannot change (create a new database instead)",
                     reason="ImmutableField")
         target = sql.Identifier(name)
+        if resource.owner_mark:
+            self.session.execute(marks.comment("DATABASE", name, resource.owner_mark),
+                                 f"marking database {name!r}")
         if want.owner is not None:
             check_name("owner role", want.owner)
             self.session.execute(

@@ -18,7 +18,7 @@ import attrs
 from psycopg import sql
 
 from lifecycle.core.values import Creation, Observation
-from lifecycle.providers.postgres import fields, scram
+from lifecycle.providers.postgres import fields, marks, scram
 from lifecycle.providers.postgres.config import SqlClient
 from lifecycle.runtime.contract import ManagedResource
 
@@ -41,12 +41,21 @@ class RoleClient(SqlClient):
     def observe(self, resource: ManagedResource) -> Observation:
         """Compare the role's attributes and password with the spec."""
         name = self.name(resource)
-        row = self.session.row("SELECT rolcanlogin, rolcreatedb, rolcreaterole, rolconnlimit "
+        row = self.session.row("SELECT rolcanlogin, rolcreatedb, rolcreaterole, rolconnlimit, "
+                               "rolsuper, rolbypassrls, rolreplication, "
+                               "pg_catalog.shobj_description(oid, 'pg_authid') "
                                "FROM pg_catalog.pg_roles WHERE rolname = %s", [name],
                                doing=f"observing role {name!r}")
         if row is None:
             return Observation.absent()
-        login, createdb, createrole, limit = row
+        login, createdb, createrole, limit, superuser, bypassrls, replication, note = row
+        owner = marks.mark_of(note)
+        protected = marks.role_protection(name, superuser=superuser, bypassrls=bypassrls,
+                                          replication=replication, admin=self.server.username)
+        if resource.owner_mark and not marks.same_owner(owner, resource.owner_mark) and (
+                protected or owner):
+            # Not (yet) this object's: report what is needed to judge it, nothing more.
+            return Observation(exists=True, owner=owner, protected=protected)
         want: RoleParameters = resource.parameters or RoleParameters()
         password_ok = self._password_matches(name, resource.password)
         up_to_date = (
@@ -61,6 +70,8 @@ class RoleClient(SqlClient):
                                                       self.server.database),
             observed={"login": login, "createdb": createdb, "createrole": createrole,
                       "connectionLimit": limit, "passwordChecked": password_ok is not None},
+            owner=owner,
+            protected=protected,
         )
 
     def create(self, resource: ManagedResource) -> Creation:
@@ -70,8 +81,12 @@ class RoleClient(SqlClient):
                             doing=f"observing role {name!r}"):
             return Creation()
         statement, verifier = self._statement("CREATE ROLE", name, resource)
-        self.session.execute(statement, f"creating role {name!r}",
-                             [resource.password, verifier])
+        with self.session.connection.transaction():  # the role and its mark, or neither
+            self.session.execute(statement, f"creating role {name!r}",
+                                 [resource.password, verifier])
+            if resource.owner_mark:
+                self.session.execute(marks.comment("ROLE", name, resource.owner_mark),
+                                     f"marking role {name!r}")
         return Creation(connection=self.server.connection_details(
             name, resource.password, self.server.database))
 
@@ -79,7 +94,12 @@ class RoleClient(SqlClient):
         """ALTER ROLE to the spec's attributes and the Secret's password."""
         name = self.name(resource)
         statement, verifier = self._statement("ALTER ROLE", name, resource)
-        self.session.execute(statement, f"altering role {name!r}", [resource.password, verifier])
+        with self.session.connection.transaction():
+            self.session.execute(statement, f"altering role {name!r}",
+                                 [resource.password, verifier])
+            if resource.owner_mark:
+                self.session.execute(marks.comment("ROLE", name, resource.owner_mark),
+                                     f"marking role {name!r}")
 
     def delete(self, resource: ManagedResource) -> None:
         """DROP ROLE IF EXISTS (a role still holding privileges is retried later)."""

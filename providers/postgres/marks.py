@@ -1,0 +1,71 @@
+"""Ownership marks on PostgreSQL roles and databases, kept as their comments.
+
+A role or database the operator creates gets the comment
+``managed by lifecycle: <mark>`` (``COMMENT ON ROLE`` / ``COMMENT ON
+DATABASE``); ``observe`` reads it back through ``shobj_description``. Any
+other comment, or none, reads as "no mark". Adopting a resource replaces
+its comment with the mark.
+
+Some objects are never handed to an object that did not create them
+(:func:`role_protection`, :func:`database_protection`): superusers and
+roles that bypass row security or replicate, the provider's own admin role,
+roles reserved by the server (``pg_*``), template databases, the
+``postgres`` database and the provider's own database.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import sql
+
+from lifecycle.core.ownership import mark_uid
+
+#: What a mark comment starts with.
+PREFIX = "managed by lifecycle: "
+
+#: Databases no object may adopt, whatever their flags say.
+RESERVED_DATABASES = frozenset({"postgres", "template0", "template1"})
+
+
+def mark_of(comment: Any) -> str:
+    """The mark in a role's or database's comment; "" for none (or another comment)."""
+    if isinstance(comment, str) and comment.startswith(PREFIX):
+        return comment[len(PREFIX):]
+    return ""
+
+
+def same_owner(found: str, mark: str) -> bool:
+    """Whether the mark ``found`` names the object of ``mark`` (the uids match)."""
+    return bool(found) and mark_uid(found) == mark_uid(mark)
+
+
+def comment(on: str, name: str, mark: str) -> sql.Composed:
+    """``COMMENT ON ROLE|DATABASE name IS 'managed by lifecycle: mark'``."""
+    return sql.SQL("COMMENT ON {} {} IS {}").format(
+        sql.SQL(on), sql.Identifier(name), sql.Literal(PREFIX + mark))
+
+
+def role_protection(name: str, *, superuser: bool, bypassrls: bool, replication: bool,
+                    admin: str) -> str:
+    """Why the role ``name`` must never be adopted, or "" when it may be."""
+    if name == admin:
+        return "it is the provider config's admin role"
+    if name.startswith("pg_"):
+        return "role names starting with pg_ are reserved by the server"
+    if superuser:
+        return "it is a superuser"
+    if bypassrls or replication:
+        return "it has the BYPASSRLS or REPLICATION attribute"
+    return ""
+
+
+def database_protection(name: str, *, template: bool, admin_database: str) -> str:
+    """Why the database ``name`` must never be adopted, or "" when it may be."""
+    if template:
+        return "it is a template database"
+    if name in RESERVED_DATABASES:
+        return "it is created by the server itself"
+    if name == admin_database:
+        return "it is the database the provider config connects to"
+    return ""
