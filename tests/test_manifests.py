@@ -30,7 +30,7 @@ from lifecycle.driver import permissions
 from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.driver.informer import InformerOptions
 from lifecycle.driver.manager import Manager, ManagerOptions
-from lifecycle.driver.manifests import Options, cluster_rules, dump, manifests
+from lifecycle.driver.manifests import ManifestError, Options, cluster_rules, dump, manifests
 from lifecycle.kube.errors import NotFound
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
@@ -107,8 +107,10 @@ def check_manifests(docs: list[dict[str, Any]]) -> list[str]:
             continue
         if not _allows(cluster, group, plural, "get"):
             problems.append(f"no access to {plural}.{group}")
-        is_class = not _allows(cluster, group, plural, "watch")
-        if not is_class:
+        has_status = "status" in (crd["spec"]["versions"][0].get("subresources") or {})
+        if not _allows(cluster, group, plural, "watch"):
+            problems.append(f"no watch on {plural}.{group}")
+        if has_status:  # a kind the operator writes (a resource class has no status)
             for sub in ("status", "finalizers"):
                 if not _allows(cluster, group, f"{plural}/{sub}", "update"):
                     problems.append(f"no update on {plural}/{sub}")
@@ -151,7 +153,7 @@ def check_manifests(docs: list[dict[str, Any]]) -> list[str]:
         except registry.RegistryError as exc:
             problems.append(f"kind {name} does not resolve: {exc}")
             continue
-        if found.connector is None and "--connector" not in args:
+        if found.connector is None and found.binding is None and "--connector" not in args:
             problems.append(f"kind {name} has no connector and none is passed")
     if "--connector" in args:
         try:
@@ -502,3 +504,84 @@ def test_version_and_typing_marker(capsys: pytest.CaptureFixture[str]) -> None:
     done = subprocess.run([sys.executable, "-m", "lifecycle", "--version"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == f"lifecycle {version('lifecycle')}"
+
+
+# ------------------------------------------------- claims, classes, parents
+def test_a_claim_kind_brings_its_class_and_managed_kinds(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    docs = render(capsys, "--kinds", "DatabaseClaim")
+    assert check_manifests(docs) == []
+    crd_names = {d["spec"]["names"]["kind"] for d in docs
+                 if d["kind"] == "CustomResourceDefinition"}
+    assert crd_names == {"ProviderConfig", "DatabaseClaim", "DatabaseInstanceClass",
+                         "DatabaseInstance"}
+    rules = next(d for d in docs if d["kind"] == "ClusterRole")["rules"]
+    # Classes are read and watched, never written.
+    assert {"apiGroups": ["db.lifecycle.dev"], "resources": ["databaseinstanceclasses"],
+            "verbs": ["get", "list", "watch"]} in rules
+    # The claim reconciler creates, binds and deletes the managed kind.
+    for verb in ("create", "update", "delete", "watch"):
+        assert _allows(rules, "db.lifecycle.dev", "databaseinstances", verb)
+    container = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"][
+        "spec"]["containers"][0]
+    assert container["args"][:3] == ["run", "--kinds", "DatabaseClaim"]
+
+
+def test_the_checker_wants_a_watch_on_every_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    docs = render(capsys, "--kinds", "DatabaseClaim")
+    role = next(d for d in docs if d["kind"] == "ClusterRole")
+    for rule in role["rules"]:
+        if rule["resources"] == ["databaseinstanceclasses"]:
+            rule["verbs"] = ["get", "list"]
+    assert check_manifests(docs) == ["no watch on databaseinstanceclasses.db.lifecycle.dev"]
+
+
+def test_a_parent_kind_gets_rules_on_its_children() -> None:
+    from test_driver_claims_e2e import APP
+
+    rules = cluster_rules([APP, DatabaseInstance])
+    assert {"apiGroups": [""], "resources": ["configmaps"],
+            "verbs": ["create", "get", "list", "update", "watch"]} in rules
+    # A child kind the operator runs keeps the rules of a run kind (delete included).
+    assert _allows(rules, "db.lifecycle.dev", "databaseinstances", "delete")
+    for sub in ("status", "finalizers"):
+        assert _allows(rules, "apps.lifecycle.dev", f"databaseapps/{sub}", "update")
+    with pytest.raises(ManifestError, match=r"DatabaseInstance .* is not among the kinds"):
+        cluster_rules([APP])
+
+
+def test_a_claims_operator_sends_only_requests_its_rbac_allows(recorder: Recorder) -> None:
+    from test_driver_claims_e2e import CLAIMS, bind, claim_of, eventually, operator
+
+    from lifecycle.core.claims import DEFAULT_RESOURCE_NAMESPACE
+    from lifecycle.machines.claim import DatabaseClaim, DatabaseInstanceClass
+
+    docs = manifests([DatabaseClaim, DatabaseInstanceClass, DatabaseInstance],
+                     Options(image="x", kind_names=("DatabaseClaim", "DatabaseInstance")))
+    cluster_wide = next(d for d in docs if d["kind"] == "ClusterRole")["rules"]
+    srv = embedded_cluster([DatabaseInstance, DatabaseClaim, DatabaseInstanceClass],
+                           bookmark_interval=0.5)
+    srv.api.create({"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": DEFAULT_RESOURCE_NAMESPACE}})
+    manager = operator(srv, SimCloud(seed=6, create_polls=1)).start()
+    try:
+        bind(srv, "audit", "Delete")
+        before = len(recorder.seen)
+        k8s.CustomObjectsApi(api_client(host=srv.url)).delete_namespaced_custom_object(
+            *CLAIMS[:2], "team-a", CLAIMS[2], "audit")
+        eventually(lambda: claim_of(srv, "audit") is None, 40, "the claim to be gone")
+    finally:
+        manager.stop()
+        srv.stop()
+        srv.api.close()
+    sent = set(recorder.seen)
+    assert len(recorder.seen) > before
+    # The claim cycle really ran: classes watched, the instance created and deleted.
+    assert ("db.lifecycle.dev", "databaseinstanceclasses", "watch") in recorder.verbs()
+    assert {("db.lifecycle.dev", "databaseinstances", v) for v in ("create", "delete")} <= (
+        recorder.verbs())
+    for namespace, group_, resource, verb in sent:
+        if (resource, verb) == ("databaseinstanceclasses", "create"):
+            continue  # the test's own request: the operator never writes a class
+        assert _allows(cluster_wide, group_, resource, verb), (namespace, group_, resource,
+                                                               verb)

@@ -212,10 +212,11 @@ def _shard(text: str) -> tuple[int, int]:
 # ---------------------------------------------------------------------- run
 def run(args: argparse.Namespace) -> int:
     """``lifecycle run``: run the operator until SIGTERM/SIGINT."""
+    from lifecycle.driver.cache import cached_manager
     from lifecycle.driver.cluster import KubeCluster, api_client
     from lifecycle.driver.informer import InformerOptions
     from lifecycle.driver.kinds import served_kinds
-    from lifecycle.driver.manager import Manager, ManagerOptions, default_identity
+    from lifecycle.driver.manager import ManagerOptions, default_identity
     from lifecycle.sim.embedded import embedded_cluster
 
     _check_numbers(args)
@@ -256,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
     from prometheus_client import disable_created_metrics
 
     disable_created_metrics()
-    manager = Manager(KubeCluster(client, kinds), pairs, options)
+    manager = cached_manager(KubeCluster(client, kinds), pairs, options)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -319,13 +320,19 @@ def manifests_command(args: argparse.Namespace) -> int:
 
     specs = args.kinds or list(DEFAULT_KINDS)
     found = _registrations(specs, classes=True)
+    from lifecycle.driver.kinds import served_kinds
+
     runnable = [(spec, r) for spec, r in zip(specs, found, strict=True)
                 if not isinstance(r.kind, ClassKind)]
-    _pairs([r for _, r in runnable], args.connector)  # what run checks before it starts
+    pairs = _pairs([r for _, r in runnable], args.connector)  # what run checks first
     opts = Options(image=args.image, kind_names=tuple(_run_name(s, r) for s, r in runnable),
                    name=args.name, namespace=args.namespace, replicas=args.replicas,
                    connector=args.connector, watch_namespace=args.watch_namespace)
-    docs = manifests([r.kind for r in found], opts)
+    # What the runnable kinds need served (a claim's class and managed kinds), then any
+    # other class named.
+    served = served_kinds([target for target, _ in pairs])
+    served += [r.kind for r in found if not any(r.kind is k for k in served)]
+    docs = manifests(served, opts)
     if args.kustomize:
         for path in write_kustomize(Path(args.kustomize), docs):
             print(path)

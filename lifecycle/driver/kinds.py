@@ -183,11 +183,13 @@ def served_kinds(targets: Iterable[Target]) -> list[Kind | ClassKind | ParentKin
 def register_types(cluster: Any, targets: Iterable[Target]) -> None:
     """Tell a :class:`~lifecycle.driver.cluster.KubeCluster` where every served kind lives.
 
-    Other clusters (the embedded API in process) know their kinds already.
+    A wrapper holding one as ``cluster`` (the cached reader) is looked through;
+    other clusters (the embedded API in process) know their kinds already.
     """
-    if not isinstance(cluster, KubeCluster):
+    inner = cluster if isinstance(cluster, KubeCluster) else getattr(cluster, "cluster", None)
+    if not isinstance(inner, KubeCluster):
         return
-    register = cluster.register
+    register = inner.register
     for kind in served_kinds(targets):
         if isinstance(kind, ParentKind):
             for version in kind.versions:

@@ -26,6 +26,7 @@ from lifecycle.core.errors import LifecycleError
 from lifecycle.core.kind import Kind
 from lifecycle.driver.crds import crds
 from lifecycle.driver.permissions import lease_rules, rules, secret_rules
+from lifecycle.runtime.children import ParentKind
 
 __all__ = ["RUN_AS_USER", "ManifestError", "Options", "cluster_rules", "dump", "manifests",
            "write_kustomize"]
@@ -81,12 +82,40 @@ class Options:
             raise ManifestError("no kinds to run")
 
 
-def cluster_rules(kinds: Sequence[Kind | ClassKind], *, secrets: bool = True
+def _child_types(kinds: Sequence[Kind | ClassKind | ParentKind]) -> list[tuple[str, str]]:
+    """``(group, plural)`` of every child type the parent kinds among ``kinds`` name.
+
+    The plural comes from a kind in ``kinds`` of the same group and name; a
+    core-group child's is its lowercased kind plus ``s`` (ConfigMap:
+    ``configmaps``). Any other child type must be listed too.
+    """
+    known = {(k.group, k.kind): k.plural for k in kinds}
+    found = []
+    for parent in (k for k in kinds if isinstance(k, ParentKind)):
+        for child in parent.children:
+            if not child.api_version or not child.kind:
+                raise ManifestError(f"{parent.kind} child {child.name!r} names no api_version "
+                                    f"and kind, so its RBAC cannot be generated")
+            group = child.api_version.rpartition("/")[0]
+            plural = known.get((group, child.kind)) or (
+                child.kind.lower() + "s" if not group else None)
+            if plural is None:
+                raise ManifestError(f"{parent.kind} child {child.kind} ({child.api_version}) "
+                                    f"is not among the kinds; list it too")
+            found.append((group, plural))
+    return found
+
+
+def cluster_rules(kinds: Sequence[Kind | ClassKind | ParentKind], *, secrets: bool = True
                   ) -> list[dict[str, Any]]:
-    """The ClusterRole rules for an operator of ``kinds`` (classes are only read)."""
+    """The ClusterRole rules for an operator of ``kinds`` (classes are only read).
+
+    A parent kind's children get what the parent does to them, unless they
+    are among ``kinds`` (then they have the rules of a kind the operator runs).
+    """
     run = [(k.group, k.plural) for k in kinds if not isinstance(k, ClassKind)]
     classes = [(k.group, k.plural) for k in kinds if isinstance(k, ClassKind)]
-    return rules(run, classes, secrets=secrets)
+    return rules(run, classes, secrets=secrets, children=_child_types(kinds))
 
 
 def _binding(kind: str, name: str, namespace: str | None, role_kind: str,
@@ -135,7 +164,8 @@ def _container(opts: Options) -> dict[str, Any]:
     }
 
 
-def manifests(kinds: Sequence[Kind | ClassKind], opts: Options) -> list[dict[str, Any]]:
+def manifests(kinds: Sequence[Kind | ClassKind | ParentKind],
+              opts: Options) -> list[dict[str, Any]]:
     """The Namespace, ServiceAccount, RBAC, Deployment, Service and CRDs, in apply order.
 
     ``kinds`` are all the kinds the operator serves or reads (resource classes

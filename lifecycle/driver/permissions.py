@@ -36,11 +36,15 @@ CALL_VERBS: Mapping[str, tuple[tuple[str, str], ...]] = {
 #: Which ``KubeCluster`` methods are called on what. ``kind`` is every kind the
 #: operator runs (informers list and watch it; the reconciler reads it, writes it and
 #: its status; claims and parents create, update and delete the kinds they own);
-#: ``class`` is a resource class (claims read one by name or list them to select).
+#: ``class`` is a resource class (claims read one by name or list them to select, and
+#: the operator watches them to requeue the claims a change concerns); ``children``
+#: is a kind a parent owns and the operator does not run (the parent reads, creates
+#: and corrects it, and watches it to requeue its owner).
 USES: Mapping[str, tuple[str, ...]] = {
     "kind": ("get", "list_watcher", "list", "create", "replace", "replace_status",
              "delete"),
-    "class": ("get", "list"),
+    "class": ("get", "list", "list_watcher"),
+    "children": ("get", "create", "replace", "list_watcher"),
     "secrets": ("get", "create", "replace", "delete"),
     "namespaces": ("get",),
     "providerconfigs": ("get",),
@@ -83,8 +87,8 @@ def _rules_on(group: str, plurals: Sequence[str], use: str, *,
 
 
 def rules(kinds: Sequence[tuple[str, str]], classes: Sequence[tuple[str, str]] = (), *,
-          secrets: bool = True) -> list[Rule]:
-    """Cluster-wide rules for ``kinds`` and ``classes`` (``(group, plural)`` pairs).
+          secrets: bool = True, children: Sequence[tuple[str, str]] = ()) -> list[Rule]:
+    """Cluster-wide rules for ``kinds``, ``classes`` and ``children`` (``(group, plural)``).
 
     With ``secrets`` false the Secret rule is left out (the operator then gets it
     from a namespaced Role, see :func:`secret_rules`). Leases are never here: they
@@ -96,6 +100,9 @@ def rules(kinds: Sequence[tuple[str, str]], classes: Sequence[tuple[str, str]] =
         out += _rules_on(group, plurals, "kind", finalizers=True)
     for group in sorted({g for g, _ in classes}):
         out += _rules_on(group, sorted(p for g, p in classes if g == group), "class")
+    others = sorted(set(children) - set(kinds) - {("", "secrets")})
+    for group in sorted({g for g, _ in others}):
+        out += _rules_on(group, sorted(p for g, p in others if g == group), "children")
     out += _rules_on(GROUP, ["providerconfigs"], "providerconfigs")
     out += _rules_on("", ["namespaces"], "namespaces")
     out += _rules_on("", ["events"], "events")
