@@ -15,9 +15,11 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 from lifecycle import registry
 from lifecycle.core.errors import LifecycleError
+from lifecycle.core.machine import LifecycleMachine
 
 #: Modules that contribute subcommands, in help order.
 COMMANDS = (
@@ -74,6 +76,80 @@ def load(spec: str) -> object:
         return registry.load(spec)
     except registry.RegistryError as exc:
         raise UsageError(str(exc)) from None
+
+
+def machine_of(spec: str, option: str = "machine") -> type[LifecycleMachine]:
+    """The lifecycle machine ``spec`` names, a :class:`UsageError` with one line otherwise.
+
+    ``spec`` is ``MODULE:NAME`` of a machine class, a kind (anything with a
+    ``machine``) or a :class:`~lifecycle.registry.Registration`; or a
+    registered kind's name, plural or ``plural.group``. A kind stands for
+    its machine. ``option`` names the argument in the message.
+    """
+    if ":" in spec:
+        value: Any = load(spec)
+    else:
+        try:
+            value = registry.find(spec)
+        except registry.RegistryError as exc:
+            raise UsageError(f"expected MODULE:NAME or a registered kind's name: {exc}") from None
+    if isinstance(value, registry.Registration):
+        value = value.kind
+    machine = value if isinstance(value, type) else getattr(value, "machine", None)
+    if not (isinstance(machine, type) and issubclass(machine, LifecycleMachine)
+            and "_table" in machine.__dict__):
+        raise UsageError(f"{option} {spec} is not a LifecycleMachine class with states, "
+                         f"nor a kind with one (got {type(value).__name__})")
+    return machine
+
+
+#: The methods every external client has (see :mod:`lifecycle.runtime.contract`).
+CLIENT_METHODS = ("observe", "create", "update", "delete")
+
+
+def check_connector(value: object, what: str) -> Any:
+    """The connector ``value`` is or makes; a :class:`UsageError` naming what is missing.
+
+    ``value`` is a connector (it has ``connect``) or a factory called without
+    arguments that returns one (a class is a factory). When ``connect`` is annotated with the class
+    it returns, that class must have every method of the client contract
+    (``observe``, ``create``, ``update``, ``delete``). ``what`` names the
+    connector in messages (``--connector app.kinds:make``).
+    """
+    connector = value
+    if isinstance(value, type) or not callable(getattr(value, "connect", None)):
+        if not callable(value):
+            raise UsageError(f"{what} is neither a connector nor a factory returning one "
+                             f"(it has no connect() method)")
+        try:
+            connector = value()
+        except Exception as exc:  # user code: one line, never a traceback
+            raise UsageError(f"{what}: calling the connector factory failed: "
+                             f"{type(exc).__name__}: {_first_line(exc)}") from None
+        if not callable(getattr(connector, "connect", None)):
+            raise UsageError(f"{what} returned {type(connector).__name__}, which has no "
+                             f"connect() method")
+    client = _returned_class(connector.connect)  # type: ignore[attr-defined]
+    if client is not None:
+        missing = [m for m in CLIENT_METHODS if not callable(getattr(client, m, None))]
+        if missing:
+            raise UsageError(f"{what}: connect() returns {client.__name__}, which has no "
+                             f"{', '.join(m + '()' for m in missing)} method"
+                             f"{'s' if len(missing) > 1 else ''}")
+    return connector
+
+
+def _returned_class(function: Any) -> type | None:
+    """The class ``function`` is annotated to return, when that annotation is a plain class."""
+    import typing
+
+    try:
+        returned = typing.get_type_hints(function).get("return")
+    except Exception:  # an annotation that cannot be resolved is not checked
+        return None
+    if not isinstance(returned, type) or getattr(returned, "_is_protocol", False):
+        return None
+    return returned
 
 
 def main(argv: Sequence[str] | None = None) -> int:

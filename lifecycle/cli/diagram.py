@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lifecycle.cli import UsageError, load
+from lifecycle.cli import UsageError, machine_of
 from lifecycle.core.machine import LifecycleMachine
-from lifecycle.diagrams.discover import has_table, import_modules, kinds_in, machines_in
+from lifecycle.diagrams.discover import import_modules, kinds_in, machines_in
 from lifecycle.diagrams.files import project_root, stale_files, write_generated
 from lifecycle.diagrams.live import load_object, machine_for
 from lifecycle.diagrams.model import LiveObject
@@ -26,9 +26,11 @@ def register(subparsers: Any) -> None:
                     "SVG or PNG. With --object, draw a resource dumped as YAML or JSON on its "
                     "machine, its current state highlighted and its history numbered.",
     )
-    one.add_argument("machine", nargs="?", metavar="MODULE:CLASS",
-                     help="e.g. lifecycle.machines.managed:ManagedResourceMachine "
-                          "(optional with --object: found from the object's registered kind)")
+    one.add_argument("machine", nargs="?", metavar="MACHINE|KIND",
+                     help="MODULE:NAME of a machine class, a Kind (drawn as its machine) or a "
+                          "Registration, e.g. lifecycle.machines.managed:ManagedResourceMachine; "
+                          "or a registered kind's name such as DatabaseInstance (optional with "
+                          "--object: found from the object's registered kind)")
     one.add_argument("-f", "--format", choices=FORMATS,
                      help="output format (default: from -o's suffix, else dot)")
     one.add_argument("-o", "--output", metavar="PATH", help="write here instead of stdout")
@@ -61,11 +63,7 @@ def _diagram_command(args: argparse.Namespace) -> int:
     fmt = fmt or "dot"
     machine: type[LifecycleMachine] | None = None
     if args.machine:
-        loaded = load(args.machine)
-        if not (isinstance(loaded, type) and issubclass(loaded, LifecycleMachine)
-                and has_table(loaded)):
-            raise UsageError(f"{args.machine} is not a LifecycleMachine class with states")
-        machine = loaded
+        machine = machine_of(args.machine, "machine")
     elif not args.object:
         raise UsageError("name a machine as MODULE:CLASS, or an object dump with --object")
     live = None

@@ -6,16 +6,91 @@ returns a :class:`~lifecycle.verify.model.Target`, returns None, or raises
 :class:`~lifecycle.verify.model.Unavailable` when the target cannot be built
 here (a server that is not configured, for instance). Nothing is guessed
 from a kind's module or parameters.
+
+A kind whose client talks to an in-memory fake of its external API needs no
+target code of its own: :func:`fake_target` builds the target from the
+kind's connector class (or factory) and the fake's store, a mapping keyed by
+external name (see ``docs/adding-a-kind.md``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
 from lifecycle import registry
-from lifecycle.verify.model import Target, Unavailable, VerifyError
+from lifecycle.core.kind import Kind
+from lifecycle.verify.model import ExternalSystem, Target, Unavailable, VerifyError
+
+
+def fake_target(
+    connector: Callable[[Any], Any],
+    *,
+    changed: Mapping[str, Any],
+    parameters: Mapping[str, Any] | None = None,
+    store: Callable[[], Any] = dict,
+    credentials: Mapping[str, str] | None = None,
+) -> Callable[[Kind], Target]:
+    """A ``verify_target`` for a kind whose client works on an in-memory fake of its API.
+
+    ``store()`` makes a fresh fake for each run (default: an empty dict);
+    ``connector(fake)`` builds the kind's connector over it, exactly as the
+    operator would build it over the real API. The explorer's inventory of
+    external resources is the fake's keys (a mapping keyed by external name),
+    or ``fake.names()`` when the fake is not a mapping.
+
+    The scenario creates one object whose ``spec.forProvider`` is
+    ``parameters`` (default: empty, every field at its default), then lays
+    ``changed`` over it, which must make ``observe`` report the resource out
+    of date, then deletes it. Keys are spelled as in ``spec.forProvider``
+    (each field's alias). ``credentials`` are the keys of the ProviderConfig's
+    Secret (default: ``accessKeyId`` and ``secretAccessKey``).
+
+    Use: ``Registration(Bucket, connector=..., verify_target=fake_target(
+    BucketConnector, changed={"sizeGB": 2}))``.
+    """
+    if not isinstance(changed, Mapping) or not changed:
+        raise VerifyError("fake_target needs changed=: spec.forProvider fields whose new "
+                          "values need an external update")
+    base = dict(parameters or {})
+    extra = {} if credentials is None else {"credentials": dict(credentials)}
+
+    def build(kind: Kind) -> Target:
+        def system() -> ExternalSystem:
+            fake = store()
+            made = connector(fake)
+            if not callable(getattr(made, "connect", None)):
+                raise VerifyError(f"{kind.kind}: the connector factory returned "
+                                  f"{type(made).__name__}, which has no connect() method")
+            return ExternalSystem(made, lambda: _names(fake), **extra)
+
+        def manifest(name: str) -> dict[str, Any]:
+            metadata: dict[str, Any] = {"name": name}
+            if kind.namespaced:
+                metadata["namespace"] = "default"
+            return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata,
+                    "spec": {"forProvider": json.loads(json.dumps(base)),
+                             "writeConnectionSecretToRef": {"name": f"{name}-conn",
+                                                            "namespace": "default"}}}
+
+        def update(data: dict[str, Any]) -> dict[str, Any]:
+            new = json.loads(json.dumps(data))
+            new["spec"]["forProvider"].update(json.loads(json.dumps(dict(changed))))
+            return new
+
+        return Target(kind, system, manifest, update)
+
+    return build
+
+
+def _names(fake: Any) -> set[str]:
+    """The external names a fake holds: its keys, or what its ``names()`` returns."""
+    if isinstance(fake, Mapping):
+        return {str(k) for k in fake}
+    return {str(n) for n in fake.names()}
 
 
 def target_for(registration: registry.Registration, label: str = "") -> Target | str:
