@@ -26,7 +26,7 @@ import attrs
 from lifecycle.core.decide import Decision
 from lifecycle.core.errors import ExternalError, HandledError, Severity
 from lifecycle.core.kind import EXTERNAL_NAME, INTENT
-from lifecycle.core.values import Intent, Observation, rfc3339
+from lifecycle.core.values import Creation, Intent, Observation, rfc3339
 from lifecycle.runtime.contract import ExternalClient, ManagedResource
 
 T = TypeVar("T")
@@ -156,11 +156,19 @@ class Effects:
         """Journal, then create (the password, if any, was persisted before connect).
 
         A provider that assigns the resource's identity returns it in
-        ``Creation.external_name``; it is committed with the journal's outcome.
+        ``Creation.external_name``; it is committed before the journal entry is closed.
         """
         self.operation = "create"
-        creation = self._journalled("create", self.client.create)
+        creation = self._journalled("create", self.client.create, self._assigned)
         self.connection.update(creation.connection)
+
+    def _assigned(self, creation: Creation) -> None:
+        """Commit a name the provider assigned, before the journal entry is closed.
+
+        Closed first, a crash between the two writes would leave a created
+        resource whose identity no object records, and the next pass would
+        create another under a new key.
+        """
         if creation.external_name and creation.external_name != self.resource.external_name:
             self.port.annotate(EXTERNAL_NAME, creation.external_name)
             self.external_name = creation.external_name
@@ -175,7 +183,8 @@ class Effects:
         self.operation = "delete"
         self._journalled("delete", self.client.delete)
 
-    def _journalled(self, operation: str, call: Callable[[ManagedResource], Any]) -> Any:
+    def _journalled(self, operation: str, call: Callable[[ManagedResource], Any],
+                    before_closing: Callable[[Any], None] | None = None) -> Any:
         intent = next_intent(stored_intent(self.port.annotations()), operation,
                              self.resource.uid, self.resource.generation, self.clock())
         self._record(intent)
@@ -185,6 +194,8 @@ class Effects:
         except HandledError:
             self._record(attrs.evolve(intent, outcome="failed"))
             raise
+        if before_closing is not None:
+            before_closing(result)
         self._record(attrs.evolve(intent, outcome="succeeded"))
         return result
 
