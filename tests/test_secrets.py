@@ -211,3 +211,66 @@ def test_the_search_catches_a_leak(world: Any, caplog: pytest.LogCaptureFixture,
     env.advance(60)
     text = _everything(env, caplog, capsys.readouterr())
     assert any(password in text for password in generated)
+
+
+class _Unstarted:
+    """A list-watch source never started: the controller below is driven pass by pass."""
+
+    def list(self) -> Any:
+        raise AssertionError("not started")
+
+    def watch(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("not started")
+
+    def stop(self) -> None:
+        return None
+
+
+def test_the_operator_log_lines_carry_no_secret(
+        world: Any, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same run with every pass going through the driver's controller and its log lines.
+
+    The controller logs each pass (reconcile ID, result, reason), each backoff
+    and handled error at info, and an unexpected exception with a traceback;
+    one pass raises an exception whose message holds a generated password.
+    """
+    from lifecycle.driver.manager import Controller
+
+    env, _, generated = world
+    inner = env.reconcilers[KIND]
+    outcome: dict[str, Any] = {}
+
+    class Recorded:
+        def reconcile(self, namespace: str | None, name: str) -> Any:
+            outcome.clear()
+            try:
+                outcome["result"] = inner.reconcile(namespace, name)
+            except Exception as exc:
+                outcome["error"] = exc
+                raise
+            if name == "leaky" and generated and not outcome.get("raised"):
+                outcome["raised"] = True
+                raise RuntimeError(f"a bug while handling {generated[-1]}")
+            return outcome["result"]
+
+    controller = Controller("databaseinstance", Recorded(), _Unstarted(), workers=1)
+
+    class Driven:
+        def reconcile(self, namespace: str | None, name: str) -> Any:
+            controller.process((namespace, name))
+            if "error" in outcome:
+                raise outcome["error"]
+            return outcome["result"]
+
+    env.reconcilers[KIND] = Driven()
+    _run(env)
+    logged = [r for r in caplog.records if r.name == "lifecycle.driver.manager"]
+    # The driver's lines were produced: passes, backoffs or handled errors, and the bug.
+    assert any(r.levelno == logging.DEBUG and hasattr(r, "reconcileID") for r in logged)
+    assert any(r.levelno == logging.INFO for r in logged)
+    bug = [r for r in logged if r.levelno == logging.ERROR]
+    assert bug and "RuntimeError at " in bug[0].traceback  # type: ignore[attr-defined]
+    text = _everything(env, caplog, capsys.readouterr())
+    text += "\n".join(json.dumps(vars(r), default=str) for r in logged)
+    for secret in [*generated, SECRET_KEY, WRONG_KEY]:
+        assert secret not in text, "a secret value appears in the driver's log lines"
