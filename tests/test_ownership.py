@@ -154,8 +154,9 @@ def _env(**options: Any) -> tuple[Environment, SimCloud]:
     return env, cloud
 
 
-def _named(name: str, namespace: str, external: str, **annotations: str) -> dict[str, Any]:
-    return database_manifest(name, namespace,
+def _named(name: str, namespace: str, external: str, storage_gb: int = 20,
+           **annotations: str) -> dict[str, Any]:
+    return database_manifest(name, namespace, storage_gb=storage_gb,
                              annotations={EXTERNAL_NAME: external, **annotations})
 
 
@@ -340,3 +341,49 @@ def test_each_protection_is_needed_a_variant_without_it_is_caught(broken: str) -
         env.delete(KIND, "db", "team-a")
         env.advance(300)
         assert "precious" not in cloud.instances()  # adopted and dropped
+
+
+def test_acted_on_counts_every_journal_entry_but_a_failed_create() -> None:
+    from lifecycle.core.ownership import acted_on
+    from lifecycle.core.values import Intent
+    assert not acted_on(None)
+    assert acted_on(Intent("create", "u/create/1/1", 1, "t"))  # pending: may have made it
+    assert acted_on(Intent("create", "u/create/1/1", 1, "t", "succeeded"))
+    assert not acted_on(Intent("create", "u/create/1/1", 1, "t", "failed"))
+    assert acted_on(Intent("update", "u/update/1/2", 1, "t", "failed"))
+
+
+class Racing:
+    """A connector whose create finds that someone else created the name just before."""
+
+    def __init__(self, cloud: SimCloud) -> None:
+        self.cloud = cloud
+        self.inner = DatabaseConnector(cloud)
+
+    def connect(self, resource: ManagedResource, config: ProviderConfig) -> Any:
+        client = self.inner.connect(resource, config)
+        create = client.create
+
+        def racing(r: ManagedResource) -> Any:
+            if r.external_name not in self.cloud.instances():
+                self.cloud.create_instance(CREDS, r.external_name, PARAMS,
+                                           password="the-racers-password")
+            return create(r)
+
+        client.create = racing
+        return client
+
+
+def test_an_instance_created_by_someone_else_during_our_create_is_not_adopted() -> None:
+    cloud = SimCloud(seed=3, create_polls=0)
+    env, _ = simulated_environment(cloud=cloud)
+    env.reconcilers[KIND].connector = Racing(cloud)
+    env.apply(_named("db", "default", "raced", storage_gb=40))
+    env.advance(600)
+    assert _reason(env, "db") == "ExternalResourceNotOwned"
+    raced = cloud.instances()["raced"]
+    assert raced["storage_gb"] == 20 and raced["tags"] == {}
+    assert cloud.password_of("raced") == "the-racers-password"
+    assert cloud.count("modify", "raced") == 0
+    _deletable(env, "db")
+    assert "raced" in cloud.instances()

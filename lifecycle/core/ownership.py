@@ -26,12 +26,13 @@ import attrs
 
 from lifecycle.core.errors import HandledError, Severity
 from lifecycle.core.kind import ADOPT
-from lifecycle.core.values import Observation
+from lifecycle.core.values import Intent, Observation
 
 __all__ = [
     "NotOwnedError",
     "Ownership",
     "Verdict",
+    "acted_on",
     "adoption_requested",
     "judge",
     "mark_uid",
@@ -61,6 +62,18 @@ def owner_mark(operator: str, uid: str) -> str:
 def mark_uid(mark: str) -> str:
     """The owning object's uid in a mark (the text after the last ``/``)."""
     return mark.rpartition("/")[2]
+
+
+def acted_on(intent: Intent | None) -> bool:
+    """Whether an object's journal shows it called the provider on its external name.
+
+    Any entry counts except a create that failed: a create refused because
+    the name was taken, or rejected outright, made nothing of this object's.
+    A pending create (interrupted) may have made the resource, unmarked when
+    the provider could not store the mark in the same step.
+    """
+    return intent is not None and not (intent.operation == "create"
+                                       and intent.outcome == "failed")
 
 
 def adoption_requested(annotations: Mapping[str, Any]) -> bool:

@@ -12,8 +12,11 @@ crash safety: after a crash it repeats the interrupted call, so each call
 must be safe to run twice):
 
 * ``create`` of a resource that already exists under ``resource.external_name``
-  is not an error: return as if the create succeeded. When the external API
-  supports client tokens, pass ``resource.idempotency_key``.
+  is not an error when it is this object's (it carries ``resource.owner_mark``,
+  or the system keeps no marks): return as if the create succeeded. An
+  existing resource without that mark is someone else's: raise
+  :class:`lifecycle.core.ownership.NotOwnedError` and change nothing. When the
+  external API supports client tokens, pass ``resource.idempotency_key``.
 * ``delete`` of a resource that does not exist is not an error.
 * ``observe`` never changes the external system.
 * ``update`` brings the external resource to the desired parameters; running

@@ -52,13 +52,19 @@ from lifecycle.core.errors import (
 from lifecycle.core.kind import (
     EXTERNAL_NAME,
     FINALIZER,
-    INTENT,
     OPERATION,
     Kind,
     check_references,
     connection_secret_ref,
 )
-from lifecycle.core.ownership import NotOwnedError, Verdict, adoption_requested, judge, owner_mark
+from lifecycle.core.ownership import (
+    NotOwnedError,
+    Verdict,
+    acted_on,
+    adoption_requested,
+    judge,
+    owner_mark,
+)
 from lifecycle.core.plan import conclude, gather, held
 from lifecycle.core.values import Condition, ConditionStatus, Observation, Result, now
 from lifecycle.kube.cluster import Cluster
@@ -69,7 +75,7 @@ from lifecycle.runtime.contract import (
     ManagedResource,
     close_client,
 )
-from lifecycle.runtime.effects import Effects, guarded, run_actions
+from lifecycle.runtime.effects import Effects, guarded, run_actions, stored_intent
 from lifecycle.runtime.names import NameIndex
 from lifecycle.runtime.reads import TTLCache, namespace_annotations, provider_config
 from lifecycle.runtime.retry import retry_conflicts
@@ -288,7 +294,7 @@ class Reconciler:
         namespace = meta.get("namespace")
         annotations = objects.annotations(run.obj)
         verdict = judge(facts.observation, uid=meta["uid"], name=run.external_name,
-                        acted_before=INTENT in annotations,
+                        acted_before=acted_on(stored_intent(annotations)),
                         adopt=adoption_requested(annotations),
                         adoption_allowed="*" in self.allow_adoption or (
                             namespace is not None and namespace in self.allow_adoption),

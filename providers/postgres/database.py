@@ -82,7 +82,9 @@ class DatabaseClient(SqlClient):
         if want.encoding is not None and self._encoding_id(want.encoding) < 0:
             raise TerminalError(f"unknown encoding {want.encoding!r} for database {name!r}; "
                                 "use a PostgreSQL encoding name such as UTF8 or LATIN1")
-        if self._current(name, "1") is not None:
+        found = self._current(name, "pg_catalog.shobj_description(oid, 'pg_database')")
+        if found is not None:
+            marks.check_ours("database", name, found[0], resource.owner_mark)
             return Creation()
         options: list[sql.Composable] = []
         if want.owner is not None:

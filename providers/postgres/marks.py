@@ -19,7 +19,7 @@ from typing import Any
 
 from psycopg import sql
 
-from lifecycle.core.ownership import mark_uid
+from lifecycle.core.ownership import NotOwnedError, mark_uid
 
 #: What a mark comment starts with.
 PREFIX = "managed by lifecycle: "
@@ -38,6 +38,12 @@ def mark_of(comment: Any) -> str:
 def same_owner(found: str, mark: str) -> bool:
     """Whether the mark ``found`` names the object of ``mark`` (the uids match)."""
     return bool(found) and mark_uid(found) == mark_uid(mark)
+
+
+def check_ours(subject: str, name: str, note: Any, mark: str) -> None:
+    """Raise NotOwnedError when an existing role or database is not marked with ``mark``."""
+    if mark and not same_owner(mark_of(note), mark):
+        raise NotOwnedError(f"{subject} {name!r} already exists and is not this object's")
 
 
 def comment(on: str, name: str, mark: str) -> sql.Composed:

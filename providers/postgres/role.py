@@ -77,8 +77,11 @@ class RoleClient(SqlClient):
     def create(self, resource: ManagedResource) -> Creation:
         """CREATE ROLE with the attributes and the password's verifier; existing is success."""
         name = self.name(resource)
-        if self.session.row("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", [name],
-                            doing=f"observing role {name!r}"):
+        found = self.session.row("SELECT pg_catalog.shobj_description(oid, 'pg_authid') "
+                                 "FROM pg_catalog.pg_roles WHERE rolname = %s", [name],
+                                 doing=f"observing role {name!r}")
+        if found is not None:
+            marks.check_ours("role", name, found[0], resource.owner_mark)
             return Creation()
         statement, verifier = self._statement("CREATE ROLE", name, resource)
         with self.session.connection.transaction():  # the role and its mark, or neither

@@ -33,6 +33,7 @@ from lifecycle.core.errors import (
     TerminalError,
     Throttled,
 )
+from lifecycle.core.ownership import NotOwnedError, mark_uid
 from lifecycle.core.values import Creation, Observation, ProviderStatus
 from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 from lifecycle.testing.history import DEFAULT_LIMIT, History
@@ -864,7 +865,7 @@ class DatabaseClient:
                 tags={OWNER_TAG: resource.owner_mark} if resource.owner_mark else None,
             )
         except CloudAlreadyExists:
-            pass
+            self._check_ours(resource)  # our earlier create, or someone else's instance
         except CloudError as err:
             raise self._translate("create", err, resource) from err
         return Creation(connection={"username": ADMIN_USER, "password": resource.password or ""})
@@ -893,6 +894,18 @@ class DatabaseClient:
     def close(self) -> None:
         """Release the client; idempotent."""
         self.closed = True
+
+    def _check_ours(self, resource: ManagedResource) -> None:
+        """Raise NotOwnedError unless the existing instance carries this resource's mark."""
+        try:
+            tags = self._cloud.describe_instance(self._credentials,
+                                                 resource.external_name)["tags"]
+        except CloudError as err:
+            raise self._translate("create", err, resource) from err
+        mark = tags.get(OWNER_TAG, "")
+        if resource.owner_mark and not (mark and mark_uid(mark) == mark_uid(resource.owner_mark)):
+            raise NotOwnedError(f"instance {resource.external_name!r} already exists and is "
+                                "not this object's")
 
     def _check_open(self) -> None:
         """Refuse calls on a closed client."""
