@@ -276,3 +276,56 @@ def test_configuring_run_logging_twice_leaks_no_stream(
     assert [(d["msg"], d["level"], d["key"]) for d in lines] == [
         ("still logging", "warning", "value")]
     assert root_logging.level == logging.INFO
+
+
+# ------------------------------------------------------------------- parents
+def _app_registration() -> registry.Registration:
+    from test_driver_claims_e2e import APP
+
+    return registry.Registration(APP)
+
+
+#: A parent kind as a package would register it (reached here as MODULE:NAME).
+PARENT = _app_registration()
+
+
+def test_a_parent_kind_gets_a_crd_serving_every_version(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "crds", "--kinds", "test_driver_crds:PARENT")
+    assert code == 0, err
+    docs = {d["spec"]["names"]["kind"]: d for d in yaml.safe_load_all(out)}
+    assert set(docs) == {"ProviderConfig", "DatabaseApp"}
+    doc = docs["DatabaseApp"]
+    assert check_crd(doc) == []
+    assert doc["metadata"]["name"] == "databaseapps.apps.lifecycle.dev"
+    assert doc["spec"]["scope"] == "Namespaced"
+    versions = doc["spec"]["versions"]
+    assert [(v["name"], v["served"], v["storage"]) for v in versions] == [
+        ("v1alpha1", True, False), ("v1beta1", True, True)]
+    for version in versions:
+        assert version["subresources"] == {"status": {}}
+        props = version["schema"]["openAPIV3Schema"]["properties"]
+        # The parent's own types declare no schema: spec and status are kept as written.
+        for field in ("spec", "status"):
+            assert props[field]["x-kubernetes-preserve-unknown-fields"] is True
+        assert [c["name"] for c in version["additionalPrinterColumns"]] == ["Ready", "Age"]
+
+
+def test_the_checker_refuses_a_parent_crd_with_two_storage_versions() -> None:
+    doc = crd(PARENT.kind)
+    doc["spec"]["versions"][0]["storage"] = True
+    assert "spec.versions: exactly one version must be the storage version" in check_crd(doc)
+
+
+def test_run_and_manifests_accept_a_parent_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "manifests", "--kinds", "test_driver_crds:PARENT",
+                             "DatabaseInstance")
+    assert code == 0, err
+    docs = list(yaml.safe_load_all(out))
+    container = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"][
+        "spec"]["containers"][0]
+    assert container["args"][:4] == ["run", "--kinds", "test_driver_crds:PARENT",
+                                     "DatabaseInstance"]
+    # A parent whose child kind is not served is refused in one line.
+    code, out, err = run_cli(capsys, "manifests", "--kinds", "test_driver_crds:PARENT")
+    assert code == 2 and "is not among the kinds" in err and len(err.strip().splitlines()) == 1

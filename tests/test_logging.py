@@ -107,6 +107,13 @@ def test_a_backoff_is_logged_at_info_with_its_reason(records: Any) -> None:
     assert debug[0]["reconcileID"] == info[0]["reconcileID"]  # one reconcile, one ID
 
 
+def test_a_terminal_error_is_logged_at_info(records: Any) -> None:
+    run(Scripted(Result.done("TerminalError"), Result.done("Deleted")), 2)
+    info = [r for r in records() if r["level"] == "info"]
+    assert [(r["msg"], r["reason"]) for r in info] == [
+        ("terminal error: not retried until the object changes", "TerminalError")]
+
+
 def test_a_handled_api_error_is_logged_at_info_with_the_cause_as_reason(
         records: Any) -> None:
     cause = ServerError("etcdserver: request timed out", status=500)

@@ -320,6 +320,8 @@ class Controller:
             if result.kind is ResultKind.BACKOFF:
                 log.info("backing off: %s; retry in %.2fs", result.reason or "unspecified",
                          delay, extra=fields)
+            elif result.reason == "TerminalError":
+                log.info("terminal error: not retried until the object changes", extra=fields)
             log.debug("reconciled: %s %s", result.kind.value, result.reason, extra=fields)
         finally:
             elapsed = time.monotonic() - started
