@@ -33,7 +33,7 @@ from lifecycle.driver.manager import (
     is_ignored,
     update_triggers,
 )
-from lifecycle.kube.errors import Conflict
+from lifecycle.kube.errors import Conflict, NotFound
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.harness import database_manifest
@@ -218,7 +218,7 @@ class Probe:
             try:
                 obj = self.api.get(KIND.api_version, KIND.kind, namespace, name)
                 state = (obj.get("status") or {}).get("state")
-            except Exception:  # NotFound, or an injected fault on get
+            except NotFound:  # deleted meanwhile (faults are injected on writes only)
                 state = None
         with self.lock:
             self.active.discard(name)
