@@ -186,3 +186,35 @@ def test_a_valid_state_time_is_kept_and_counts_towards_stuck() -> None:
     assert p.settled.status["stateSince"] == "2025-12-31T23:00:00Z"
     stuck = {c["type"]: c for c in p.settled.status["conditions"]}["Stuck"]
     assert (stuck["status"], stuck["reason"]) == ("True", "StuckInCreating")
+
+
+def test_plan_command_prints_one_json_document(tmp_path, capsys) -> None:
+    import json
+
+    from lifecycle.cli import main
+
+    dump = tmp_path / "orders.yaml"
+    dump.write_text(
+        "apiVersion: db.lifecycle.dev/v1alpha1\nkind: DatabaseInstance\n"
+        "metadata: {name: orders, uid: u-1, generation: 3, "
+        "finalizers: [lifecycle.dev/finalizer]}\n"
+        "spec: {forProvider: {engine: postgres}}\nstatus: {state: ready}\n")
+    assert main(["plan", "--object", str(dump), "--observed", "drifted", "-o", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["state"] == "ready" and document["target"] == "updating"
+    assert document["decision"]["event"] == "update"
+    assert document["decision"]["reason"] == "UpdateRequested"
+    assert document["transition"] == {"source": "ready", "event": "update",
+                                      "target": "updating", "guards": [],
+                                      "actions": ["update_external"]}
+    ready = next(c for c in document["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "Updating")
+    assert document["requeue"]["kind"] == "requeue-after" and document["requeue"]["after"] > 0
+    assert [e["reason"] for e in document["events"]] == ["Update"]
+    # The same dry run, the machine named by the kind, with an error instead.
+    assert main(["plan", "--object", str(dump), "--machine", "DatabaseInstance",
+                 "--error", "provider down", "-o", "json"]) == 0
+    failed = json.loads(capsys.readouterr().out)
+    assert failed["decision"]["event"] is None and failed["transition"] is None
+    assert failed["decision"]["reason"] == "ExternalError"
+    assert failed["requeue"]["kind"] == "backoff" and failed["target"] == "ready"
