@@ -147,3 +147,24 @@ def test_readme_example_defines_a_working_kind() -> None:
     env.run_until_idle()
     assert env.state("Bucket", "logs") == "ready"
     assert list(api.store.values()) == [{"region": "eu-west-1", "versioning": True}]
+
+
+def test_fixture_with_custom_kinds_needs_no_provider_config_call(lifecycle_env) -> None:
+    store = NoteStore()
+    env = lifecycle_env(kinds=[(Note, store)], history=5)
+    env.apply(note("hello"))
+    env.run_until_idle()
+    assert env.state("Note", "n1") == "ready"
+    assert env.steps.limit == 5
+
+
+def test_engine_faults_leave_the_tests_own_calls_alone() -> None:
+    env = Environment([(Note, NoteStore())])
+    env.provider_config()
+    env.faults.fail("*", "Note")
+    env.apply(note("x"))  # the test's own writes and reads go through
+    assert env.get("Note", "n1")["spec"]["forProvider"]["text"] == "x"
+    step = env.reconcile("Note", "n1")
+    assert step.failed and step.error == (
+        "API error during reconcile: injected fault: get Note n1")
+    assert env.queued("Note", "n1").reason == "Backoff"
