@@ -1,10 +1,12 @@
 """The engine's :class:`~lifecycle.kube.cluster.Cluster` on the official ``kubernetes`` client.
 
 :class:`KubeCluster` reads and writes objects as plain dicts through the
-client's generated APIs: ``CustomObjectsApi`` for custom kinds, ``CoreV1Api``
-for Secrets, Namespaces, ConfigMaps and Events, ``CoordinationV1Api`` for
-Leases. Responses are taken raw (``_preload_content=False``) and parsed as
-JSON, so objects keep exactly the server's field names.
+client's connection pool, configuration and credentials, on a lean path: the
+URL is built here, a body is serialised once with ``json.dumps`` and a response
+parsed with ``json.loads``, with no model objects in between, so objects keep
+exactly the server's field names and a call costs little beyond the HTTP
+exchange. Watches and discovery use the generated APIs (``CustomObjectsApi``,
+``CoreV1Api``, ``CoordinationV1Api``).
 
 Errors become the classes of :mod:`lifecycle.kube.errors` that the reconciler
 understands: the ``Status`` body when there is one, else the HTTP code
@@ -25,6 +27,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import attrs
 import urllib3
@@ -223,18 +226,6 @@ class KubeCluster:
                        f"{group + '/' if group else ''}{version}")
 
     # ---------------------------------------------------------------- calls
-    def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
-        kwargs.setdefault("_request_timeout", self.request_timeout)
-        try:
-            response = method(*args, _preload_content=False, **kwargs)
-        except Exception as exc:
-            raise translate(exc) from None
-        try:
-            data = response.data
-        finally:
-            response.release_conn()
-        return json.loads(data) if data else None
-
     def _typed(self, info: ResourceInfo) -> tuple[Any, str] | None:
         typed = _TYPED.get((info.api_version, info.kind))
         if typed is None:
@@ -248,35 +239,65 @@ class KubeCluster:
             raise Invalid(f"{info.kind}: metadata.namespace: Required value")
         return namespace
 
+    def _path(self, info: ResourceInfo, namespace: str | None, name: str | None = None,
+              subresource: str | None = None) -> str:
+        """The REST path of a collection or an object (names percent-encoded)."""
+        path = (f"/apis/{info.group}/{info.version}" if info.group
+                else f"/api/{info.version}")
+        if namespace:
+            path += f"/namespaces/{quote(namespace, safe='')}"
+        path += f"/{info.plural}"
+        if name is not None:
+            path += f"/{quote(name, safe='')}"
+        if subresource:
+            path += f"/{subresource}"
+        return path
+
+    def _request(self, method: str, path: str, body: Any = None, *,
+                 query: dict[str, str] | None = None,
+                 content_type: str = "application/json") -> Any:
+        """One request through the client's connection pool; the response as parsed JSON.
+
+        The lean path: the URL is built here and the body is ``json.dumps``'d
+        once, with no model objects and no generated-method validation; the
+        client's configuration still provides the host, TLS, retries and
+        credentials (a bearer token is refreshed as the generated methods do).
+        """
+        client = self.client
+        headers = {**client.default_headers, "Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        queries: list[tuple[str, str]] = list((query or {}).items())
+        url = client.configuration.host + path
+        try:
+            client.update_params_for_auth(headers, queries, ["BearerToken"], path, method, body)
+            if queries:
+                url += "?" + urlencode(queries)
+            response = client.rest_client.request(method, url, headers=headers, body=body,
+                                                  _request_timeout=self.request_timeout)
+            try:
+                data = response.read()
+            finally:
+                response.response.release_conn()
+        except Exception as exc:
+            raise translate(exc) from None
+        if not 200 <= response.status < 300:
+            raise translate(k8s.ApiException(http_resp=response))
+        return json.loads(data) if data else None
+
     def get(self, api_version: str, kind: str, namespace: str | None,
             name: str) -> dict[str, Any]:
         """Read one object; ``NotFound`` if absent."""
         info = self.info(api_version, kind)
-        ns = self._scope(info, namespace)
-        typed = self._typed(info)
-        if typed is not None:
-            api, sfx = typed
-            args = (name, ns) if ns else (name,)
-            return self._call(getattr(api, f"read_{sfx}"), *args)
-        if ns:
-            return self._call(self.custom.get_namespaced_custom_object, info.group,
-                              info.version, ns, info.plural, name)
-        return self._call(self.custom.get_cluster_custom_object, info.group, info.version,
-                          info.plural, name)
+        result: dict[str, Any] = self._request(
+            "GET", self._path(info, self._scope(info, namespace), name))
+        return result
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Create an object; ``AlreadyExists`` if the name is taken."""
         info, ns, _ = self._target(obj)
-        typed = self._typed(info)
-        if typed is not None:
-            api, sfx = typed
-            args = (ns, obj) if ns else (obj,)
-            return self._call(getattr(api, f"create_{sfx}"), *args)
-        if ns:
-            return self._call(self.custom.create_namespaced_custom_object, info.group,
-                              info.version, ns, info.plural, obj)
-        return self._call(self.custom.create_cluster_custom_object, info.group, info.version,
-                          info.plural, obj)
+        result: dict[str, Any] = self._request("POST", self._path(info, ns), obj)
+        return result
 
     def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Write the object (PUT); ``Conflict`` on a stale resourceVersion."""
@@ -289,41 +310,24 @@ class KubeCluster:
     def _replace(self, obj: dict[str, Any], *, status: bool) -> dict[str, Any]:
         info, ns, name = self._target(obj)
         typed = self._typed(info)
-        tail = "_status" if status else ""
-        if typed is not None:
-            api, sfx = typed
-            method = getattr(api, f"replace_{sfx}{tail}", None)
-            if method is None:
-                raise NotFound(f"{info.kind} has no status subresource")
-            args = (name, ns, obj) if ns else (name, obj)
-            return self._call(method, *args)
-        if ns:
-            method = getattr(self.custom, f"replace_namespaced_custom_object{tail}")
-            return self._call(method, info.group, info.version, ns, info.plural, name, obj)
-        method = getattr(self.custom, f"replace_cluster_custom_object{tail}")
-        return self._call(method, info.group, info.version, info.plural, name, obj)
+        if status and typed is not None and not hasattr(typed[0], f"replace_{typed[1]}_status"):
+            raise NotFound(f"{info.kind} has no status subresource")
+        result: dict[str, Any] = self._request(
+            "PUT", self._path(info, ns, name, "status" if status else None), obj)
+        return result
 
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
         """Request deletion of an object (custom kinds, Secrets, ConfigMaps, Leases)."""
         info = self.info(api_version, kind)
-        ns = self._scope(info, namespace)
-        typed = self._typed(info)
-        if typed is not None:
-            api, sfx = typed
-            args = (name, ns) if ns else (name,)
-            self._call(getattr(api, f"delete_{sfx}"), *args)
-        elif ns:
-            self._call(self.custom.delete_namespaced_custom_object, info.group, info.version,
-                       ns, info.plural, name)
-        else:
-            self._call(self.custom.delete_cluster_custom_object, info.group, info.version,
-                       info.plural, name)
+        self._request("DELETE", self._path(info, self._scope(info, namespace), name))
 
     def list(self, api_version: str, kind: str, namespace: str | None = None,
              label_selector: str | None = None) -> tuple[list[dict[str, Any]], str]:
         """List a kind (in one namespace or all) and return items and resourceVersion."""
         info = self.info(api_version, kind)
-        doc = self._call(*self._list_call(info, namespace), **_selector(label_selector))
+        ns = namespace if info.namespaced else None
+        doc = self._request("GET", self._path(info, ns),
+                            query={"labelSelector": label_selector} if label_selector else None)
         return list(doc.get("items") or []), str(doc["metadata"].get("resourceVersion", ""))
 
     def _list_call(self, info: ResourceInfo, namespace: str | None) -> tuple[Any, ...]:
@@ -356,13 +360,14 @@ class KubeCluster:
         message = message[:1024]
         key = (namespace, str(meta.get("uid", "")), type, reason, message)
         stamp = rfc3339(now())
-        core = self._apis["CoreV1Api"]
+        events = self.info("v1", "Event")
         seen = self._events.get(key)
         if seen is not None:
             name, _, count = seen
             try:
-                event = self._call(core.patch_namespaced_event, name, namespace,
-                                   {"count": count + 1, "lastTimestamp": stamp})
+                event = self._request("PATCH", self._path(events, namespace, name),
+                                      {"count": count + 1, "lastTimestamp": stamp},
+                                      content_type="application/merge-patch+json")
             except NotFound:
                 self._events.pop(key, None)
             else:
@@ -381,7 +386,7 @@ class KubeCluster:
             "firstTimestamp": stamp, "lastTimestamp": stamp,
             "source": {"component": self.component}, "reportingComponent": self.component,
         }
-        event = self._call(core.create_namespaced_event, namespace, body)
+        event = self._request("POST", self._path(events, namespace), body)
         self._remember(key, event["metadata"]["name"], namespace, 1)
         return event
 
