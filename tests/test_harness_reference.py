@@ -367,3 +367,45 @@ def test_history_reads_like_a_list_and_refuses_a_bad_limit():
         History(-1)
     with pytest.raises(ValueError, match="history limit"):
         build_environment(history="lots")
+
+
+def test_the_harness_queue_and_the_operators_schedule_the_same_delays():
+    from lifecycle.core.errors import UnhandledError
+    from lifecycle.core.values import Result
+    from lifecycle.driver.manager import Controller
+    from lifecycle.driver.queue import WorkQueue
+
+    script = [Result.backoff("Failed"), Result.backoff("Throttled", at_least=30),
+              UnhandledError("API error"), Result.later(5, "Waiting"),
+              Result.backoff("Failed"), Result.backoff("Failed"), Result.now("Changed"),
+              Result.backoff("Failed")]
+
+    class Scripted:
+        def __init__(self) -> None:
+            self.left = list(script)
+
+        def reconcile(self, namespace, name):
+            outcome = self.left.pop(0)
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome
+
+    now = [0.0]
+    queue = WorkQueue("x", rate_limiter=ItemExponentialBackoff(1.0, 60.0), clock=lambda: now[0])
+    controller = Controller("x", Scripted(), source=None, queue=queue)
+    env, _ = simulated_environment()
+    env.reconcilers[KIND] = Scripted()
+    operator, harness = [], []
+    key = ("default", "orders")
+    queue.add(key)
+    for _ in script:
+        now[0] += operator[-1] if operator else 0.0  # the worker takes the key once due
+        assert queue.get(timeout=0) == key
+        controller.process(key)
+        queue.done(key)
+        due = queue.due(key)
+        operator.append(0.0 if due is None else due)
+        env.reconcile(KIND, "orders")
+        harness.append(env.queued(KIND, "orders").delay)
+    assert operator == [1.0, 30.0, 4.0, 5.0, 1.0, 2.0, 0.0, 1.0]
+    assert harness == operator
