@@ -126,6 +126,14 @@ def disagreements(concepts: str, reference: str) -> list[str]:
     limit = re.search(r"the last transitions \((\d+) by default\)", concepts)
     if limit is None or int(limit.group(1)) != ManagedResourceMachine.history_limit:
         problems.append("history limit")
+    stuck = re.search(r"`max_in_state` \((\d+) min by default for ([\w, ]+)\)", concepts)
+    timing = ManagedResourceMachine.timing
+    said = set(re.findall(r"[A-Z]\w+", stuck.group(2))) if stuck else set()
+    if stuck is None or {s.capitalize() for s in timing.max_in_state} != said or any(
+            f"`{state}` |" in reference and f"Stuck after {stuck.group(1)} min" not in
+            reference.split(f"| `{state}` |")[1].split("\n")[0]
+            for state in timing.max_in_state):
+        problems.append("Stuck threshold")
     return problems
 
 
@@ -137,6 +145,8 @@ def test_concepts_agree_with_the_generated_reference_page():
     wrong = concepts.replace("| True, `Available` |", "| True, `Ready` |")
     assert disagreements(wrong, reference) == [
         "ready: concepts say ('True', 'Ready'), reference ('True', 'Available')"]
+    slower = concepts.replace("(30 min by default for", "(45 min by default for")
+    assert disagreements(slower, reference) == ["Stuck threshold"]
 
 
 # ------------------------------------------------------------ API faults, backoff
