@@ -33,9 +33,9 @@ def run(workers: Sequence[int] = (1, 4, 16, 64), *, latency: float = LATENCY,
     gc.collect()
     rows = []
     for count in workers:
-        calls_before = len(operator.cloud.calls)
+        calls_before = operator.cloud.calls.total
         stats = Runner(operator.reconciler, workers=count).poll(operator.keys, duration)
-        calls = len(operator.cloud.calls) - calls_before
+        calls = operator.cloud.calls.total - calls_before
         ideal = count / latency
         achieved = stats.reconciles / stats.wall_seconds
         rows.append({
