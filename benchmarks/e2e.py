@@ -181,7 +181,6 @@ def _lifecycle(url: str, poll: float, variant: str = "lifecycle") -> int:
 
     from prometheus_client import disable_created_metrics
 
-    from lifecycle.driver.cache import cached_manager
     from lifecycle.driver.cluster import KubeCluster, api_client
     from lifecycle.driver.manager import Manager, ManagerOptions
     from lifecycle.providers.simcloud import DatabaseConnector
@@ -194,6 +193,8 @@ def _lifecycle(url: str, poll: float, variant: str = "lifecycle") -> int:
     if variant == "lifecycle-direct":
         manager = Manager(cluster, pairs, options)
     else:
+        from lifecycle.driver.cache import cached_manager
+
         manager = cached_manager(cluster, pairs, options,
                                  secrets=variant == "lifecycle-secrets")
     stop = threading.Event()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -13,7 +15,7 @@ from lifecycle.driver.cache import CachedCluster, cached_manager
 from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.driver.informer import InformerOptions
 from lifecycle.driver.manager import ManagerOptions
-from lifecycle.kube.errors import Conflict, NotFound
+from lifecycle.kube.errors import Conflict, NotFound, TooManyRequests
 from lifecycle.kube.resources import ResourceType
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
@@ -222,3 +224,78 @@ def test_secrets_are_read_from_a_secret_informer_once_synced(server):
             cached.get("v1", "Secret", "default", "absent")
     finally:
         cached.stop()
+
+
+# ------------------------------------------------ the lean request path
+class _Recorder(BaseHTTPRequestHandler):
+    seen: list[tuple[str, str, dict[str, str], bytes]] = []
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        _Recorder.seen.append((self.command, self.path, headers, body))
+        if "missing" in self.path:
+            status, doc = 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                "reason": "NotFound", "code": 404, "message": "not found"}
+        elif "busy" in self.path:
+            status, doc = 429, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                "reason": "TooManyRequests", "code": 429, "message": "slow"}
+        else:
+            status = 200
+            doc = {"kind": "ConfigMapList", "items": [], "metadata": {"resourceVersion": "7"}}
+        raw = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        if status == 429:
+            self.send_header("Retry-After", "3")
+        self.end_headers()
+        self.wfile.write(raw)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_PATCH = _answer
+
+
+@pytest.fixture
+def recorder() -> Iterator[str]:
+    _Recorder.seen = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_the_lean_path_sends_credentials_paths_and_one_json_body(recorder):
+    client = api_client(host=recorder)
+    client.configuration.api_key = {"authorization": "t0ken"}
+    client.configuration.api_key_prefix = {"authorization": "Bearer"}
+    cluster = KubeCluster(client)
+    cluster.list("v1", "ConfigMap", "team a", label_selector="app=x,tier in (a,b)")
+    body = {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a/b", "namespace": "default", "resourceVersion": "3"},
+            "data": {"k": "v"}}
+    cluster.replace(body)
+    (m1, p1, h1, _), (m2, p2, h2, b2) = _Recorder.seen
+    assert m1 == "GET" and p1.startswith("/api/v1/namespaces/team%20a/configmaps?")
+    assert "labelSelector=app%3Dx%2Ctier+in+%28a%2Cb%29" in p1
+    assert h1["authorization"] == "Bearer t0ken" and h1["accept"] == "application/json"
+    assert m2 == "PUT" and p2 == "/api/v1/namespaces/default/configmaps/a%2Fb"
+    assert json.loads(b2) == body and h2["content-type"] == "application/json"
+
+
+def test_the_lean_path_turns_error_statuses_into_the_error_taxonomy(recorder):
+    cluster = KubeCluster(api_client(host=recorder))
+    with pytest.raises(NotFound):
+        cluster.get("v1", "ConfigMap", "default", "missing")
+    with pytest.raises(TooManyRequests) as caught:
+        cluster.get("v1", "ConfigMap", "default", "busy")
+    assert caught.value.retry_after == 3.0
+    with pytest.raises(NotFound):
+        cluster.replace_status({"apiVersion": "v1", "kind": "ConfigMap",
+                                "metadata": {"name": "x", "namespace": "default"}})
+    assert len(_Recorder.seen) == 2  # ConfigMaps have no status: refused without a call
