@@ -419,3 +419,20 @@ def test_the_harness_queue_and_the_operators_schedule_the_same_delays():
         harness.append(env.queued(KIND, "orders").delay)
     assert operator == [1.0, 30.0, 4.0, 5.0, 1.0, 2.0, 0.0, 1.0]
     assert harness == operator
+
+
+def test_run_until_idle_stops_at_a_stuck_operation():
+    env, _ = simulated_environment(cloud=SimCloud(create_polls=10**6))
+    env.apply(database_manifest("orders"))
+    start = env.clock.now()
+    with pytest.raises(NotSettled) as raised:
+        env.run_until_idle()
+    assert str(raised.value).splitlines() == [
+        "queue did not settle: DatabaseInstance orders is Stuck; still queued:",
+        "  DatabaseInstance default/orders: Waiting in 2s "
+        "(Stuck: in creating for 1802s, longer than 1800s)"]
+    assert 1800 <= (env.clock.now() - start).total_seconds() < 1900
+    ran = env.advance(60)  # the test may still run it on
+    assert ran and env.queued(KIND, "orders").stuck is not None
+    with pytest.raises(NotSettled, match="within 600s"):
+        env.run_until_idle(stop_when_stuck=False, horizon=600)

@@ -361,7 +361,7 @@ class Environment:
             result = reconciler.reconcile(ns, name)
         except UnhandledError as exc:
             result, error = None, str(exc)
-        after = self._state_or_none(kind, name, ns)
+        after = self._state_or_none(kind, name, ns, key)
         step = Step(kind, ns, name, self.clock.now(), before, after, result, error)
         self.steps.append(step)
         self._queue.settle(key, result, error)
@@ -385,14 +385,17 @@ class Environment:
         return sorted(found, key=lambda q: (-q.attempts, q.kind, q.namespace or "", q.name))
 
     def run_until_idle(self, max_steps: int = 10_000, horizon: float = 24 * 3600.0,
-                       max_attempts: int | None = DEFAULT_MAX_ATTEMPTS) -> list[Step]:
+                       max_attempts: int | None = DEFAULT_MAX_ATTEMPTS,
+                       stop_when_stuck: bool = True) -> list[Step]:
         """Run queued reconciles in due order until only Ready polls remain; return them.
 
         Raises :class:`NotSettled` (an ``AssertionError``) with a summary
         naming every object still queued, its failed attempts and its last
         error when an object has failed ``max_attempts`` reconciles in a row
-        (``None``: never), when ``max_steps`` reconciles ran, or when the next
-        one is due more than ``horizon`` virtual seconds after the call.
+        (``None``: never), when an object reports ``Stuck`` (its operation
+        outlasted the state's ``max_in_state``; unless ``stop_when_stuck`` is
+        false), when ``max_steps`` reconciles ran, or when the next one is due
+        more than ``horizon`` virtual seconds after the call.
         """
         ran: list[Step] = []
         limit = self._queue.elapsed + horizon
@@ -408,6 +411,8 @@ class Environment:
                 raise self._not_settled(f"queue did not settle within {horizon:g}s")
             self._queue.move_to(due)
             ran.append(self.reconcile(key[0], key[2], key[1]))
+            if stop_when_stuck and key in self._queue.stuck and key in self._queue.due:
+                raise self._not_settled(f"queue did not settle: {key[0]} {key[2]} is Stuck")
             if max_attempts is not None and self._queue.attempts(key) >= max_attempts:
                 raise self._not_settled(
                     f"queue did not settle: {key[0]} {key[2]} failed {max_attempts} "
@@ -441,10 +446,19 @@ class Environment:
         known = self.kinds.get(kind)
         return known.namespaced if known is not None else kind not in {"Namespace"}
 
-    def _state_or_none(self, kind: str, name: str, ns: str | None) -> str | None:
+    def _state_or_none(self, kind: str, name: str, ns: str | None,
+                       key: Key | None = None) -> str | None:
+        """The stored state; with ``key``, also note whether the object reports Stuck."""
         try:
             obj = self.api.get(self.kinds[kind].api_version, kind, ns, name)
         except NotFound:
-            return None
+            obj = {}
         status = obj.get("status")
-        return status.get("state") if isinstance(status, Mapping) else None
+        status = status if isinstance(status, Mapping) else {}
+        if key is not None:
+            stuck = get_condition(status.get("conditions") or [], "Stuck")
+            if stuck is not None and stuck.status.value == "True":
+                self._queue.stuck[key] = stuck.message or stuck.reason
+            else:
+                self._queue.stuck.pop(key, None)
+        return status.get("state")

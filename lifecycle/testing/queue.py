@@ -100,7 +100,9 @@ class Queued:
     seconds from now that is; ``reason`` why it is queued (``Event``,
     ``Now``, ``Backoff``, ``Waiting``, ``Poll``, ...). ``attempts`` counts
     the reconciles in a row that failed (reset by any pass that does not
-    back off), and ``error`` says what the last of them met.
+    back off), and ``error`` says what the last of them met. ``stuck`` is
+    the message of the object's ``Stuck`` condition while it is True (an
+    operation has lasted longer than its state's ``max_in_state``).
     """
 
     kind: str
@@ -111,6 +113,7 @@ class Queued:
     reason: str
     attempts: int = 0
     error: str | None = None
+    stuck: str | None = None
 
     def describe(self) -> str:
         """One line: the object, its attempts and why it is retried."""
@@ -120,6 +123,8 @@ class Queued:
             line += f" after {self.attempts} failed attempt{'s' * (self.attempts > 1)}"
         if self.error:
             line += f" ({self.error})"
+        if self.stuck:
+            line += f" (Stuck: {self.stuck})"
         return line
 
 
@@ -144,6 +149,7 @@ class VirtualQueue:
         self.elapsed = 0.0
         self.due: dict[Key, tuple[float, str]] = {}
         self.errors: dict[Key, str] = {}
+        self.stuck: dict[Key, str] = {}
         self._heap: list[tuple[float, int, Key]] = []
         self._seq = itertools.count()
 
@@ -206,4 +212,5 @@ class VirtualQueue:
         due, reason = entry
         delay = max(0.0, due - self.elapsed)
         return Queued(key[0], key[1], key[2], self.clock.now() + timedelta(seconds=delay),
-                      delay, reason, self.attempts(key), self.errors.get(key))
+                      delay, reason, self.attempts(key), self.errors.get(key),
+                      self.stuck.get(key))
