@@ -26,7 +26,13 @@ from lifecycle.core.decide import (
     restore,
     transit,
 )
-from lifecycle.core.errors import CredentialsError, ExternalError, HandledError, Severity
+from lifecycle.core.errors import (
+    CredentialsError,
+    ExternalError,
+    HandledError,
+    Severity,
+    TerminalError,
+)
 from lifecycle.core.kind import FINALIZER, OPERATION, OWNER, PAUSED, RECONCILE_POLICY
 from lifecycle.core.values import ConditionStatus, Observation, ProviderStatus
 from lifecycle.machines.managed import ManagedResourceMachine as M
@@ -359,3 +365,75 @@ def test_the_fail_edge_of_a_state() -> None:
 def test_policies_allow_what_they_say() -> None:
     assert [(p.allows_modify, p.allows_delete) for p in (MANAGE, SKIP, DETACH)] == [
         (True, True), (False, False), (True, False)]
+
+
+# --------------------------------------------------- details the tests above miss
+def test_a_stopped_gate_still_reports_the_stored_state() -> None:
+    g = gate(M, obj(status={"state": "ready"}), {OWNER: "other"}, operator_id="me")
+    assert (g.stop, g.state) == ("NotOwned", "ready")
+
+
+def test_unknown_annotation_values_are_quoted_to_64_characters() -> None:
+    long = "x" * 100
+    g = gate(M, obj(annotations={OPERATION: long, RECONCILE_POLICY: long}), {})
+    quoted = repr("x" * 64)
+    assert [n.reason for n in g.notes] == ["UnknownOperation", "UnknownReconcilePolicy"]
+    for note in g.notes:
+        assert quoted in note.message and repr("x" * 65) not in note.message
+        assert note.observed_generation == 3
+
+
+def test_guards_read_the_facts_of_the_pass() -> None:
+    """From failed, a pending provider operation resumes the operation that failed."""
+    pending = Observation(exists=True, status=ProviderStatus.PENDING)
+    resumed = {
+        op: decide(M, Facts("failed", observation=pending, failed_operation=op))
+        for op in ("update", "create")
+    }
+    assert {op: d.transition.target for op, d in resumed.items() if d.transition} == {
+        "update": "updating", "create": "creating"}
+
+
+def test_a_transit_without_an_event_keeps_source_and_choice() -> None:
+    choice = Choice(None, "NotObserved")
+    d = transit(M, "ready", choice, Facts("ready"))
+    assert (d.source, d.choice, d.transition, d.error) == ("ready", choice, None, None)
+
+
+def test_a_refused_event_keeps_the_source_state() -> None:
+    d = transit(M, "deleting", Choice("create", "X"), Facts("deleting"))
+    assert d.source == "deleting"
+
+
+def test_a_guard_error_keeps_the_source_state() -> None:
+    class Touchy(M):
+        def failed_during_update(self, facts: Facts) -> bool:
+            raise RuntimeError("boom")
+
+    d = transit(Touchy, "failed", Choice("wait", "X"), Facts("failed"))
+    assert (d.source, d.failed_operation, d.transition) == ("failed", "guard", None)
+
+
+def test_an_unreachable_provider_holds_a_state_that_reports_ready() -> None:
+    err = ExternalError("timeout")
+    d = decide(M, Facts("ready", error=err))
+    assert d.hold is True
+    assert (d.source, d.transition, d.error, d.failed_operation) == ("ready", None, err,
+                                                                     "observe")
+    assert d.choice == Choice(None, "ExternalError", "timeout")
+    d = decide(M, Facts("ready", error=CredentialsError("no secret")))
+    assert (d.hold, d.failed_operation) == (True, "connect")
+
+
+@pytest.mark.parametrize("facts", [
+    Facts("creating", error=ExternalError("timeout")),         # a state not reporting Ready
+    Facts("ready", error=TerminalError("bad spec")),           # a terminal error
+    Facts("ready", observation=Observation(exists=True)),      # no error at all
+])
+def test_nothing_else_holds_the_state(facts: Facts) -> None:
+    assert decide(M, facts).hold is False
+
+
+def test_a_provider_failure_keeps_the_source_state() -> None:
+    broken = Observation(exists=True, status=ProviderStatus.FAILED, message="disk full")
+    assert decide(M, Facts("creating", observation=broken)).source == "creating"
