@@ -356,3 +356,50 @@ def test_run_serves_the_installed_kind_until_an_object_is_ready(installed: Path)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# ------------------------------------------------------------ packaging
+def test_the_package_ships_its_type_marker_and_optional_extras() -> None:
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    assert (root / "lifecycle" / "py.typed").is_file()
+    assert "py.typed" in project["tool"]["setuptools"]["package-data"]["lifecycle"]
+    extras = project["project"]["optional-dependencies"]
+    required = " ".join(project["project"]["dependencies"])
+    assert "psycopg" not in required and "graphviz" not in required
+    assert any(d.startswith("psycopg") for d in extras["postgres"])
+    assert any(d.startswith("graphviz") for d in extras["diagrams"])
+    for package in ("psycopg", "graphviz", "pytest", "hypothesis"):
+        assert any(d.startswith(package) for d in extras["dev"]), package
+
+
+WITHOUT_EXTRAS = """\
+import sys
+sys.modules["psycopg"] = None  # neither optional extra is installed
+sys.modules["graphviz"] = None
+from lifecycle import registry
+from lifecycle.cli import main
+print(sorted(r.name for r in registry.registrations()))
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize(("argv", "code", "stdout", "stderr"), [
+    (["crds", "--kinds", "DatabaseInstance"], 0, "kind: CustomResourceDefinition", ""),
+    (["diagram", "DatabaseInstance", "-f", "dot"], 0, 'digraph "DatabaseInstanceMachine"', ""),
+    (["diagram", "DatabaseInstance", "-f", "svg"], 2, "",
+     "lifecycle diagram: cannot render svg: the graphviz Python package is not installed "
+     "(pip install 'lifecycle[diagrams]')"),
+    (["run", "--kinds", "Role"], 2, "", "lifecycle run: no registered kind 'Role'"),
+])
+def test_without_the_optional_extras(argv: list[str], code: int, stdout: str,
+                                     stderr: str) -> None:
+    result = subprocess.run([sys.executable, "-c", WITHOUT_EXTRAS, *argv],
+                            capture_output=True, text=True, timeout=120)
+    first, _, rest = result.stdout.partition("\n")
+    assert first == "['DatabaseClaim', 'DatabaseInstance', 'DatabaseInstanceClass']", result
+    assert result.returncode == code, result.stderr
+    assert stdout in rest
+    assert result.stderr.startswith(stderr) and result.stderr.count("\n") <= 1, result.stderr

@@ -47,7 +47,12 @@ def render(machine: type[LifecycleMachine], fmt: str, live: LiveObject | None = 
 
 def render_dot(source: str, fmt: str) -> bytes:
     """Run Graphviz ``dot`` on ``source``; :class:`DiagramError` if it is missing or fails."""
-    import graphviz
+    try:
+        import graphviz
+    except ModuleNotFoundError:
+        raise DiagramError(
+            f"cannot render {fmt}: the graphviz Python package is not installed (pip install "
+            "'lifecycle[diagrams]'); -f dot and -f mermaid work without it") from None
 
     try:
         return graphviz.Source(source).pipe(format=fmt)

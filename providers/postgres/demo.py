@@ -20,7 +20,6 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from lifecycle.core.errors import LifecycleError
-from lifecycle.providers.postgres.testing import manifest, postgres_environment
 from lifecycle.testing import Environment
 
 #: The PostgreSQL names the demo creates (and deletes again when asked).
@@ -30,6 +29,8 @@ DATABASE_NAME = "lifecycle_demo_db"
 
 def demo_manifests(namespace: str = "default") -> list[dict[str, Any]]:
     """The Role, Database and Grant manifests of the demo, in apply order."""
+    from lifecycle.providers.postgres.testing import manifest  # psycopg: the postgres extra
+
     return [
         manifest("Role", "demo-app", namespace=namespace, external_name=ROLE_NAME,
                  login=True, connection_limit=10),
@@ -46,6 +47,8 @@ def demo_environment(host: str, port: int, user: str, password: str,
     ``user`` and ``password`` are an admin allowed to create roles and
     databases; they go into the ProviderConfig's credentials Secret only.
     """
+    from lifecycle.providers.postgres.testing import postgres_environment
+
     env = postgres_environment(host, port, user, password, sslmode)
     return env, demo_manifests()
 
