@@ -11,8 +11,14 @@ from __future__ import annotations
 from lifecycle.core.kind import Kind
 from lifecycle.machines.claim import DATABASE_BINDING, DatabaseClaim, DatabaseInstanceClass
 from lifecycle.machines.database import DatabaseInstance
-from lifecycle.machines.postgres import kinds as postgres_kinds
 from lifecycle.registry import Registration
+
+try:
+    from lifecycle.machines.postgres import kinds as postgres_kinds
+except ModuleNotFoundError as missing:  # the optional ``postgres`` extra is not installed
+    if missing.name != "psycopg":
+        raise
+    postgres_kinds = None  # type: ignore[assignment]
 
 
 def simulated_connector() -> object:
@@ -45,8 +51,9 @@ def _postgres_target(kind: Kind) -> object:
 DATABASE = (Registration(DatabaseInstance, connector=simulated_connector,
                          verify_target=_database_target),)
 
-#: The PostgreSQL Role, Database and Grant, each with its connector.
-POSTGRES = tuple(
+#: The PostgreSQL Role, Database and Grant, each with its connector (none without psycopg,
+#: the ``postgres`` extra).
+POSTGRES = () if postgres_kinds is None else tuple(
     Registration(kind, connector=lambda c=connector: c, verify_target=_postgres_target)
     for kind, connector in postgres_kinds())
 
