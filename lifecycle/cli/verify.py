@@ -122,7 +122,9 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("kinds", nargs="*", metavar="KIND",
                         help="kinds to verify: a registered name (DatabaseInstance), its "
-                             "plural, or MODULE:NAME of a Registration or Kind")
+                             "plural, or MODULE:NAME of a Registration or Kind; the kind's "
+                             "registration says how (Registration.verify_target, e.g. "
+                             "lifecycle.verify.targets.fake_target over an in-memory fake)")
     parser.add_argument("--point", type=int, default=None,
                         help="replay one point (0: the run without a crash) with its trace")
     parser.add_argument("--side", choices=SIDES, default=None, help="only this side")
