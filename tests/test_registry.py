@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from lifecycle import registry
 from lifecycle.cli import main
+from lifecycle.machines.claim import DatabaseClaim
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.machines.postgres import Role
 
@@ -103,7 +105,19 @@ def test_postgres_demo_without_a_password_is_a_one_line_error(capsys, monkeypatc
     assert "set LIFECYCLE_TEST_NO_SUCH_VAR to the admin password" in err
 
 
+#: A managed kind registered without a connector, and a claim kind without its binding.
+BARE = registry.Registration(attrs.evolve(DatabaseInstance, kind="Bare", plural="bares"))
+UNBOUND = registry.Registration(DatabaseClaim)
+
+
 def test_run_refuses_a_kind_without_a_connector(capsys) -> None:
-    assert main(["run", "--embedded", "--kinds", "DatabaseClaim"]) == 2
+    assert main(["run", "--embedded", "--kinds", "test_registry:BARE"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "DatabaseClaim registers no connector" in err and len(err.splitlines()) == 1
+    assert "Bare registers no connector" in err and len(err.splitlines()) == 1
+
+
+def test_run_refuses_a_claim_kind_without_its_binding(capsys) -> None:
+    assert main(["run", "--embedded", "--kinds", "test_registry:UNBOUND"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "DatabaseClaim is a claim kind whose registration names no ClaimBinding" in err
+    assert len(err.splitlines()) == 1
