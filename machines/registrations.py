@@ -29,9 +29,14 @@ def simulated_connector() -> object:
 
 
 def _database_target(kind: Kind) -> object:
-    from lifecycle.providers.simcloud.verify import simcloud_target
+    """The kind's own scenario, then the tenancy scenarios (shared name, adoption)."""
+    from lifecycle.providers.simcloud.verify import (
+        adoption_target,
+        shared_name_target,
+        simcloud_target,
+    )
 
-    return simcloud_target(kind)
+    return [simcloud_target(kind), shared_name_target(kind), adoption_target(kind)]
 
 
 def _claim_target(kind: Kind) -> object:

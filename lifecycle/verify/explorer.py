@@ -65,11 +65,22 @@ def _enqueue_all(env: Environment, kinds: Iterable[Kind]) -> None:
             env.enqueue(kind.kind, meta["name"], meta.get("namespace"))
 
 
-def _settle(env: Environment) -> str | None:
-    """Run the queue until idle; a non-settling queue is returned as a problem."""
+def _settle(env: Environment, waiting: tuple[str, ...] = ()) -> str | None:
+    """Run the queue until idle; a non-settling queue is returned as a problem.
+
+    Objects named in ``waiting`` may be left backing off: the target expects
+    them to be refused until another object lets go. With such objects the
+    queue runs for ten virtual minutes, then only they may still be queued.
+    """
     try:
-        env.run_until_idle(max_steps=2_000)
+        if waiting:
+            env.run_until_idle(max_steps=2_000, max_attempts=None, horizon=600.0)
+        else:
+            env.run_until_idle(max_steps=2_000)
     except AssertionError as exc:
+        left = {key for key, (_, reason) in env.pending().items() if reason != "Poll"}
+        if waiting and left and all(key[2] in waiting for key in left):
+            return None
         return f"did not converge: {str(exc)[:300]}"
     return None
 
@@ -115,7 +126,7 @@ def _play(target: Target, crash: CrashPoint | None, clock: VirtualClock, recorde
                 else:
                     env.delete(kind.kind, name, _namespace(manifests[name], kind))
         try:
-            failure = _settle(env)
+            failure = _settle(env, target.waiting)
         except Crash:
             crashed_in = phase.name
             if crash is not None and crash.variant == "delete-while-down":
@@ -133,7 +144,7 @@ def _play(target: Target, crash: CrashPoint | None, clock: VirtualClock, recorde
             env = _engine(target, api, clock, connector, recorder)
             _enqueue_all(env, target.listed or (kind,))
             try:
-                failure = _settle(env)
+                failure = _settle(env, target.waiting)
             except Crash:  # only one crash is ever armed
                 failure = "crashed twice"
         expect = "gone" if deleted_while_down else phase.expect
@@ -163,7 +174,7 @@ def _check(env: Environment, target: Target, manifests: Mapping[str, dict[str, A
     if target.converged is not None:
         problems += target.converged(env, manifests, expect)
     else:
-        problems += _converged(env, kind, manifests, expect)
+        problems += converged_objects(env, kind, manifests, expect)
     existing = connector.system.names()
     for external in sorted(existing | connector.seen):
         created = connector.creations(external)
@@ -175,9 +186,10 @@ def _check(env: Environment, target: Target, manifests: Mapping[str, dict[str, A
     return problems
 
 
-def _converged(env: Environment, kind: Kind, manifests: Mapping[str, dict[str, Any]],
+def converged_objects(env: Environment, kind: Kind, manifests: Mapping[str, dict[str, Any]],
                expect: str) -> list[str]:
-    """Every managed object Ready with its generation observed, or gone."""
+    """The problems keeping ``manifests``' objects from being all Ready with their generation
+    observed (``expect`` "ready") or all gone (``expect`` "gone")."""
     problems: list[str] = []
     for name, manifest in manifests.items():
         ns = _namespace(manifest, kind)

@@ -108,6 +108,9 @@ class Target:
     #: Replaces the per-object convergence check: ``converged(env, manifests, expect)``
     #: returns the problems found (``expect`` is "ready" or "gone").
     converged: Callable[[Environment, Mapping[str, dict[str, Any]], str], list[str]] | None = None
+    #: Objects expected to keep retrying (refused until another object lets go): a queue
+    #: left with only these backing off counts as settled; ``converged`` judges them.
+    waiting: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:

@@ -97,8 +97,17 @@ def target_for(registration: registry.Registration, label: str = "") -> Target |
     """The target exercising a registered kind, or a one-line reason why it cannot be explored.
 
     ``label`` names the target in reports and replay commands (default: the
-    kind's name).
+    kind's name). A ``verify_target`` may return several targets (more
+    scenarios of one kind): the first is the kind's own; :func:`targets`
+    explores them all, the others labelled ``<label>/<scenario>``.
     """
+    found = scenarios_for(registration, label)
+    return found if isinstance(found, str) else found[0]
+
+
+def scenarios_for(registration: registry.Registration, label: str = "") -> list[Target] | str:
+    """Every target a registered kind's ``verify_target`` returns, labelled; or the reason
+    it cannot be explored."""
     label = label or registration.name
     if registration.verify_target is None:
         return "registers no verification target (Registration.verify_target)"
@@ -108,10 +117,13 @@ def target_for(registration: registry.Registration, label: str = "") -> Target |
         return str(exc)
     if built is None:
         return "its verification target is not available here"
-    if not isinstance(built, Target):
+    many = list(built) if isinstance(built, list | tuple) else [built]
+    if not many or not all(isinstance(t, Target) for t in many):
         raise VerifyError(f"{label}: the verification target function returned "
                           f"{type(built).__name__}, not a Target")
-    return attrs.evolve(built, label=label)
+    first, *more = many
+    return [attrs.evolve(first, label=label)] + [
+        attrs.evolve(t, label=f"{label}/{t.name.rpartition('/')[2]}") for t in more]
 
 
 def targets(names: Sequence[str] = ()) -> tuple[list[Target], list[tuple[str, str]]]:
@@ -128,15 +140,20 @@ def targets(names: Sequence[str] = ()) -> tuple[list[Target], list[tuple[str, st
     skipped: list[tuple[str, str]] = []
     if names:
         for name in names:
-            built = target_for(registry.find(name), name)
+            base, _, scenario = name.partition("/")  # KIND/scenario: one of its scenarios
+            built = scenarios_for(registry.find(base), base)
             if isinstance(built, str):
                 raise VerifyError(f"{name}: {built}")
-            chosen.append(built)
+            if scenario:
+                built = [t for t in built if t.name == name]
+                if not built:
+                    raise VerifyError(f"{base} has no verification scenario {scenario!r}")
+            chosen.extend(built)
         return chosen, skipped
     for registration in registry.registrations():
-        built = target_for(registration)
+        built = scenarios_for(registration)
         if isinstance(built, str):
             skipped.append((registration.name, built))
         else:
-            chosen.append(built)
+            chosen.extend(built)
     return chosen, skipped

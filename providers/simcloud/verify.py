@@ -16,7 +16,7 @@ from typing import Any
 from lifecycle.core import objects
 from lifecycle.core.claims import ClaimBinding
 from lifecycle.core.conditions import get as get_condition
-from lifecycle.core.kind import Kind
+from lifecycle.core.kind import EXTERNAL_NAME, Kind
 from lifecycle.kube.errors import NotFound
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.harness import database_manifest
@@ -29,6 +29,7 @@ from lifecycle.testing.claims import (
     class_manifest,
 )
 from lifecycle.verify import ExternalSystem, Recorder, Target, TracedReconciler
+from lifecycle.verify.explorer import converged_objects
 
 
 def simcloud_target(kind: Kind, label: str = "") -> Target:
@@ -172,3 +173,139 @@ def claim_target(kind: Kind, binding: ClaimBinding, label: str = "") -> Target:
     return Target(kind, base.system, manifest, update, label=label, objects=("app",),
                   setup=setup, extend=extend, listed=(kind, managed), tracking=managed,
                   apply=apply, converged=converged)
+
+
+# ---------------------------------------------------------------- tenancy scenarios
+#: Where the second claimant of a shared name lives.
+OTHER_NAMESPACE = "team-b"
+
+
+class _CallLog:
+    """The mutating calls each object's clients made, for the tenancy targets' checks."""
+
+    def __init__(self, connector: Any) -> None:
+        self.connector = connector
+        self.calls: list[tuple[str, str, str]] = []  # (namespace/name, operation, external)
+
+    def connect(self, resource: Any, config: Any) -> Any:
+        client = self.connector.connect(resource, config)
+        for operation in ("create", "update", "delete"):
+            setattr(client, operation, self._logged(getattr(client, operation), operation))
+        return client
+
+    def _logged(self, call: Any, operation: str) -> Any:
+        def logged(resource: Any) -> Any:
+            self.calls.append((f"{resource.namespace}/{resource.name}", operation,
+                               resource.external_name))
+            return call(resource)
+        return logged
+
+
+def _refused(env: Environment, kind: Kind, namespace: str, name: str,
+             reasons: tuple[str, ...]) -> list[str]:
+    try:
+        obj = env.api.get(kind.api_version, kind.kind, namespace, name)
+    except NotFound:
+        return [f"{name} vanished"]
+    failed = get_condition(objects.status(obj).get("conditions") or [], "Failed")
+    if failed is None or failed.reason not in reasons:
+        return [f"{name} was not refused with {' or '.join(reasons)} "
+                f"(state={objects.status(obj).get('state')}, "
+                f"Failed={failed.reason if failed else None})"]
+    return []
+
+
+def shared_name_target(kind: Kind, label: str = "") -> Target:
+    """Two objects in two namespaces claim one external name; only the first may act.
+
+    ``alpha`` (namespace default) and ``beta`` (namespace team-b) both set the
+    external-name annotation ``shared``; beta asks for another size. After
+    create and update alpha is Ready and beta refused (``ExternalNameConflict``,
+    no finalizer); beta never creates, updates or deletes anything; after the
+    delete both objects are gone, with the resource deleted by alpha alone.
+    """
+    current: dict[str, _CallLog] = {}
+
+    def system() -> ExternalSystem:
+        cloud = SimCloud(seed=0, create_polls=2, modify_polls=1, delete_polls=1)
+        current["log"] = _CallLog(DatabaseConnector(cloud))
+        return ExternalSystem(current["log"], lambda: set(cloud.instances()), cloud.creations)
+
+    def setup(env: Environment, system: ExternalSystem) -> None:
+        env.namespace(OTHER_NAMESPACE)
+
+    def manifest(name: str) -> dict[str, Any]:
+        namespace = "default" if name == "alpha" else OTHER_NAMESPACE
+        data = database_manifest(name, namespace, annotations={EXTERNAL_NAME: "shared"},
+                                 storageGB=20 if name == "alpha" else 60)
+        data["apiVersion"], data["kind"] = kind.api_version, kind.kind
+        return data
+
+    def update(data: dict[str, Any]) -> dict[str, Any]:
+        changed = json.loads(json.dumps(data))
+        changed["spec"]["forProvider"]["storageGB"] += 20
+        return changed
+
+    def converged(env: Environment, manifests: Mapping[str, dict[str, Any]],
+                  expect: str) -> list[str]:
+        problems = [f"beta called {op} on {external}" for who, op, external
+                    in current["log"].calls if who == f"{OTHER_NAMESPACE}/beta"]
+        if expect == "gone":
+            return problems + converged_objects(env, kind, manifests, expect)
+        problems += converged_objects(env, kind, {"alpha": manifests["alpha"]}, expect)
+        problems += _refused(env, kind, OTHER_NAMESPACE, "beta", ("ExternalNameConflict",))
+        return problems
+
+    return Target(kind, system, manifest, update, label=label or f"{kind.kind}/shared-name",
+                  objects=("alpha", "beta"), setup=setup, converged=converged,
+                  waiting=("beta",))
+
+
+def adoption_target(kind: Kind, label: str = "") -> Target:
+    """An object names an instance someone else created; it must never change it.
+
+    The instance ``precious`` exists before the scenario, unmarked, with its
+    own password. ``alpha`` sets the external-name annotation ``precious``
+    (without asking to adopt). After create and update alpha is refused
+    (``ExternalResourceNotOwned``) and precious is exactly as it was; after
+    the delete alpha is gone and precious still exists. No client call that
+    changes anything ever names precious.
+    """
+    current: dict[str, Any] = {}
+    password = "their-password-9f2c"
+
+    def system() -> ExternalSystem:
+        cloud = SimCloud(seed=0, create_polls=2, modify_polls=1, delete_polls=1)
+        cloud.create_instance(("AKIDVERIFY", "verify-secret-key"), "precious",
+                              {"engine": "postgres", "storage_gb": 20}, password=password)
+        cloud.describe_instance(("AKIDVERIFY", "verify-secret-key"), "precious")
+        cloud.describe_instance(("AKIDVERIFY", "verify-secret-key"), "precious")
+        current["cloud"], current["log"] = cloud, _CallLog(DatabaseConnector(cloud))
+        current["before"] = cloud.instances()["precious"]
+        return ExternalSystem(current["log"],
+                              lambda: set(cloud.instances()) - {"precious"}, cloud.creations)
+
+    def manifest(name: str) -> dict[str, Any]:
+        data = database_manifest(name, annotations={EXTERNAL_NAME: "precious"}, storageGB=40)
+        data["apiVersion"], data["kind"] = kind.api_version, kind.kind
+        return data
+
+    def update(data: dict[str, Any]) -> dict[str, Any]:
+        changed = json.loads(json.dumps(data))
+        changed["spec"]["forProvider"]["storageGB"] += 20
+        return changed
+
+    def converged(env: Environment, manifests: Mapping[str, dict[str, Any]],
+                  expect: str) -> list[str]:
+        cloud: SimCloud = current["cloud"]
+        problems = [f"{who} called {op} on precious" for who, op, external
+                    in current["log"].calls if external == "precious" and op != "create"]
+        now = cloud.instances().get("precious")
+        if now != current["before"] or cloud.password_of("precious") != password:
+            problems.append(f"precious was changed: {current['before']} -> {now}")
+        if expect == "gone":
+            return problems + converged_objects(env, kind, manifests, expect)
+        return problems + _refused(env, kind, "default", "alpha", ("ExternalResourceNotOwned",))
+
+    return Target(kind, system, manifest, update, label=label or f"{kind.kind}/adoption",
+                  converged=converged, waiting=("alpha",))
