@@ -204,7 +204,10 @@ def test_adoption_needs_the_annotation_and_the_operators_permission() -> None:
     synced = env.condition(KIND, "db", "Synced", "team-a")
     assert synced is not None and "not allowed in namespace 'team-a'" in synced.message
     assert _changes(cloud, "legacy") == 1
-    env.reconcilers[KIND].allow_adoption = frozenset({"team-a"})
+    # The operator allows adoption in team-a (as `lifecycle run --allow-adoption team-a`).
+    allowed, _ = simulated_environment(cloud=cloud, api=env.api, clock=env.clock,
+                                       allow_adoption=["team-a"])
+    env.reconcilers[KIND] = allowed.reconcilers[KIND]
     env.advance(300)
     assert env.state(KIND, "db", "team-a") == "ready"
     uid = env.get(KIND, "db", "team-a")["metadata"]["uid"]
@@ -387,3 +390,11 @@ def test_an_instance_created_by_someone_else_during_our_create_is_not_adopted() 
     assert cloud.count("modify", "raced") == 0
     _deletable(env, "db")
     assert "raced" in cloud.instances()
+
+
+def test_run_checks_the_adoption_namespaces(capsys: pytest.CaptureFixture[str]) -> None:
+    from lifecycle.cli import main
+
+    assert main(["run", "--embedded", "--allow-adoption", "Bad_NS!!"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--allow-adoption 'Bad_NS!!'" in err

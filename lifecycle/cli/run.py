@@ -17,6 +17,7 @@ import json
 import logging
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -201,6 +202,9 @@ def _check_numbers(args: argparse.Namespace) -> None:
                          f"--backoff-base ({args.backoff_base:g})")
 
 
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
 def _shard(text: str) -> tuple[int, int]:
     index, sep, count = text.partition("/")
     if not sep or not index.isdigit() or not count.isdigit() or not 0 <= int(index) < int(
@@ -220,6 +224,10 @@ def run(args: argparse.Namespace) -> int:
     from lifecycle.sim.embedded import embedded_cluster
 
     _check_numbers(args)
+    for namespace in args.allow_adoption or ():
+        if namespace != "*" and not _NAMESPACE.match(namespace):
+            raise UsageError(f"--allow-adoption {namespace!r} is neither '*' nor a namespace "
+                             "name (RFC 1123 label)")
     if args.log_third_party and args.log_level != "debug":
         raise UsageError("--log-third-party needs --log-level debug")
     probe_address = _address(args.probe_address) if args.probe_address else None
@@ -253,6 +261,7 @@ def run(args: argparse.Namespace) -> int:
         drain_timeout=args.drain_timeout,
         reads_ttl=args.reads_ttl,
         allow_cross_namespace_secrets=args.allow_cross_namespace_secrets,
+        allow_adoption=frozenset(args.allow_adoption or ()),
     )
     from prometheus_client import disable_created_metrics
 
@@ -376,6 +385,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--allow-cross-namespace-secrets", action="store_true",
                    help="let a namespaced object write its connection Secret into another "
                         "namespace (default: only its own)")
+    p.add_argument("--allow-adoption", action="append", metavar="NAMESPACE",
+                   help="let objects in NAMESPACE ('*': every namespace, cluster-scoped "
+                        "objects too) adopt an existing external resource they did not create, "
+                        "with the lifecycle.dev/adopt annotation (repeatable; default: none)")
     p.add_argument("--drain-timeout", type=float, default=30.0,
                    help="seconds to wait for in-flight reconciles on shutdown")
     p.add_argument("--log-json", action="store_true", help="JSON log lines")

@@ -62,7 +62,8 @@ def engine_reconciler(cluster: Any, kind: Kind, connector: Connector,
     """The engine's :class:`~lifecycle.runtime.reconciler.Reconciler` for one managed kind."""
     return Reconciler(cluster, kind, connector, operator_id=options.operator_id,
                       default_policy=options.default_policy, reads_ttl=options.reads_ttl,
-                      allow_cross_namespace_secrets=options.allow_cross_namespace_secrets)
+                      allow_cross_namespace_secrets=options.allow_cross_namespace_secrets,
+                      allow_adoption=frozenset(getattr(options, "allow_adoption", ())))
 
 
 @attrs.frozen

@@ -374,6 +374,9 @@ class ManagerOptions:
     credentials (saving three API reads per reconcile; a rotated credential
     is picked up within that time). ``allow_cross_namespace_secrets`` lets a
     namespaced object write its connection Secret into another namespace.
+    ``allow_adoption`` names the namespaces (``"*"``: all) whose objects may
+    adopt an existing external resource with the ``lifecycle.dev/adopt``
+    annotation.
     """
 
     workers: int = 2
@@ -399,6 +402,7 @@ class ManagerOptions:
     drain_timeout: float = 30.0
     reads_ttl: float = 5.0
     allow_cross_namespace_secrets: bool = False
+    allow_adoption: frozenset[str] = frozenset()
 
     def __attrs_post_init__(self) -> None:
         if self.shard_count < 1 or not 0 <= self.shard_index < self.shard_count:

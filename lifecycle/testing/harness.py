@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import base64
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -109,8 +109,10 @@ class Environment:
     named in ``lenient`` are then served as :meth:`serve_lenient` describes.
     ``backoff`` sets the queue's per-item backoff (the operator's rule);
     ``seed`` seeds the embedded API and :attr:`faults`; ``history`` is how
-    many steps :attr:`steps` keeps (``None``: every one). The reference,
-    with an example of each method, is ``docs/harness.md``.
+    many steps :attr:`steps` keeps (``None``: every one); ``allow_adoption``
+    the namespaces (``"*"``: all) whose objects may adopt an existing external
+    resource, as the operator's ``--allow-adoption``. The reference, with an
+    example of each method, is ``docs/harness.md``.
     """
 
     def __init__(
@@ -125,6 +127,7 @@ class Environment:
         seed: int = 0,
         lenient: Sequence[str] = (),
         history: int | None = DEFAULT_LIMIT,
+        allow_adoption: Collection[str] = (),
     ) -> None:
         self.clock = clock or VirtualClock()
         self.api = api or EmbeddedAPI(clock=self.clock.now, seed=seed)
@@ -145,6 +148,7 @@ class Environment:
             self.reconcilers[kind.kind] = Reconciler(
                 self.operator_api, kind, connector, operator_id=operator_id,
                 default_policy=default_policy, clock=self.clock.now,
+                allow_adoption=frozenset(allow_adoption),
             )
         self.backoff = backoff
         #: The newest reconciles run (``history`` of them; ``None`` keeps all), oldest first.
