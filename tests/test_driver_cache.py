@@ -149,6 +149,32 @@ def test_a_stale_read_ends_in_a_conflict_and_the_retry_reads_the_server(setup):
     assert cached.get(API, KIND, "default", "a")["data"] == {"k": "ours"}
 
 
+def test_a_remembered_write_gives_way_to_the_store_after_a_while():
+    inner, store, now = Counting(), Store(), [0.0]
+    cached = CachedCluster(inner, clock=lambda: now[0])  # type: ignore[arg-type]
+    cached.serve_from(API, KIND, store, complete=True)
+    cached.create(configmap("a"))
+    assert cached.get(API, KIND, "default", "a")["data"] == {"k": "a"}
+    now[0] += 60  # the informer never delivered it (it was deleted meanwhile)
+    with pytest.raises(NotFound):
+        cached.get(API, KIND, "default", "a")
+
+
+def test_releasing_the_last_finalizer_of_a_deleting_object_is_not_remembered(setup):
+    inner, store, cached = setup
+    body = configmap("a")
+    body["metadata"]["finalizers"] = ["lifecycle.dev/finalizer"]
+    store.put(cached.create(body))
+    inner.api.delete(API, KIND, "default", "a")
+    deleting = inner.api.get(API, KIND, "default", "a")
+    store.put(deleting)
+    deleting["metadata"]["finalizers"] = []
+    cached.replace(deleting)
+    store.objects.clear()  # the informer saw the deletion
+    with pytest.raises(NotFound):
+        cached.get(API, KIND, "default", "a")
+
+
 def test_kinds_without_a_store_and_deletes_go_to_the_server(setup):
     inner, store, cached = setup
     inner.api.create({"apiVersion": "v1", "kind": "Secret",

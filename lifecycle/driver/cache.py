@@ -13,8 +13,10 @@ Staleness is handled the way it must be with any cache:
   after a conflict the next read of that object goes to the API server, so
   the caller's retry starts from the truth;
 * an object this process just wrote is remembered until the informer has
-  caught up with it, so the next read (often the next pass, a moment later)
-  never sees the version before the write;
+  caught up with it (for at most ``WRITTEN_TTL`` seconds), so the next read
+  (often the next pass, a moment later) never sees the version before the
+  write; a write that released the last finalizer of a deleting object is
+  not remembered (the object is gone);
 * a store that has not finished its first list is not used; a miss in a
   store that covers the whole kind (no namespace, no label selector) means
   the object does not exist, as in controller-runtime's cached client; a miss
@@ -26,6 +28,7 @@ Objects are handed out as copies: a caller may change what it got.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -44,6 +47,9 @@ __all__ = ["CachedCluster", "Store", "cached_manager"]
 Key = tuple[str | None, str]
 #: Objects remembered after a write, at most (the oldest are forgotten first).
 MAX_WRITTEN = 10_000
+#: Seconds an object written here is preferred to an informer that has not caught up.
+#: Informers lag by milliseconds; past this, the store (or a 409 and a fresh read) decides.
+WRITTEN_TTL = 10.0
 
 
 class Store(Protocol):
@@ -90,11 +96,13 @@ def _caught_up(stored: dict[str, Any] | None, written: dict[str, Any], base: str
 class CachedCluster:
     """A :class:`~lifecycle.kube.cluster.Cluster` reading from informer stores, writing through."""
 
-    def __init__(self, cluster: KubeCluster) -> None:
+    def __init__(self, cluster: KubeCluster, *,
+                 clock: Any = time.monotonic) -> None:
         self.cluster = cluster
+        self.clock = clock
         self._stores: dict[tuple[str, str], tuple[Store, bool]] = {}
         self._written: OrderedDict[tuple[str, str, str | None, str],
-                                   tuple[dict[str, Any], str]] = OrderedDict()
+                                   tuple[dict[str, Any], str, float]] = OrderedDict()
         self._fresh: set[tuple[str, str, str | None, str]] = set()
         self._lock = threading.Lock()
         self._informers: list[Informer] = []
@@ -156,9 +164,10 @@ class CachedCluster:
             return self._live(ident)
         stored = store.get((ns, name))
         if written is not None:
-            if not _caught_up(stored, *written):
+            obj, base, at = written
+            if not _caught_up(stored, obj, base) and self.clock() - at < WRITTEN_TTL:
                 self.hits += 1
-                return clone(written[0])
+                return clone(obj)
             with self._lock:
                 self._written.pop(ident, None)
         if stored is None:
@@ -222,8 +231,14 @@ class CachedCluster:
                   base: str) -> None:
         if (ident[0], ident[1]) not in self._stores:
             return
+        meta = metadata(obj)
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            # The write released the last finalizer of a deleting object: it is gone.
+            with self._lock:
+                self._written.pop(ident, None)
+            return
         with self._lock:
-            self._written[ident] = (clone(obj), base)
+            self._written[ident] = (clone(obj), base, self.clock())
             self._written.move_to_end(ident)
             while len(self._written) > MAX_WRITTEN:
                 self._written.popitem(last=False)
