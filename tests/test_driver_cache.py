@@ -228,12 +228,22 @@ def test_a_cached_manager_brings_objects_to_ready_reading_its_informer(server):
                 (o.get("status") or {}).get("state") == "ready" for o in items)
 
         assert _wait(ready)
+        for i in range(3):
+            server.api.delete(DatabaseInstance.api_version, DatabaseInstance.kind,
+                              "default", f"db-{i}")
+
+        def gone() -> bool:
+            items, _ = server.api.list(DatabaseInstance.api_version, DatabaseInstance.kind)
+            return not items
+
+        assert _wait(gone)
     finally:
         manager.stop()
     cached = manager.cluster
     assert isinstance(cached, CachedCluster)
     assert cached.hits > 0
     assert all(cloud.creations(f"db-{i}") <= 1 for i in range(3))
+    assert cloud.snapshot()["instances"] == []  # every external instance deleted
 
 
 def test_secrets_are_read_from_a_secret_informer_once_synced(server):
