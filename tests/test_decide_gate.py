@@ -437,3 +437,42 @@ def test_nothing_else_holds_the_state(facts: Facts) -> None:
 def test_a_provider_failure_keeps_the_source_state() -> None:
     broken = Observation(exists=True, status=ProviderStatus.FAILED, message="disk full")
     assert decide(M, Facts("creating", observation=broken)).source == "creating"
+
+
+def test_an_unknown_deletion_policy_note_is_of_this_generation_and_quoted_to_64() -> None:
+    g = gate(M, obj(spec={"deletionPolicy": "y" * 100}), {})
+    (note,) = g.notes
+    assert note.observed_generation == 3
+    assert repr("y" * 64) in note.message and repr("y" * 65) not in note.message
+
+
+def test_a_never_claimed_deletion_reports_the_stored_state() -> None:
+    g = gate(M, obj(status={"state": "ready"}, deleting=True, finalizers=[]), {})
+    assert (g.stop, g.state) == ("NotClaimed", "ready")
+
+
+def test_a_transit_without_an_event_carries_the_error_it_was_given() -> None:
+    carried = ExternalError("down")
+    choice = Choice(None, "ExternalError", "down")
+    d = transit(M, "creating", choice, Facts("creating"), error=carried,
+                failed_operation="observe")
+    assert (d.source, d.choice, d.transition, d.error, d.failed_operation) == (
+        "creating", choice, None, carried, "observe")
+
+
+def test_refused_and_guard_failed_decisions_keep_the_choice() -> None:
+    choice = Choice("create", "X")
+    assert transit(M, "deleting", choice, Facts("deleting")).choice == choice
+
+    class Touchy(M):
+        def failed_during_update(self, facts: Facts) -> bool:
+            raise RuntimeError("boom")
+
+    wait = Choice("wait", "Y")
+    assert transit(Touchy, "failed", wait, Facts("failed")).choice == wait
+
+
+def test_a_provider_failure_decision_keeps_its_choice() -> None:
+    broken = Observation(exists=True, status=ProviderStatus.FAILED, message="disk full")
+    d = decide(M, Facts("creating", observation=broken))
+    assert d.choice == Choice("fail", "ProviderFailed", "disk full")
