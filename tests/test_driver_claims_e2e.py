@@ -23,9 +23,15 @@ import pytest
 from kubernetes import client as k8s
 
 from lifecycle.cli.run import configure_logging
-from lifecycle.core.claims import DEFAULT_RESOURCE_NAMESPACE, RELEASED
+from lifecycle.core.claims import (
+    CLAIM_NAME,
+    CLAIM_NAMESPACE,
+    DEFAULT_RESOURCE_NAMESPACE,
+    RELEASED,
+)
 from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.driver.informer import InformerOptions
+from lifecycle.driver.kinds import controller_spec
 from lifecycle.driver.manager import Manager, ManagerOptions
 from lifecycle.kube.errors import NotFound
 from lifecycle.machines.claim import DATABASE_BINDING, DatabaseClaim, DatabaseInstanceClass
@@ -332,3 +338,42 @@ def test_a_parent_kind_runs_with_a_watch_on_its_children() -> None:
         manager.stop()
         srv.stop()
         srv.api.close()
+
+
+# ---------------------------------------------------------------------------
+# The key maps of the extra watches
+# ---------------------------------------------------------------------------
+
+
+def test_the_extra_watches_map_changes_to_the_right_keys() -> None:
+    spec = controller_spec(None, DATABASE_BINDING, None, ManagerOptions())
+    assert (spec.kind, spec.name) == ("DatabaseClaim", "databaseclaim")
+    on_instances, on_classes = spec.watches
+    assert (on_instances.kind, on_classes.kind) == ("DatabaseInstance", "DatabaseInstanceClass")
+    bound = {"metadata": {"name": "i", "namespace": DEFAULT_RESOURCE_NAMESPACE},
+             "spec": {"claimRef": {"kind": "DatabaseClaim", "namespace": "team-a",
+                                   "name": "orders", "uid": "u"}}}
+    provisioning = {"metadata": {"name": "j", "labels": {CLAIM_NAME: "web",
+                                                         CLAIM_NAMESPACE: "team-b"}}}
+    other_kind = {"metadata": {"name": "k"},
+                  "spec": {"claimRef": {"kind": "CacheClaim", "namespace": "x", "name": "y"}}}
+    assert list(on_instances.keys(bound, list)) == [("team-a", "orders")]
+    assert list(on_instances.keys(provisioning, list)) == [("team-b", "web")]
+    assert list(on_instances.keys(other_kind, list)) == []
+    claims = [claim_manifest("named", "a", class_name="gold"),
+              claim_manifest("other", "a", class_name="silver"),
+              claim_manifest("unscheduled", "b", selector={"tier": "gold"}),
+              claim_manifest("static", "b", resource=("ns", "db"))]
+    assert list(on_classes.keys({"metadata": {"name": "gold"}}, lambda: claims)) == [
+        ("a", "named"), ("b", "unscheduled")]
+
+    parent = controller_spec(None, APP, None, ManagerOptions())
+    [children] = parent.watches
+    child = {"metadata": {"name": "shop-db", "namespace": "default", "ownerReferences": [
+        {"apiVersion": "apps.lifecycle.dev/v1beta1", "kind": "DatabaseApp", "name": "shop",
+         "uid": "u", "controller": True},
+        {"apiVersion": "apps.lifecycle.dev/v1beta1", "kind": "DatabaseApp", "name": "x",
+         "uid": "v"}]}}  # not the controller
+    assert list(children.keys(child, list)) == [("default", "shop")]
+    with pytest.raises(TypeError, match="runs through its ClaimBinding"):
+        controller_spec(None, DatabaseClaim, None, ManagerOptions())
