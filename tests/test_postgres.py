@@ -370,7 +370,7 @@ def test_server_down_is_reported_in_synced_ready_held_and_recovers(
     assert_no_secret(env, env.secret("r-conn")["password"], server.password)
 
 
-def test_admin_without_superuser_manages_roles_but_cannot_check_passwords(
+def test_admin_without_superuser_manages_roles_and_checks_passwords_by_logging_in(
     server: PostgresServer,
 ) -> None:
     admin, password = unique("ops"), uuid.uuid4().hex
@@ -383,7 +383,8 @@ def test_admin_without_superuser_manages_roles_but_cannot_check_passwords(
         role = external_name(env, "Role", "r")
 
         assert env.state("Role", "r") == "ready"
-        assert env.get("Role", "r")["status"]["atProvider"]["passwordChecked"] is False
+        at_provider = env.get("Role", "r")["status"]["atProvider"]
+        assert (at_provider["passwordChecked"], at_provider["passwordCheck"]) == (True, "login")
         assert can_login(server, role, env.secret("r-conn")["password"])
         env.delete("Role", "r")
         env.run_until_idle()

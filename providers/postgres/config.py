@@ -8,6 +8,7 @@ A ``lifecycle.dev/v1alpha1`` ProviderConfig points at a server::
       sslmode: require          # libpq sslmode; default prefer
       database: postgres        # the database the admin connects to; default postgres
       connectTimeout: 5         # seconds; default 5
+      allowSuperuser: false     # whether Roles may ask for superUser; default false
       credentials:
         secretRef: {name: pg-admin, namespace: crossplane-system}
 
@@ -54,6 +55,8 @@ class ServerConfig:
     sslmode: str = "prefer"
     database: str = "postgres"
     connect_timeout: int = 5
+    #: Whether Roles may be made superusers (``allowSuperuser``; default false).
+    allow_superuser: bool = False
 
     @classmethod
     def from_provider_config(cls, config: ProviderConfig) -> ServerConfig:
@@ -81,6 +84,9 @@ class ServerConfig:
         timeout = spec.get("connectTimeout", 5)
         if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 1:
             raise invalid("spec.connectTimeout must be a positive integer (seconds)")
+        allow_superuser = spec.get("allowSuperuser", False)
+        if not isinstance(allow_superuser, bool):
+            raise invalid("spec.allowSuperuser must be true or false")
         missing = [key for key in ("username", "password") if not creds.get(key)]
         if missing:
             raise CredentialsError(
@@ -88,7 +94,8 @@ class ServerConfig:
                 + " and ".join(repr(key) for key in missing),
                 reason="CredentialsMissing")
         return cls(host=host, port=port, sslmode=sslmode, database=database,
-                   connect_timeout=timeout, username=creds["username"],
+                   connect_timeout=timeout, allow_superuser=allow_superuser,
+                   username=creds["username"],
                    password=creds["password"])
 
     @property

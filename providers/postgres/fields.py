@@ -33,15 +33,44 @@ def _name(_: Any, attribute: attrs.Attribute, value: Any) -> None:
         raise TypeError(f"'{attribute.name}' must be a non-empty string")
 
 
-def flag(default: bool) -> Any:
-    """A boolean field that refuses anything but true or false."""
-    return attrs.field(default=default, validator=_strict_bool)
+def flag(default: bool, *, alias: str | None = None) -> Any:
+    """A boolean field that refuses anything but true or false (spec key ``alias`` if given)."""
+    if alias is None:
+        return attrs.field(default=default, validator=_strict_bool)
+    return attrs.field(default=default, validator=_strict_bool, alias=alias)
 
 
 def connection_limit(default: int | None) -> Any:
     """A connection limit (spec key ``connectionLimit``): -1 for none, else a count; None
     leaves it to the server."""
     return attrs.field(default=default, validator=_connection_limit, alias="connectionLimit")
+
+
+def _names(value: Any) -> tuple[str, ...] | None:
+    """A list of PostgreSQL names, sorted and without duplicates; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise TypeError("must be a list of names")
+    for item in value:
+        if not isinstance(item, str) or not item:
+            raise TypeError("must be a list of non-empty names")
+    return tuple(sorted(set(value)))
+
+
+def names(alias: str) -> Any:
+    """An optional list of PostgreSQL names (spec key ``alias``); None leaves it unmanaged."""
+    def convert(value: Any) -> tuple[str, ...] | None:
+        try:
+            return _names(value)
+        except TypeError as exc:
+            raise TypeError(f"'{alias}' {exc}") from None
+    return attrs.field(default=None, converter=convert, alias=alias)
+
+
+def text(alias: str) -> Any:
+    """An optional non-empty string (spec key ``alias``)."""
+    return attrs.field(default=None, validator=_name, alias=alias)
 
 
 def name(*, required: bool = False) -> Any:
