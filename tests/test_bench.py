@@ -192,3 +192,12 @@ def test_e2e_cli_rejects_bad_numbers_in_one_line(args, message, capsys):
     assert cli.main(["bench", "--e2e", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_e2e_cli_prints_one_json_object_and_writes_it(capsys, tmp_path):
+    assert cli.main(["bench", "--e2e", "--json", "-n", "2", "--rounds", "1", "--poll", "0.5",
+                     "--operators", "lifecycle", "--out", str(tmp_path)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["lifecycle"]["all_ready"] and printed["config"]["n"] == 2
+    assert printed["e2e_api_calls_per_object"] > 0 and "e2e_cpu_ratio_vs_kopf" not in printed
+    assert json.loads((tmp_path / "e2e.json").read_text())["config"]["operators"] == ["lifecycle"]
