@@ -47,6 +47,19 @@ CASES = [
                  id="verify-point-out-of-range"),
     pytest.param(["verify", "DatabaseInstance", "--point", "-1"], "--point",
                  id="verify-point-negative"),
+    pytest.param(["run", "--embedded", "--connector", "test_user_kind:Half"],
+                 "connect() returns NoDelete, which has no delete() method",
+                 id="run-connector-client-without-delete"),
+    pytest.param(["run", "--embedded", "--connector", "test_user_kind:NoDelete"],
+                 "returned NoDelete, which has no connect() method",
+                 id="run-connector-is-a-client"),
+    pytest.param(["run", "--embedded", "--connector", "lifecycle.core.kind:GROUP"],
+                 "neither a connector nor a factory", id="run-connector-is-a-string"),
+    pytest.param(["diagram", "lifecycle.machines.database:DatabaseInstanceMachine.timing"],
+                 "is not a LifecycleMachine class with states, nor a kind",
+                 id="diagram-not-a-machine-or-kind"),
+    pytest.param(["diagram", "NoSuchKind"], "no registered kind 'NoSuchKind'",
+                 id="diagram-unknown-kind"),
 ]
 
 
