@@ -377,3 +377,33 @@ def test_the_extra_watches_map_changes_to_the_right_keys() -> None:
     assert list(children.keys(child, list)) == [("default", "shop")]
     with pytest.raises(TypeError, match="runs through its ClaimBinding"):
         controller_spec(None, DatabaseClaim, None, ManagerOptions())
+
+
+def test_one_operator_serves_every_registered_kind_together() -> None:
+    """PostgreSQL Role, Database and Grant, DatabaseInstance and DatabaseClaim in one manager."""
+    from lifecycle import registry
+    from lifecycle.core.claims import ClassKind
+    from lifecycle.driver.kinds import served_kinds
+
+    found = [r for r in registry.registrations() if not isinstance(r.kind, ClassKind)]
+    targets = [(r.binding, None) if r.binding is not None else (r.kind, r.connector())
+               for r in found]
+    served = served_kinds([t for t, _ in targets])
+    assert {k.kind for k in served} >= {"Role", "Database", "Grant", "DatabaseInstance",
+                                        "DatabaseClaim", "DatabaseInstanceClass"}
+    srv = embedded_cluster(served, bookmark_interval=0.5)  # type: ignore[arg-type]
+    cluster = KubeCluster(api_client(host=srv.url), [])
+    manager = Manager(cluster, targets, ManagerOptions(informer=FAST))
+    try:
+        manager.start()
+        assert manager.wait_synced(20) and manager.ready()
+        assert {name: [i.name for i in c.informers]
+                for name, c in manager.controllers.items()} == {
+            "DatabaseInstance": ["databaseinstance"],
+            "DatabaseClaim": ["databaseclaim", "databaseclaim/databaseinstance",
+                              "databaseclaim/databaseinstanceclass"],
+            "Role": ["role"], "Database": ["database"], "Grant": ["grant"]}
+    finally:
+        manager.stop()
+        srv.stop()
+        srv.api.close()
