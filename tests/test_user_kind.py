@@ -266,6 +266,34 @@ class Half:
         return NoDelete()
 
 
+class ClientBase:
+    """A base class the real clients extend; it has none of the contract's methods."""
+
+
+class RealClient(ClientBase):
+    """A complete client."""
+
+    def observe(self, resource: Any) -> None: ...
+    def create(self, resource: Any) -> None: ...
+    def update(self, resource: Any) -> None: ...
+    def delete(self, resource: Any) -> None: ...
+
+
+class BaseConnector:
+    """A connector annotated with its clients' base class, as the PostgreSQL one is."""
+
+    def connect(self, resource: Any, config: Any) -> ClientBase:
+        return RealClient()
+
+
+def test_a_connector_annotated_with_a_base_class_is_accepted() -> None:
+    assert isinstance(check_connector(BaseConnector, "app:BaseConnector"), BaseConnector)
+    from lifecycle import registry
+
+    role = registry.find("Role")
+    assert callable(check_connector(role.connector, "Role").connect)
+
+
 def test_connectors_are_checked_for_the_contract(user_module: Any) -> None:
     made = check_connector(user_module.BucketConnector, "c")
     assert isinstance(made, user_module.BucketConnector)

@@ -112,7 +112,8 @@ def check_connector(value: object, what: str) -> Any:
 
     ``value`` is a connector (it has ``connect``) or a factory called without
     arguments that returns one (a class is a factory). When ``connect`` is annotated with the class
-    it returns, that class must have every method of the client contract
+    it returns, and that class has no subclasses (a base class may stand for
+    any of them), it must have every method of the client contract
     (``observe``, ``create``, ``update``, ``delete``). ``what`` names the
     connector in messages (``--connector app.kinds:make``).
     """
@@ -148,6 +149,8 @@ def _returned_class(function: Any) -> type | None:
     except Exception:  # an annotation that cannot be resolved is not checked
         return None
     if not isinstance(returned, type) or getattr(returned, "_is_protocol", False):
+        return None
+    if returned.__subclasses__():  # a base class: the client may be any of its subclasses
         return None
     return returned
 
