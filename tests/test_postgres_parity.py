@@ -1,0 +1,399 @@
+"""Role fields beyond the basics, role membership and the password check by login, against
+the real server of the session fixture (``pytest -m postgres``).
+
+Each field is set, changed by hand on the server, and repaired at the next poll.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from lifecycle.core.kind import EXTERNAL_NAME
+from lifecycle.kube.errors import Invalid
+from lifecycle.providers.postgres import login
+from lifecycle.providers.postgres.testing import (
+    PROVIDER_CONFIG_API,
+    PROVIDER_CONFIG_KIND,
+    PostgresServer,
+    manifest,
+    postgres_environment,
+    postgres_server,  # noqa: F401  (the session fixture)
+)
+from lifecycle.testing import Environment
+
+pytestmark = pytest.mark.postgres
+
+#: Enough virtual time for a Ready poll, the repair it triggers and the check after.
+POLL = 75.0
+#: A role name no identifier quoting mistake survives.
+HOSTILE_GROUP = 'grp"; DROP ROLE postgres; -- ünï'
+
+
+@pytest.fixture
+def server(postgres_server: PostgresServer) -> Iterator[PostgresServer]:  # noqa: F811
+    """The session server, started again if a test left it stopped."""
+    postgres_server.start()
+    yield postgres_server
+    postgres_server.start()
+
+
+@pytest.fixture
+def env(server: PostgresServer) -> Environment:
+    """An Environment whose ProviderConfig points at the test server (superuser admin)."""
+    return postgres_environment(server.host, server.port, server.user, server.password,
+                                "disable")
+
+
+def unique(prefix: str) -> str:
+    """A PostgreSQL name no other test uses."""
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+def query(server: PostgresServer, text: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Rows of one query run as the admin."""
+    with server.connect() as conn:
+        return conn.execute(text, params).fetchall()  # type: ignore[arg-type]
+
+
+def execute(server: PostgresServer, statement: sql.Composable) -> None:
+    """Run one out-of-band statement as the admin."""
+    with server.connect() as conn:
+        conn.execute(statement)
+
+
+def attributes(server: PostgresServer, role: str) -> tuple[Any, ...] | None:
+    """(inherit, replication, bypassrls, superuser, valid until as text) of a role, or None."""
+    rows = query(server, "SELECT rolinherit, rolreplication, rolbypassrls, rolsuper, "
+                         "to_char(rolvaliduntil AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') "
+                         "FROM pg_roles WHERE rolname = %s", role)
+    return rows[0] if rows else None
+
+
+def groups(server: PostgresServer, role: str) -> set[str]:
+    """The roles ``role`` is a direct member of."""
+    return {r[0] for r in query(
+        server, "SELECT g.rolname FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid "
+                "JOIN pg_roles u ON u.oid = m.member WHERE u.rolname = %s", role)}
+
+
+def can_login(server: PostgresServer, role: str, password: str) -> bool:
+    """Whether ``role`` can log in with ``password``."""
+    try:
+        with server.connect(role, password) as conn:
+            return conn.execute("SELECT current_user").fetchone() == (role,)
+    except psycopg.OperationalError:
+        return False
+
+
+def name_of(env: Environment, name: str) -> str:
+    """The PostgreSQL name of Role ``name``."""
+    return env.get("Role", name)["metadata"]["annotations"][EXTERNAL_NAME]
+
+
+def set_provider_config(env: Environment, **spec: Any) -> None:
+    """Merge ``spec`` into the ProviderConfig ``default``."""
+    config = env.api.get(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None, "default")
+    config["spec"] = {**config["spec"], **spec}
+    env.api.replace(config)
+
+
+def create_roles(server: PostgresServer, *names: str) -> None:
+    """Create plain NOLOGIN roles by hand."""
+    for name in names:
+        execute(server, sql.SQL("CREATE ROLE {}").format(sql.Identifier(name)))
+
+
+def drop_roles(server: PostgresServer, *names: str) -> None:
+    """Drop roles made by hand (missing ones are fine)."""
+    for name in names:
+        execute(server, sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+# ------------------------------------------------------------ role attributes
+def test_role_attributes_are_set_and_repaired_after_drift(
+    env: Environment, server: PostgresServer
+) -> None:
+    env.apply(manifest("Role", "r", inherit=False, replication=True, bypassRls=True,
+                       validUntil="2031-05-06T07:08:00Z"))
+    env.run_until_idle()
+    role = name_of(env, "r")
+
+    assert env.state("Role", "r") == "ready"
+    wanted = (False, True, True, False, "2031-05-06 07:08")
+    assert attributes(server, role) == wanted
+    at_provider = env.get("Role", "r")["status"]["atProvider"]
+    assert (at_provider["inherit"], at_provider["replication"], at_provider["bypassRls"],
+            at_provider["superUser"]) == (False, True, True, False)
+    assert at_provider["validUntil"].startswith("2031-05-06")
+
+    execute(server, sql.SQL("ALTER ROLE {} INHERIT NOREPLICATION NOBYPASSRLS "
+                            "VALID UNTIL '2040-01-01'").format(sql.Identifier(role)))
+    assert attributes(server, role) != wanted
+    env.advance(POLL)
+
+    assert ("ready", "updating", "update") in env.history("Role", "r")
+    assert attributes(server, role) == wanted
+
+
+def test_valid_until_removed_from_the_spec_means_no_expiry(
+    env: Environment, server: PostgresServer
+) -> None:
+    env.apply(manifest("Role", "r", validUntil="2031-01-01 00:00+00"))
+    env.run_until_idle()
+    role = name_of(env, "r")
+    assert attributes(server, role)[4] == "2031-01-01 00:00"  # type: ignore[index]
+
+    env.apply(manifest("Role", "r", validUntil=None))
+    env.run_until_idle()
+    assert query(server, "SELECT rolvaliduntil = 'infinity' FROM pg_roles WHERE rolname = %s",
+                 role) == [(True,)]
+    # An expiry set by hand on a role whose spec has none is drift too.
+    execute(server, sql.SQL("ALTER ROLE {} VALID UNTIL '2030-01-01'").format(
+        sql.Identifier(role)))
+    env.advance(POLL)
+    assert query(server, "SELECT rolvaliduntil = 'infinity' FROM pg_roles WHERE rolname = %s",
+                 role) == [(True,)]
+
+
+def test_an_unreadable_valid_until_is_a_terminal_condition(env: Environment) -> None:
+    env.apply(manifest("Role", "r", validUntil="next tuesday-ish"))
+    env.run_until_idle()
+
+    failed = env.condition("Role", "r", "Failed")
+    assert env.state("Role", "r") == "failed"
+    assert failed.reason == "InvalidParameter"
+    assert "next tuesday-ish" in failed.message
+
+
+# ---------------------------------------------------------------- superuser
+def test_superuser_is_refused_unless_the_provider_config_allows_it(
+    env: Environment, server: PostgresServer
+) -> None:
+    role = unique("su")
+    env.apply(manifest("Role", "r", external_name=role, superUser=True))
+    env.run_until_idle()
+
+    failed = env.condition("Role", "r", "Failed")
+    assert (env.state("Role", "r"), failed.reason) == ("failed", "InvalidSpec")
+    assert "allowSuperuser" in failed.message
+    assert attributes(server, role) is None
+
+    set_provider_config(env, allowSuperuser=True)
+    env.apply(manifest("Role", "r", external_name=role, superUser=True, login=False))
+    env.run_until_idle()
+    assert env.state("Role", "r") == "ready"
+    assert attributes(server, role)[3] is True  # type: ignore[index]
+
+    execute(server, sql.SQL("ALTER ROLE {} NOSUPERUSER").format(sql.Identifier(role)))
+    env.advance(POLL)
+    assert attributes(server, role)[3] is True  # type: ignore[index]
+
+    env.delete("Role", "r")
+    env.run_until_idle()
+    assert attributes(server, role) is None
+
+
+def test_allow_superuser_must_be_a_boolean(env: Environment) -> None:
+    set_provider_config(env, allowSuperuser="yes")
+    env.apply(manifest("Role", "r"))
+    env.reconcile("Role", "r")
+
+    failed = env.condition("Role", "r", "Failed")
+    assert (env.state("Role", "r"), failed.reason) == ("failed", "ProviderConfigInvalid")
+    assert "spec.allowSuperuser must be true or false" in failed.message
+
+
+# --------------------------------------------------------------- membership
+def test_member_of_is_granted_repaired_and_exact(env: Environment, server: PostgresServer) -> None:
+    first, second, third = unique("g1"), HOSTILE_GROUP, unique("g3")
+    create_roles(server, first, second, third)
+    try:
+        env.apply(manifest("Role", "r", memberOf=[first, second, first]))
+        env.run_until_idle()
+        role = name_of(env, "r")
+        assert env.state("Role", "r") == "ready"
+        assert groups(server, role) == {first, second}
+        assert env.get("Role", "r")["status"]["atProvider"]["memberOf"] == sorted(
+            [first, second])
+
+        # Drift: one membership revoked, another granted by hand; both repaired.
+        execute(server, sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(second),
+                                                           sql.Identifier(role)))
+        execute(server, sql.SQL("GRANT {} TO {}").format(sql.Identifier(third),
+                                                        sql.Identifier(role)))
+        env.advance(POLL)
+        assert ("ready", "updating", "update") in env.history("Role", "r")
+        assert groups(server, role) == {first, second}
+
+        # A group removed from the spec is revoked; memberOf unset leaves memberships alone.
+        env.apply(manifest("Role", "r", memberOf=[second]))
+        env.run_until_idle()
+        assert groups(server, role) == {second}
+        env.apply(manifest("Role", "r", memberOf=None))
+        env.run_until_idle()
+        execute(server, sql.SQL("GRANT {} TO {}").format(sql.Identifier(third),
+                                                        sql.Identifier(role)))
+        env.advance(POLL)
+        assert groups(server, role) == {second, third}
+        assert env.state("Role", "r") == "ready"
+
+        env.delete("Role", "r")
+        env.run_until_idle()
+        assert attributes(server, role) is None
+    finally:
+        drop_roles(server, first, second, third)
+
+
+def test_member_of_a_missing_role_waits_for_it(env: Environment, server: PostgresServer) -> None:
+    group = unique("later")
+    env.apply(manifest("Role", "r", memberOf=[group]))
+    env.advance(30.0)
+    role = name_of(env, "r")
+    failed = env.condition("Role", "r", "Failed")
+    assert (env.state("Role", "r"), failed.reason) == ("failed", "DependencyMissing")
+    assert repr(group) in failed.message
+    assert attributes(server, role) is None  # the create was rolled back whole
+
+    create_roles(server, group)
+    try:
+        env.advance(120.0)
+        assert env.state("Role", "r") == "ready"
+        assert groups(server, role) == {group}
+        env.delete("Role", "r")
+        env.run_until_idle()
+    finally:
+        drop_roles(server, group)
+
+
+@pytest.mark.parametrize("group", ["pg_execute_server_program", "admin", "superuser"])
+def test_member_of_a_role_with_server_powers_is_refused(
+    env: Environment, server: PostgresServer, group: str
+) -> None:
+    su = unique("su")
+    execute(server, sql.SQL("CREATE ROLE {} SUPERUSER").format(sql.Identifier(su)))
+    try:
+        target = {"admin": server.user, "superuser": su}.get(group, group)
+        env.apply(manifest("Role", "r", memberOf=[target]))
+        env.run_until_idle()
+        role = name_of(env, "r")
+
+        failed = env.condition("Role", "r", "Failed")
+        assert (env.state("Role", "r"), failed.reason) == ("failed", "InvalidSpec")
+        assert repr(target) in failed.message
+        assert attributes(server, role) is None
+    finally:
+        drop_roles(server, su)
+
+
+def test_member_of_must_be_a_list_of_names(env: Environment) -> None:
+    with pytest.raises(Invalid):
+        env.apply(manifest("Role", "bad", memberOf="admins"))
+    env.apply(manifest("Role", "empty", memberOf=[""]))
+    env.run_until_idle()
+    failed = env.condition("Role", "empty", "Failed")
+    assert failed.reason == "InvalidSpec"
+    assert "'memberOf' must be a list of non-empty names" in failed.message
+
+
+# ---------------------------------------------- a non-superuser admin's checks
+@pytest.fixture
+def limited_admin(server: PostgresServer) -> Iterator[tuple[str, str]]:
+    """A CREATEROLE CREATEDB admin (no superuser, no pg_authid), dropped afterwards."""
+    admin, password = unique("ops"), uuid.uuid4().hex
+    execute(server, sql.SQL("CREATE ROLE {} LOGIN CREATEROLE CREATEDB PASSWORD {}").format(
+        sql.Identifier(admin), sql.Literal(password)))
+    yield admin, password
+    execute(server, sql.SQL("DROP OWNED BY {}").format(sql.Identifier(admin)))
+    drop_roles(server, admin)
+
+
+def test_password_changed_by_hand_is_caught_by_logging_in(
+    server: PostgresServer, limited_admin: tuple[str, str]
+) -> None:
+    env = postgres_environment(server.host, server.port, *limited_admin, "disable")
+    env.apply(manifest("Role", "r", connectionLimit=4))
+    env.run_until_idle()
+    role = name_of(env, "r")
+    password = env.secret("r-conn")["password"]
+    assert env.state("Role", "r") == "ready"
+    assert env.get("Role", "r")["status"]["atProvider"]["passwordCheck"] == "login"
+
+    execute(server, sql.SQL("ALTER ROLE {} PASSWORD 'changed-by-hand'").format(
+        sql.Identifier(role)))
+    assert not can_login(server, role, password)
+    env.advance(POLL)
+
+    assert ("ready", "updating", "update") in env.history("Role", "r")
+    assert env.state("Role", "r") == "ready"
+    assert can_login(server, role, password)
+    for condition in env.get("Role", "r")["status"]["conditions"]:
+        assert password not in condition.get("message", "")
+
+    env.delete("Role", "r")
+    env.run_until_idle()
+    assert attributes(server, role) is None
+
+
+def test_a_password_that_cannot_log_in_is_never_ready(
+    server: PostgresServer, limited_admin: tuple[str, str]
+) -> None:
+    env = postgres_environment(server.host, server.port, *limited_admin, "disable")
+    # An expired password: set on every update, refused at every login.
+    env.apply(manifest("Role", "r", validUntil="2001-01-01"))
+    env.advance(120.0)
+    role = name_of(env, "r")
+
+    assert attributes(server, role) is not None
+    assert env.state("Role", "r") == "updating"
+    assert env.condition("Role", "r", "Ready").status != "True"
+    assert not can_login(server, role, env.secret("r-conn")["password"])
+
+    # The same role with a future expiry logs in and becomes Ready.
+    env.apply(manifest("Role", "r", validUntil="2999-01-01"))
+    env.advance(30.0)
+    assert env.state("Role", "r") == "ready"
+    assert can_login(server, role, env.secret("r-conn")["password"])
+    env.delete("Role", "r")
+    env.run_until_idle()
+
+
+def test_attributes_change_under_a_non_superuser_admin(
+    server: PostgresServer, limited_admin: tuple[str, str]
+) -> None:
+    group = unique("grp")
+    create_roles(server, group)
+    try:
+        env = postgres_environment(server.host, server.port, *limited_admin, "disable")
+        env.apply(manifest("Role", "r", inherit=False, memberOf=[group]))
+        env.run_until_idle()
+        role = name_of(env, "r")
+        assert env.state("Role", "r") == "ready"
+
+        execute(server, sql.SQL("ALTER ROLE {} INHERIT CONNECTION LIMIT 2").format(
+            sql.Identifier(role)))
+        env.advance(POLL)
+        assert env.state("Role", "r") == "ready"
+        assert attributes(server, role)[0] is False  # type: ignore[index]
+        assert groups(server, role) == {group}
+        env.delete("Role", "r")
+        env.run_until_idle()
+    finally:
+        drop_roles(server, group)
+
+
+@pytest.mark.parametrize(("text", "verdict"), [
+    ('connection failed: FATAL:  password authentication failed for user "x"', False),
+    ('FATAL:  permission denied for database "postgres"', True),
+    ('FATAL:  too many connections for role "x"', True),
+    ('FATAL:  no pg_hba.conf entry for host "10.0.0.1", user "x"', None),
+    ("connection failed: Connection refused", None),
+    ("FATAL:  sorry, too many clients already", None),
+])
+def test_login_failures_are_read_as_the_server_meant_them(text: str, verdict: bool | None) -> None:
+    assert login.judge(text) is verdict
