@@ -26,7 +26,13 @@ from lifecycle.core.status import (
     stuck,
     valid_timestamp,
 )
-from lifecycle.core.values import Condition, ConditionStatus, Observation, rfc3339
+from lifecycle.core.values import (
+    Condition,
+    ConditionStatus,
+    Observation,
+    ProviderStatus,
+    rfc3339,
+)
 from lifecycle.machines.managed import ManagedResourceMachine as M
 
 T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
@@ -315,3 +321,122 @@ def test_paused_sets_synced_false_and_ready_unknown_only_for_a_new_generation() 
     assert (ready["status"], ready["reason"], ready["lastTransitionTime"]) == (
         "Unknown", "ReconcilePaused", stamp(20))
     assert newer["phase"] == "Progressing"
+
+
+# ------------------------------------------------- Ready and Synced in settle
+from lifecycle.core.decide import ReconcilePolicy, decide  # noqa: E402
+from lifecycle.core.errors import ExternalError  # noqa: E402
+from lifecycle.core.status import STALE, held_ready, unreachable_since  # noqa: E402
+
+
+def conditions_of(status: dict[str, Any]) -> dict[str, tuple[str, str, str, int]]:
+    """type -> (status, reason, message, observedGeneration)."""
+    return {c["type"]: (c["status"], c["reason"], c["message"], c["observedGeneration"])
+            for c in status["conditions"]}
+
+
+def pass_of(old: dict[str, Any], facts: Facts, seconds: float) -> dict[str, Any]:
+    d = decide(M, facts)
+    return settle(M, old, Outcome(facts, d, d.transition), at(seconds)).status
+
+
+def ready_status(generation: int = 1) -> dict[str, Any]:
+    created = pass_of({}, Facts("unclaimed", observation=Observation.absent(),
+                                generation=generation), 0)
+    return pass_of(created, Facts("creating", observation=Observation(exists=True),
+                                  generation=generation), 10)
+
+
+def test_synced_reports_success_skip_and_error_with_message_and_generation() -> None:
+    ok = ready_status(generation=2)
+    assert conditions_of(ok)["Synced"] == ("True", "ReconcileSuccess", "", 2)
+    assert conditions_of(ok)["Ready"] == ("True", "Available", "", 2)
+    skipped = pass_of(ok, Facts("ready", observation=Observation(exists=True),
+                                policy=ReconcilePolicy.SKIP, generation=2), 20)
+    assert conditions_of(skipped)["Synced"] == ("True", "ReconcileSkipped", "", 2)
+    drifted = pass_of(ok, Facts("ready", observation=Observation(exists=True, up_to_date=False),
+                                policy=ReconcilePolicy.SKIP, generation=2), 30)
+    assert conditions_of(drifted)["Synced"][:2] == ("True", "ReconcileSkipped")
+    assert "forbids updating" in conditions_of(drifted)["Synced"][2]
+    failing = pass_of({}, Facts("creating", error=ExternalError("quota"), generation=2), 40)
+    assert conditions_of(failing)["Synced"] == ("False", "ReconcileError", "quota", 2)
+    assert conditions_of(failing)["Ready"][2] == "quota", "the error is Ready's message"
+
+
+def test_ready_carries_the_choice_message_only_when_a_transition_is_taken() -> None:
+    created = pass_of({}, Facts("unclaimed", observation=Observation.absent()), 0)
+    assert conditions_of(created)["Ready"][2] == "creating the external resource"
+    waiting = pass_of(created, Facts("creating", observation=Observation(
+        exists=True, status=ProviderStatus.PENDING, message="provisioning")), 5)
+    assert waiting["state"] == "creating"
+    assert conditions_of(waiting)["Ready"][2] == "provisioning"
+    skipped = pass_of({}, Facts("unclaimed", observation=Observation.absent(),
+                                policy=ReconcilePolicy.SKIP), 0)
+    assert skipped["state"] == "unclaimed"
+    assert conditions_of(skipped)["Ready"][2] == "", "no transition: no message"
+
+
+def test_a_new_generation_that_cannot_be_observed_is_unknown_until_observed() -> None:
+    ok = ready_status(generation=1)
+    err = ExternalError("unreachable")
+    unseen = pass_of(ok, Facts("ready", error=err, generation=2), 20)
+    assert conditions_of(unseen)["Ready"] == ("Unknown", "GenerationNotObserved",
+                                              "unreachable", 2)
+    # Same generation now, but still never observed: it stays Unknown.
+    again = pass_of(unseen, Facts("ready", error=err, generation=2), 30)
+    assert conditions_of(again)["Ready"][:2] == ("Unknown", "GenerationNotObserved")
+    seen = pass_of(again, Facts("ready", observation=Observation(exists=True), generation=2), 40)
+    assert conditions_of(seen)["Ready"] == ("True", "Available", "", 2)
+
+
+def test_a_held_pass_keeps_ready_and_unsyncs_naming_the_operation() -> None:
+    ok = ready_status(generation=3)
+    held = pass_of(ok, Facts("ready", error=ExternalError("timeout"), generation=3), 20)
+    assert held["state"] == "ready"
+    assert conditions_of(held)["Ready"] == ("True", "Available", "", 3)
+    assert conditions_of(held)["Synced"] == (
+        "False", "ReconcileError", "observe failed (ExternalError): timeout", 3)
+    assert held["operationSince"] == stamp(20)
+    grace = M.timing.grace()
+    later = pass_of(held, Facts("ready", error=ExternalError("timeout"), generation=3),
+                    20 + grace + 1)
+    assert later["operationSince"] == stamp(20), "counted from the first failing pass"
+    assert conditions_of(later)["Ready"] == (
+        "Unknown", STALE, f"the external resource has not been observed for longer than "
+        f"{int(grace)}s: timeout", 3)
+
+
+def test_held_ready_within_and_past_the_grace() -> None:
+    stored = [Condition("Ready", F, "Creating", "old", 1).to_dict()]
+    kept = held_ready(stored, ("True", "Available"), "m", 4, at(50), stamp(0), 60.0)
+    assert (kept.status, kept.reason, kept.message, kept.observed_generation) == (
+        F, "Creating", "old", 4)
+    declared = held_ready([], ("True", "Available"), "m", 4, at(50), stamp(0), 60.0)
+    assert (declared.status, declared.reason, declared.message) == (T, "Available", "")
+    edge = held_ready(stored, ("True", "Available"), "m", 4, at(60), stamp(0), 60.0)
+    assert edge.status is F, "exactly at the grace: still kept"
+    stale = held_ready(stored, ("True", "Available"), "m", 4, at(61), stamp(0), 60.0)
+    assert (stale.status, stale.reason, stale.observed_generation) == (U, STALE, 4)
+    assert stale.message.endswith("longer than 60s: m")
+    corrupt = held_ready(stored, ("True", "Available"), "m", 4, at(10**6), "bad", 60.0)
+    assert corrupt.status is F, "an unreadable start counts as just begun"
+
+
+def test_unreachable_since_continues_only_a_failing_synced() -> None:
+    failing = [Condition("Synced", F, "ReconcileError").to_dict()]
+    assert unreachable_since({"operationSince": stamp(5)}, failing, stamp(9)) == stamp(5)
+    assert unreachable_since({"operationSince": "junk"}, failing, stamp(9)) == stamp(9)
+    assert unreachable_since({}, failing, stamp(9)) == stamp(9)
+    for other in (Condition("Synced", T, "ReconcileSuccess"),
+                  Condition("Synced", F, "ReconcilePaused")):
+        assert unreachable_since({"operationSince": stamp(5)}, [other.to_dict()],
+                                 stamp(9)) == stamp(9)
+    assert unreachable_since({"operationSince": stamp(5)}, [], stamp(9)) == stamp(9)
+
+
+def test_paused_keeps_everything_else_and_is_terminating_when_deleting() -> None:
+    base = {**ready_status(), "custom": 1}
+    p = paused(base, "ready", 1, "paused", at(99), deleting=True)
+    assert p["phase"] == "Terminating" and p["custom"] == 1
+    assert conditions_of(p)["Synced"] == ("False", "ReconcilePaused", "paused", 1)
+    assert paused(base, "ready", 1, "paused", at(99))["phase"] == "Progressing"
