@@ -36,8 +36,6 @@ import os
 import socket
 import threading
 import time
-import traceback
-import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -45,9 +43,21 @@ import attrs
 
 from lifecycle.core.decide import ReconcilePolicy
 from lifecycle.core.errors import UnhandledError
-from lifecycle.core.kind import OPERATION, PAUSED, RECONCILE_POLICY, Kind
-from lifecycle.core.objects import annotations, metadata
+from lifecycle.core.kind import (
+    PROVIDER_CONFIG_API,
+    PROVIDER_CONFIG_KIND,
+    Kind,
+)
 from lifecycle.core.values import Result, ResultKind
+from lifecycle.driver.filters import (
+    add_triggers,
+    is_ignored,
+    meta_field,
+    one_line,
+    redacted_traceback,
+    shard_of,
+    update_triggers,
+)
 from lifecycle.driver.informer import Informer, InformerOptions, ListWatcher, object_key
 from lifecycle.driver.kinds import (
     Reconciles,
@@ -61,6 +71,7 @@ from lifecycle.driver.leader import LeaderElector, LeaseOptions
 from lifecycle.driver.metrics import OperatorMetrics, ProbeServer
 from lifecycle.driver.queue import WorkQueue, default_rate_limiter
 from lifecycle.runtime.contract import Connector
+from lifecycle.runtime.providerconfigs import ProviderConfigReconciler, config_of
 
 __all__ = [
     "Controller",
@@ -77,68 +88,6 @@ __all__ = [
 log = logging.getLogger("lifecycle.driver.manager")
 
 Key = tuple[str | None, str]
-
-
-# ----------------------------------------------------------------- filters
-def _meta(obj: dict[str, Any], field: str) -> Any:
-    return metadata(obj).get(field)
-
-
-def is_ignored(obj: dict[str, Any]) -> bool:
-    """Whether the object carries ``lifecycle.dev/operation: ignore``."""
-    return annotations(obj).get(OPERATION) == "ignore"
-
-
-def add_triggers(obj: dict[str, Any]) -> bool:
-    """A newly seen object is reconciled unless it is ignored."""
-    return not is_ignored(obj)
-
-
-def update_triggers(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """The change filter: does this change deserve a reconcile?
-
-    Yes when the generation changed, the deletion timestamp changed, the
-    operation annotation became ``reconcile`` or stopped being ``ignore``, or
-    one of the engine's control annotations (paused, reconcile policy)
-    changed; never while the object is ignored. Status-only and other
-    metadata-only writes (the engine's own finalizer, journal and claim
-    writes among them) do not trigger.
-    """
-    if is_ignored(new):
-        return False
-    if _meta(old, "generation") != _meta(new, "generation"):
-        return True
-    if _meta(old, "deletionTimestamp") != _meta(new, "deletionTimestamp"):
-        return True
-    before, after = annotations(old), annotations(new)
-    if after.get(OPERATION) == "reconcile" and before.get(OPERATION) != "reconcile":
-        return True
-    if before.get(OPERATION) == "ignore":
-        return True
-    return any(before.get(a) != after.get(a) for a in (PAUSED, RECONCILE_POLICY))
-
-
-def shard_of(key: Key, count: int) -> int:
-    """The shard (``0..count-1``) a ``(namespace, name)`` key belongs to (stable hash)."""
-    namespace, name = key
-    return zlib.crc32(f"{namespace or ''}/{name}".encode()) % count
-
-
-def redacted_traceback(exc: BaseException, limit: int = 12) -> str:
-    """``Type at file:line in function <- ...``: where ``exc`` was raised, innermost first.
-
-    Only code locations and the exception's type name: no message, no
-    arguments and no local values, any of which could hold a secret.
-    """
-    frames = traceback.extract_tb(exc.__traceback__)[-limit:]
-    where = " <- ".join(f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}"
-                        for f in reversed(frames))
-    return f"{type(exc).__name__} at {where}" if where else type(exc).__name__
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[:limit] + "..."
 
 
 # -------------------------------------------------------------- controller
@@ -161,8 +110,8 @@ class _WatchHandler:
 
     def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         """A watched object changed: queue the keys of its old and new versions."""
-        if _meta(old, "resourceVersion") != _meta(new, "resourceVersion") or not _meta(
-                new, "resourceVersion"):
+        version = meta_field(new, "resourceVersion")
+        if meta_field(old, "resourceVersion") != version or not version:
             self._queue(old, new)
 
     def on_delete(self, obj: dict[str, Any]) -> None:
@@ -201,6 +150,9 @@ class Controller:
         self.informer = Informer(name, source, self, informer_options or InformerOptions())
         self.owns = owns
         self.watches: list[Informer] = []
+        #: Called with (old, new) for every add (old None), update and delete (new None)
+        #: of the controller's own objects: how another controller follows this kind.
+        self.followers: list[Callable[[dict[str, Any] | None, dict[str, Any] | None], None]] = []
         self._threads: list[threading.Thread] = []
         self._active = 0
         self._lock = threading.Lock()
@@ -233,15 +185,21 @@ class Controller:
         """A new object: queue it unless ignored."""
         if add_triggers(obj):
             self._enqueue(obj)
+        for follow in self.followers:
+            follow(None, obj)
 
     def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         """A change: queue it if the filters say so."""
         if update_triggers(old, new):
             self._enqueue(new)
+        for follow in self.followers:
+            follow(old, new)
 
     def on_delete(self, obj: dict[str, Any]) -> None:
         """The object is gone: nothing to reconcile; its backoff is forgotten."""
         self.queue.forget(object_key(obj))
+        for follow in self.followers:
+            follow(obj, None)
 
     def on_resync(self, obj: dict[str, Any]) -> None:
         """Periodic resync: every cached object not ignored is queued again."""
@@ -306,7 +264,7 @@ class Controller:
         except UnhandledError as exc:
             delay = self.queue.add_rate_limited(key)
             reason = type(exc.__cause__).__name__ if exc.__cause__ else "UnhandledError"
-            log.info("reconcile error: %s; retry in %.2fs", _one_line(str(exc)), delay,
+            log.info("reconcile error: %s; retry in %.2fs", one_line(str(exc)), delay,
                      extra=_fields(self.name, key, rid, result="error", reason=reason))
         except Exception as exc:  # a bug in a machine or client must not kill the worker
             delay = self.queue.add_rate_limited(key)
@@ -345,6 +303,16 @@ class Controller:
         return "success", 0.0
 
 
+#: How long a change of a provider config's users waits, so that a burst is counted once.
+USAGE_DELAY = 2.0
+
+
+def _live(obj: dict[str, Any]) -> bool:
+    """Whether an object still counts as a user of its provider config."""
+    meta = obj.get("metadata") or {}
+    return not (meta.get("deletionTimestamp") and not meta.get("finalizers"))
+
+
 def _fields(controller: str, key: Key, rid: str | None = None, **extra: Any) -> dict[str, Any]:
     fields = {"controller": controller,
               "object": f"{key[0]}/{key[1]}" if key[0] else key[1], **extra}
@@ -376,7 +344,9 @@ class ManagerOptions:
     namespaced object write its connection Secret into another namespace.
     ``allow_adoption`` names the namespaces (``"*"``: all) whose objects may
     adopt an existing external resource with the ``lifecycle.dev/adopt``
-    annotation.
+    annotation. ``track_provider_config_usage`` runs the ProviderConfig usage
+    controller (:mod:`lifecycle.runtime.providerconfigs`): a config in use keeps
+    a finalizer, and its status counts its users.
     """
 
     workers: int = 2
@@ -403,6 +373,7 @@ class ManagerOptions:
     reads_ttl: float = 5.0
     allow_cross_namespace_secrets: bool = False
     allow_adoption: frozenset[str] = frozenset()
+    track_provider_config_usage: bool = True
 
     def __attrs_post_init__(self) -> None:
         if self.shard_count < 1 or not 0 <= self.shard_index < self.shard_count:
@@ -455,6 +426,8 @@ class Manager:
                 controller.watch(watch, cluster.list_watcher(
                     watch.api_version, watch.kind,
                     None if watch.all_namespaces else options.namespace))
+        if options.track_provider_config_usage:
+            self._track_provider_configs(cluster, [t for t, _ in kinds])
         self.elector: LeaderElector | None = None
         if options.leader_election:
             lease = options.lease_name
@@ -473,6 +446,37 @@ class Manager:
         self._state_lock = threading.Lock()
         self._done = threading.Event()
         self._stopping = False
+
+    def _track_provider_configs(self, cluster: Any, targets: Sequence[Target]) -> None:
+        """Run the ProviderConfig usage controller, following the managed kinds' informers."""
+        managed = [t for t in targets if isinstance(t, Kind)
+                   and not getattr(t.machine, "is_claim", False)]
+        if not managed:
+            return
+        controllers = self.controllers
+        options = self.options
+        usage = ProviderConfigReconciler(
+            cluster, managed, lambda kind: controllers[kind.kind].informer.items())
+        queue = WorkQueue("providerconfig", metrics=self.metrics,
+                          rate_limiter=default_rate_limiter(
+                              options.backoff_base, options.backoff_cap, options.qps,
+                              options.burst))
+        controller = self.controllers[PROVIDER_CONFIG_KIND] = Controller(
+            "providerconfig", usage,
+            cluster.list_watcher(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None),
+            workers=1, queue=queue, informer_options=options.informer, metrics=self.metrics,
+            owns=self._owns)
+
+        def follow(old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+            before = None if old is None else (config_of(old), _live(old))
+            after = None if new is None else (config_of(new), _live(new))
+            if before != after:
+                for name in {s[0] for s in (before, after) if s is not None}:
+                    if controller.owns((None, name)):  # a burst of users: one pass, one write
+                        controller.queue.add_after((None, name), USAGE_DELAY)
+
+        for kind in managed:
+            controllers[kind.kind].followers.append(follow)
 
     def _owns(self, key: Key) -> bool:
         count = self.options.shard_count

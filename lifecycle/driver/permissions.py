@@ -47,7 +47,7 @@ USES: Mapping[str, tuple[str, ...]] = {
     "children": ("get", "create", "replace", "list_watcher"),
     "secrets": ("get", "create", "replace", "delete"),
     "namespaces": ("get",),
-    "providerconfigs": ("get",),
+    "providerconfigs": ("get", "list_watcher", "replace", "replace_status"),
     "events": ("record_event",),
     "leases": ("get", "create", "replace"),
 }

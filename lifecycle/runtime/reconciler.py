@@ -423,7 +423,7 @@ class Reconciler:
         if observation is not None and observation.late_init and not facts.deleting and (
             facts.policy.allows_modify
         ):
-            self._late_init(run, observation.late_init)
+            self._late_init(run, self.kind.to_spec(observation.late_init))
         connection: dict[str, str] = {}
         if observation is not None:
             connection.update(observation.connection)
