@@ -71,3 +71,58 @@ def test_an_unused_config_is_deleted_at_once_and_a_missing_one_is_done() -> None
     reconciler.reconcile(None, "default")
     assert _config(env) is None
     assert reconciler.reconcile(None, "default").reason == "NotFound"
+
+
+def test_the_operator_holds_a_config_in_use_through_the_official_client() -> None:
+    """Through the driver: the usage controller follows the managed kind's informer."""
+    import time
+
+    from kubernetes import client as k8s
+
+    from lifecycle.driver.cluster import KubeCluster, api_client
+    from lifecycle.driver.informer import InformerOptions
+    from lifecycle.driver.manager import Manager, ManagerOptions
+    from lifecycle.providers.simcloud import DatabaseConnector
+    from lifecycle.sim.embedded import embedded_cluster
+
+    def eventually(check: Any, what: str, timeout: float = 30.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if (found := check()):
+                return found
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    server = embedded_cluster([DatabaseInstance], bookmark_interval=0.5)
+    try:
+        assert _config(server) is not None  # the embedded cluster's default config
+        cluster = KubeCluster(api_client(host=server.url), [DatabaseInstance])
+        options = ManagerOptions(informer=InformerOptions(
+            resync=600.0, watch_timeout=10.0, inactivity_timeout=3.0, backoff_base=0.05,
+            backoff_cap=0.5), backoff_base=0.05, backoff_cap=1.0)
+        manager = Manager(cluster, [(DatabaseInstance, DatabaseConnector(
+            SimCloud(seed=2, create_polls=0)))], options).start()
+        try:
+            custom = k8s.CustomObjectsApi(api_client(host=server.url))
+            group, version = DatabaseInstance.api_version.split("/")
+            for name in ("a", "b"):
+                custom.create_namespaced_custom_object(group, version, "default",
+                                                       DatabaseInstance.plural,
+                                                       database_manifest(name))
+            eventually(lambda: (_config(server) or {}).get("status", {}).get("users") == 2,
+                       "two users counted")
+            config = _config(server)
+            assert IN_USE in config["metadata"]["finalizers"]
+            custom.delete_cluster_custom_object("lifecycle.dev", "v1alpha1", "providerconfigs",
+                                                "default")
+            time.sleep(1.0)
+            assert _config(server) is not None  # held while in use
+            for name in ("a", "b"):
+                custom.delete_namespaced_custom_object(group, version, "default",
+                                                       DatabaseInstance.plural, name)
+            eventually(lambda: _config(server) is None, "the config released", 40.0)
+        finally:
+            manager.stop()
+    finally:
+        server.stop()
+        server.api.close()
