@@ -128,7 +128,8 @@ class RoleClient(SqlClient):
             marks.check_ours("role", name, found[0], resource.owner_mark)
             return Creation()
         # CREATE ROLE accepts NOSUPERUSER and the like from a CREATEROLE admin.
-        statement, verifier = self._statement("CREATE ROLE", name, resource, set(want.flags()))
+        statement, verifier = self._statement("CREATE ROLE", name, resource, set(want.flags()),
+                                              expiry=want.valid_until is not None)
         with self.session.connection.transaction():  # the role, its mark and memberships
             self.session.execute(statement, f"creating role {name!r}",
                                  [resource.password, verifier])
@@ -144,14 +145,18 @@ class RoleClient(SqlClient):
         name = self.name(resource)
         want: RoleParameters = resource.parameters or RoleParameters()
         self._check_allowed(want)
-        row = self.session.row(f"SELECT {_COLUMNS} FROM pg_catalog.pg_roles WHERE rolname = %s",
-                               [name], doing=f"observing role {name!r}")
+        row = self.session.row(
+            f"SELECT {_COLUMNS}, rolvaliduntil IS NULL OR rolvaliduntil = 'infinity' "
+            "FROM pg_catalog.pg_roles WHERE rolname = %s", [name],
+            doing=f"observing role {name!r}")
         held = {} if row is None else dict(zip([k for k, _, _ in _ATTRIBUTES], row[:7],
                                                strict=True))
         wanted = want.flags()
         changed = {key for key in wanted if held.get(key) != wanted[key]}
-        statement, verifier = self._statement("ALTER ROLE", name, resource,
-                                              changed | (set(wanted) - _SUPERUSER_ONLY))
+        never_expires = row is not None and row[8]
+        statement, verifier = self._statement(
+            "ALTER ROLE", name, resource, changed | (set(wanted) - _SUPERUSER_ONLY),
+            expiry=want.valid_until is not None or not never_expires)
         with self.session.connection.transaction():
             self.session.execute(statement, f"altering role {name!r}",
                                  [resource.password, verifier])
@@ -209,14 +214,18 @@ class RoleClient(SqlClient):
                 f"removing role {name!r} from {group!r}")
 
     def _statement(self, verb: str, name: str, resource: ManagedResource,
-                   keys: set[str]) -> tuple[sql.Composed, str | None]:
+                   keys: set[str], *, expiry: bool) -> tuple[sql.Composed, str | None]:
+        """The CREATE/ALTER ROLE statement naming the attributes in ``keys``, and the
+        password's verifier; ``expiry`` adds VALID UNTIL (``infinity`` when unset, so a role
+        that never had an expiry keeps none recorded)."""
         want: RoleParameters = resource.parameters or RoleParameters()
         wanted = want.flags()
         options: list[sql.Composable] = [
             sql.SQL(yes if wanted[key] else no) for key, yes, no in _ATTRIBUTES if key in keys]
         options.append(sql.SQL("CONNECTION LIMIT {}").format(sql.Literal(want.connection_limit)))
-        options.append(sql.SQL("VALID UNTIL {}").format(
-            sql.Literal(want.valid_until or "infinity")))
+        if expiry:
+            options.append(sql.SQL("VALID UNTIL {}").format(
+                sql.Literal(want.valid_until or "infinity")))
         verifier = None
         if resource.password:
             verifier = scram.scram_verifier(resource.password)
