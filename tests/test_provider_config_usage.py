@@ -126,3 +126,31 @@ def test_the_operator_holds_a_config_in_use_through_the_official_client() -> Non
     finally:
         server.stop()
         server.api.close()
+
+
+def test_a_kind_may_name_its_own_provider_config_group() -> None:
+    """Operators of different providers never share a ProviderConfig kind."""
+    import attrs
+
+    from lifecycle.driver.crds import crds
+    from lifecycle.driver.manifests import cluster_rules
+    from lifecycle.providers.simcloud import DatabaseConnector
+    from lifecycle.testing.plugin import build_environment
+
+    own = attrs.evolve(DatabaseInstance, provider_config_api="aws.example.org/v1beta1")
+    docs = crds([own])
+    assert [d["metadata"]["name"] for d in docs][:1] == ["providerconfigs.aws.example.org"]
+    assert not any(d["metadata"]["name"] == "providerconfigs.lifecycle.dev" for d in docs)
+    groups = {g for rule in cluster_rules([own]) if "providerconfigs" in rule["resources"]
+              for g in rule["apiGroups"]}
+    assert groups == {"aws.example.org"}
+
+    cloud = SimCloud(seed=4, create_polls=0)
+    env = build_environment(kinds=[(own, DatabaseConnector(cloud))])
+    env.apply(database_manifest("db"))
+    env.run_until_idle()
+    assert env.state(KIND, "db") == "ready"
+    reconciler = ProviderConfigReconciler(env.api, [own], api_version=own.provider_config_api)
+    assert reconciler.reconcile(None, "default").reason == "InUse"
+    # The engine's own ProviderConfig kind is not served, and nothing needed it.
+    assert ProviderConfigReconciler(env.api, [own]).kinds == ()

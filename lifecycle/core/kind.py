@@ -47,6 +47,11 @@ class Kind:
     connection Secret before the first create, and hand it to the client.
     ``external_name_max`` is the longest external name the provider accepts,
     in UTF-8 bytes (None: no limit beyond the engine's own checks).
+    ``provider_config_api`` is the apiVersion of the cluster-scoped
+    ``ProviderConfig`` kind its objects name in ``spec.providerConfigRef``: a
+    provider's own group (``aws.example.org/v1alpha1``), so that operators of
+    different providers never share one; by default the engine's
+    ``lifecycle.dev/v1alpha1``.
     """
 
     group: str
@@ -59,6 +64,7 @@ class Kind:
     password: bool = False
     short_names: tuple[str, ...] = ()
     external_name_max: int | None = None
+    provider_config_api: str = PROVIDER_CONFIG_API
 
     @property
     def api_version(self) -> str:

@@ -183,9 +183,11 @@ class KubeCluster:
         }
         self._infos: dict[tuple[str, str], ResourceInfo] = {}
         self._lock = threading.Lock()
-        group, _, version = PROVIDER_CONFIG_API.partition("/")
-        self.register(ResourceInfo(group, version, PROVIDER_CONFIG_KIND, "providerconfigs",
-                                   namespaced=False))
+        for api_version in dict.fromkeys([PROVIDER_CONFIG_API, *(
+                k.provider_config_api for k in kinds if hasattr(k, "provider_config_api"))]):
+            group, _, version = api_version.partition("/")
+            self.register(ResourceInfo(group, version, PROVIDER_CONFIG_KIND, "providerconfigs",
+                                       namespaced=False))
         for kind in kinds:
             self.register(ResourceInfo(kind.group, kind.version, kind.kind, kind.plural,
                                        kind.namespaced))

@@ -39,12 +39,13 @@ from typing import Any
 import attrs
 
 from lifecycle.core.claims import ClassKind
-from lifecycle.core.kind import GROUP, PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
+from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 from lifecycle.driver.structural import check_crd, check_structural
 from lifecycle.runtime.children import ParentKind
 
 __all__ = ["check_crd", "check_structural", "claim_crd", "class_crd", "crd", "crds",
-           "is_claim", "parent_crd", "provider_config_crd", "schema_for_type"]
+           "is_claim", "parent_crd", "provider_config_apis", "provider_config_crd",
+           "schema_for_type"]
 
 _PRIMITIVES: dict[type, dict[str, Any]] = {
     str: {"type": "string"},
@@ -235,10 +236,9 @@ def crd(kind: Kind | ClassKind | ParentKind) -> dict[str, Any]:
                        schema, short_names=kind.short_names, columns=_COLUMNS)
 
 
-def provider_config_crd() -> dict[str, Any]:
-    """The CRD of the engine's cluster-scoped ProviderConfig."""
-    group, _, version = PROVIDER_CONFIG_API.partition("/")
-    assert group == GROUP
+def provider_config_crd(api_version: str = PROVIDER_CONFIG_API) -> dict[str, Any]:
+    """The CRD of a cluster-scoped ProviderConfig of ``api_version`` (the engine's by default)."""
+    group, _, version = api_version.partition("/")
     schema = {"type": "object", "properties": {
         "apiVersion": {"type": "string"}, "kind": {"type": "string"},
         "metadata": {"type": "object"},
@@ -257,7 +257,15 @@ def provider_config_crd() -> dict[str, Any]:
 
 def crds(kinds: Sequence[Kind | ClassKind | ParentKind]) -> list[dict[str, Any]]:
     """The ProviderConfig CRD followed by one CRD per kind (managed, claim, class, parent)."""
-    return [provider_config_crd(), *(crd(kind) for kind in kinds)]
+    return [*(provider_config_crd(api) for api in provider_config_apis(kinds)),
+            *(crd(kind) for kind in kinds)]
+
+
+def provider_config_apis(kinds: Sequence[Any]) -> list[str]:
+    """The ProviderConfig apiVersions the managed kinds among ``kinds`` name, each once
+    (the engine's own when none does)."""
+    found = [k.provider_config_api for k in kinds if isinstance(k, Kind) and not is_claim(k)]
+    return list(dict.fromkeys(found)) or [PROVIDER_CONFIG_API]
 
 
 def parent_crd(kind: ParentKind) -> dict[str, Any]:

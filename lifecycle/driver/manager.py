@@ -451,19 +451,22 @@ class Manager:
         """Run the ProviderConfig usage controller, following the managed kinds' informers."""
         managed = [t for t in targets if isinstance(t, Kind)
                    and not getattr(t.machine, "is_claim", False)]
-        if not managed:
-            return
+        for api_version in dict.fromkeys(k.provider_config_api for k in managed):
+            self._track_provider_config(cluster, managed, api_version)
+
+    def _track_provider_config(self, cluster: Any, managed: Sequence[Kind],
+                               api_version: str) -> None:
         controllers = self.controllers
         options = self.options
         usage = ProviderConfigReconciler(
-            cluster, managed, lambda kind: controllers[kind.kind].informer.items())
-        queue = WorkQueue("providerconfig", metrics=self.metrics,
-                          rate_limiter=default_rate_limiter(
-                              options.backoff_base, options.backoff_cap, options.qps,
-                              options.burst))
-        controller = self.controllers[PROVIDER_CONFIG_KIND] = Controller(
-            "providerconfig", usage,
-            cluster.list_watcher(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None),
+            cluster, managed, lambda kind: controllers[kind.kind].informer.items(),
+            api_version=api_version)
+        name = "providerconfig" if api_version == PROVIDER_CONFIG_API else (
+            f"providerconfig.{api_version.partition('/')[0]}")
+        queue = WorkQueue(name, metrics=self.metrics, rate_limiter=default_rate_limiter(
+            options.backoff_base, options.backoff_cap, options.qps, options.burst))
+        controller = self.controllers[f"{PROVIDER_CONFIG_KIND}.{api_version}"] = Controller(
+            name, usage, cluster.list_watcher(api_version, PROVIDER_CONFIG_KIND, None),
             workers=1, queue=queue, informer_options=options.informer, metrics=self.metrics,
             owns=self._owns)
 
@@ -475,7 +478,7 @@ class Manager:
                     if controller.owns((None, name)):  # a burst of users: one pass, one write
                         controller.queue.add_after((None, name), USAGE_DELAY)
 
-        for kind in managed:
+        for kind in usage.kinds:
             controllers[kind.kind].followers.append(follow)
 
     def _owns(self, key: Key) -> bool:

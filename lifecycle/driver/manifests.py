@@ -24,7 +24,7 @@ import yaml
 from lifecycle.core.claims import ClassKind
 from lifecycle.core.errors import LifecycleError
 from lifecycle.core.kind import Kind
-from lifecycle.driver.crds import crds
+from lifecycle.driver.crds import crds, provider_config_apis
 from lifecycle.driver.permissions import lease_rules, rules, secret_rules
 from lifecycle.runtime.children import ParentKind
 
@@ -115,7 +115,9 @@ def cluster_rules(kinds: Sequence[Kind | ClassKind | ParentKind], *, secrets: bo
     """
     run = [(k.group, k.plural) for k in kinds if not isinstance(k, ClassKind)]
     classes = [(k.group, k.plural) for k in kinds if isinstance(k, ClassKind)]
-    return rules(run, classes, secrets=secrets, children=_child_types(kinds))
+    groups = [api.partition("/")[0] for api in provider_config_apis(kinds)]
+    return rules(run, classes, secrets=secrets, children=_child_types(kinds),
+                 provider_config_groups=groups)
 
 
 def _binding(kind: str, name: str, namespace: str | None, role_kind: str,

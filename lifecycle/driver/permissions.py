@@ -87,8 +87,10 @@ def _rules_on(group: str, plurals: Sequence[str], use: str, *,
 
 
 def rules(kinds: Sequence[tuple[str, str]], classes: Sequence[tuple[str, str]] = (), *,
-          secrets: bool = True, children: Sequence[tuple[str, str]] = ()) -> list[Rule]:
-    """Cluster-wide rules for ``kinds``, ``classes`` and ``children`` (``(group, plural)``).
+          secrets: bool = True, children: Sequence[tuple[str, str]] = (),
+          provider_config_groups: Sequence[str] = (GROUP,)) -> list[Rule]:
+    """Cluster-wide rules for ``kinds``, ``classes`` and ``children`` (``(group, plural)``),
+    and the ProviderConfigs of ``provider_config_groups``.
 
     With ``secrets`` false the Secret rule is left out (the operator then gets it
     from a namespaced Role, see :func:`secret_rules`). Leases are never here: they
@@ -103,7 +105,8 @@ def rules(kinds: Sequence[tuple[str, str]], classes: Sequence[tuple[str, str]] =
     others = sorted(set(children) - set(kinds) - {("", "secrets")})
     for group in sorted({g for g, _ in others}):
         out += _rules_on(group, sorted(p for g, p in others if g == group), "children")
-    out += _rules_on(GROUP, ["providerconfigs"], "providerconfigs")
+    for group in sorted(set(provider_config_groups)):
+        out += _rules_on(group, ["providerconfigs"], "providerconfigs")
     out += _rules_on("", ["namespaces"], "namespaces")
     out += _rules_on("", ["events"], "events")
     if secrets:

@@ -79,15 +79,18 @@ def usage(config: Mapping[str, Any], users: Sequence[str]) -> Usage:
 class ProviderConfigReconciler:
     """Keeps the :data:`IN_USE` finalizer and usage status of ProviderConfigs.
 
-    ``kinds`` are the managed kinds whose objects may use a config;
-    ``lister(kind)`` returns every object of one of them (an operator passes
-    its informers' caches; default: a list call on ``api``).
+    ``kinds`` are the managed kinds whose objects may use a config (those
+    naming ProviderConfigs of ``api_version``); ``lister(kind)`` returns every
+    object of one of them (an operator passes its informers' caches; default:
+    a list call on ``api``).
     """
 
     def __init__(self, api: Cluster, kinds: Iterable[Kind],
-                 lister: Callable[[Kind], Iterable[Mapping[str, Any]]] | None = None) -> None:
+                 lister: Callable[[Kind], Iterable[Mapping[str, Any]]] | None = None, *,
+                 api_version: str = PROVIDER_CONFIG_API) -> None:
         self.api = api
-        self.kinds = tuple(kinds)
+        self.api_version = api_version
+        self.kinds = tuple(k for k in kinds if k.provider_config_api == api_version)
         self.lister = lister or (
             lambda kind: api.list(kind.api_version, kind.kind)[0])  # type: ignore[attr-defined]
 
@@ -112,7 +115,7 @@ class ProviderConfigReconciler:
 
         def attempt() -> None:
             try:
-                config = self.api.get(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None, name)
+                config = self.api.get(self.api_version, PROVIDER_CONFIG_KIND, None, name)
             except NotFound:
                 state["gone"] = True
                 return

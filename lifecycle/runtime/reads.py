@@ -30,14 +30,15 @@ def namespace_annotations(api: Cluster, namespace: str | None) -> Mapping[str, s
     return ns["metadata"].get("annotations") or {}
 
 
-def provider_config(api: Cluster, name: str) -> ProviderConfig:
-    """The provider config ``name`` with its decoded credentials.
+def provider_config(api: Cluster, name: str,
+                    api_version: str = PROVIDER_CONFIG_API) -> ProviderConfig:
+    """The provider config ``name`` (of ``api_version``) with its decoded credentials.
 
     Raises :class:`CredentialsError` when the config, its
     ``credentials.secretRef`` or the Secret it names is missing.
     """
     try:
-        config = api.get(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None, str(name))
+        config = api.get(api_version, PROVIDER_CONFIG_KIND, None, str(name))
     except NotFound:
         raise CredentialsError(f"provider config {name!r} not found",
                                reason="ProviderConfigMissing") from None

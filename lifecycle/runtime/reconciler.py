@@ -345,7 +345,8 @@ class Reconciler:
             resource = self._resource(run, g.deleting, g.policy)
             ref = objects.mapping(objects.spec(run.obj).get("providerConfigRef"))
             name = str(ref.get("name") or "default")
-            config = self.reads.get(("config", name), lambda: provider_config(self.api, name))
+            config = self.reads.get(("config", name), lambda: provider_config(
+                self.api, name, self.kind.provider_config_api))
             client = self.guarded_call(lambda: self.connector.connect(resource, config))
             observation = self.guarded_call(lambda: client.observe(resource))
             if not isinstance(observation, Observation):

@@ -15,12 +15,14 @@ in-process list-and-watch source, for soaks that need many reconciles fast.
 from __future__ import annotations
 
 import base64
+import contextlib
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
-from lifecycle.driver.crds import crds
+from lifecycle.driver.crds import crds, provider_config_apis
+from lifecycle.kube.errors import AlreadyExists
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.crds import apply_crd
 from lifecycle.sim.http import APIServerHTTP
@@ -41,14 +43,16 @@ EXAMPLE_CREDENTIALS = {"accessKeyId": "AKIDEXAMPLE", "secretAccessKey": "s3cr3t"
 
 def seed_provider_config(api: EmbeddedAPI, name: str = "default",
                          credentials: Mapping[str, str] = EXAMPLE_CREDENTIALS,
-                         namespace: str = "default") -> None:
-    """Create a ProviderConfig and its credentials Secret in ``api``."""
+                         namespace: str = "default",
+                         api_version: str = PROVIDER_CONFIG_API) -> None:
+    """Create a ProviderConfig (of ``api_version``) and its credentials Secret in ``api``."""
     secret = f"{name}-credentials"
-    api.create({"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": secret, "namespace": namespace},
-                "data": {k: base64.b64encode(v.encode()).decode()
-                         for k, v in credentials.items()}})
-    api.create({"apiVersion": PROVIDER_CONFIG_API, "kind": PROVIDER_CONFIG_KIND,
+    with contextlib.suppress(AlreadyExists):  # shared by the configs of several groups
+        api.create({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": secret, "namespace": namespace},
+                    "data": {k: base64.b64encode(v.encode()).decode()
+                             for k, v in credentials.items()}})
+    api.create({"apiVersion": api_version, "kind": PROVIDER_CONFIG_KIND,
                 "metadata": {"name": name},
                 "spec": {"credentials": {"secretRef": {"name": secret,
                                                        "namespace": namespace}}}})
@@ -68,12 +72,14 @@ def register_kinds(api: EmbeddedAPI, kinds: Sequence[Kind], *, seed_config: bool
     """Install the CRDs of the ProviderConfig kind and ``kinds`` in ``api`` as CRD objects.
 
     Each is created, or updated when it exists (re-applying the same CRDs
-    changes nothing); ``seed_config`` also creates a default ProviderConfig.
+    changes nothing); ``seed_config`` also creates a default ProviderConfig of
+    every ProviderConfig kind the kinds name.
     """
     for doc in crds(kinds):
         apply_crd(api, doc)
     if seed_config:
-        seed_provider_config(api)
+        for api_version in provider_config_apis(kinds):
+            seed_provider_config(api, api_version=api_version)
 
 
 class EmbeddedListWatcher:

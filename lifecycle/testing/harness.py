@@ -195,8 +195,12 @@ class Environment:
         credentials: Mapping[str, str] | None = None,
         namespace: str = "default",
         spec: Mapping[str, Any] | None = None,
+        api_version: str = PROVIDER_CONFIG_API,
     ) -> dict[str, Any]:
         """Create or update a ProviderConfig (extra ``spec`` fields merged in) and its Secret.
+
+        ``api_version`` chooses the ProviderConfig kind (a kind's
+        ``provider_config_api``; the engine's own by default).
 
         The Secret ``<name>-credentials`` in ``namespace`` holds ``credentials``
         (an access key pair by default). Calling it again for the same name
@@ -210,7 +214,7 @@ class Environment:
             "data": {k: base64.b64encode(v.encode()).decode() for k, v in creds.items()},
         }, namespace)
         return self._put({
-            "apiVersion": PROVIDER_CONFIG_API, "kind": PROVIDER_CONFIG_KIND,
+            "apiVersion": api_version, "kind": PROVIDER_CONFIG_KIND,
             "metadata": {"name": name},
             "spec": {**(spec or {}),
                      "credentials": {"secretRef": {"name": secret_name, "namespace": namespace}}},

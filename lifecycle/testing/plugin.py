@@ -20,9 +20,9 @@ def build_environment(*, environment: str = "simcloud", **options: Any) -> Any:
     the bundled DatabaseInstance kind on a fresh simulated cloud, reachable as
     ``env.cloud``, with a default ProviderConfig). Pass
     ``kinds=[(Kind, connector), ...]`` to build your own: it gets the same
-    default ProviderConfig (``env.provider_config()``), so a manifest that
-    names none is served at once. Every other option goes to
-    :class:`~lifecycle.testing.Environment` (``history=``, ``backoff=``,
+    default ProviderConfig (``env.provider_config()``, one per ProviderConfig
+    kind its kinds name), so a manifest that names none is served at once.
+    Every other option goes to :class:`~lifecycle.testing.Environment` (``history=``, ``backoff=``,
     ``seed=``, ...).
     """
     from lifecycle import registry
@@ -31,7 +31,10 @@ def build_environment(*, environment: str = "simcloud", **options: Any) -> Any:
     kinds = options.get("kinds")
     if kinds and isinstance(kinds[0], tuple):
         custom = Environment(**options)
-        custom.provider_config()
+        for api_version in dict.fromkeys(
+                getattr(k, "provider_config_api", None) for k, _ in kinds):
+            if api_version:  # each ProviderConfig kind the kinds name gets a default one
+                custom.provider_config(api_version=api_version)
         return custom
     env, _ = registry.environment(environment)(**options)
     return env
