@@ -3,11 +3,15 @@
 A machine's actions receive an :class:`Effects` and call ``create``,
 ``update`` or ``delete``. Before each mutating call the journal entry
 (operation, idempotency key, generation, start time) is committed to the
-object's ``lifecycle.dev/intent`` annotation; afterwards its outcome is. A
-crash between the two leaves a pending entry whose key the retry reuses, and
-clients treat create-of-existing as success, so nothing is created twice. The
-next observation that shows the pending call took effect closes the entry
-(:func:`closed_intent`), so a later call of that operation gets a new key.
+object's ``lifecycle.dev/intent`` annotation, with whatever else the pass
+has staged (the finalizer and the external name on the first pass). A
+failure is committed at once; a success is not written after the call: the
+entry stays pending, and the next observation that shows the call took
+effect closes it (:func:`closed_intent`), staged so that it rides on that
+pass's next object write. Until then a retry reuses the pending key, exactly
+as after a crash between the call and its outcome, and clients treat
+create-of-existing as success, so nothing is created twice; once closed, a
+later call of that operation gets a new key.
 
 :class:`Effects` knows nothing of the reconciler: it gets the client, the
 resource, an :class:`ObjectPort` (read and commit annotations of the
@@ -73,14 +77,18 @@ def run_actions(
 
 
 class ObjectPort(Protocol):
-    """The reconciled object as effects see it: its annotations, and committing one."""
+    """The reconciled object as effects see it: its annotations, committing or staging one."""
 
     def annotations(self) -> Mapping[str, Any]:
-        """The annotations of the object as last read or written."""
+        """The annotations of the object as last read or written, staged changes applied."""
         ...
 
     def annotate(self, key: str, value: str) -> None:
-        """Commit one annotation on the object (retrying conflicts) before returning."""
+        """Commit one annotation (and anything staged) on the object before returning."""
+        ...
+
+    def stage(self, key: str, value: str) -> None:
+        """Set one annotation with the object's next write (losing it in a crash is safe)."""
         ...
 
 
@@ -156,18 +164,20 @@ class Effects:
         """Journal, then create (the password, if any, was persisted before connect).
 
         A provider that assigns the resource's identity returns it in
-        ``Creation.external_name``; it is committed before the journal entry is closed.
+        ``Creation.external_name``; it is committed at once, before the
+        journal entry can be closed.
         """
         self.operation = "create"
         creation = self._journalled("create", self.client.create, self._assigned)
         self.connection.update(creation.connection)
 
     def _assigned(self, creation: Creation) -> None:
-        """Commit a name the provider assigned, before the journal entry is closed.
+        """Commit a name the provider assigned, before the journal entry can be closed.
 
         Closed first, a crash between the two writes would leave a created
         resource whose identity no object records, and the next pass would
-        create another under a new key.
+        create another under a new key. The entry stays pending, and the
+        next observation under the assigned name closes it.
         """
         if creation.external_name and creation.external_name != self.resource.external_name:
             self.port.annotate(EXTERNAL_NAME, creation.external_name)
@@ -196,18 +206,19 @@ class Effects:
             raise
         if before_closing is not None:
             before_closing(result)
-        self._record(attrs.evolve(intent, outcome="succeeded"))
+        # The entry stays pending: the observation that shows the effect closes it.
         return result
 
     def close_observed(self, observation: Observation | None) -> bool:
         """Close a pending journal entry whose effect ``observation`` shows; whether it did.
 
-        Commits the closed entry only when there is one to close.
+        The closed entry is staged (committed with the object's next write)
+        only when there is one to close; lost in a crash, it is closed again.
         """
         closed = closed_intent(stored_intent(self.port.annotations()), observation)
         if closed is None:
             return False
-        self._record(closed)
+        self.port.stage(INTENT, json.dumps(closed.to_dict(), sort_keys=True))
         return True
 
     def _record(self, intent: Intent) -> None:

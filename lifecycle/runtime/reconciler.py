@@ -11,25 +11,31 @@ this module only adds the I/O around them:
 3. validate, then take ownership: the references, the connection Secret's
    namespace and owner, the spec and the external name are checked first (a
    refusal is a terminal condition, with no finalizer and no external call),
-   then the finalizer and the external name are committed before any
-   external call (skipped by an orphaning deletion, which calls nothing);
+   then the finalizer and the external name are staged: they are committed
+   with the first object write of the pass, which precedes any mutating
+   external call (the pending intent-journal entry's), or at the latest
+   before the status write (skipped by an orphaning deletion, which calls
+   nothing);
 4. connect and observe, and gather the facts (:func:`~lifecycle.core.plan.gather`);
    a pending intent-journal entry whose effect the observation shows is
-   closed as succeeded;
+   closed as succeeded (staged, committed with the next object write);
 5. :func:`~lifecycle.core.decide.decide` one event and its transition, then
    run the transition's actions (the external calls, behind the intent
    journal of :class:`~lifecycle.runtime.effects.Effects`);
-6. late-initialise the spec and publish the connection Secret;
-7. :func:`~lifecycle.core.plan.conclude`: status, Events and the requeue
-   result; write the status if it changed; remove the finalizer on the final
-   state.
+6. late-initialise the spec (carrying whatever metadata is staged) and
+   publish the connection Secret;
+7. commit what is still staged; :func:`~lifecycle.core.plan.conclude`:
+   status, Events and the requeue result; write the status once if it
+   changed (observing the generation of a late-initialisation write of this
+   pass); remove the finalizer on the final state.
 
 Handled errors end in the Failed state with a condition (a connect or
 observe error that is not terminal holds a state reporting Ready instead:
 Synced False, Ready as last observed); API errors other
 than NotFound propagate as :class:`UnhandledError` for the work queue's
 backoff. Object writes (finalizer, annotations, late-initialised spec) and
-status writes are separate and each retries a 409 from a fresh read.
+status writes are separate and each retries a 409 from a fresh read, staged
+metadata changes re-applied to it.
 """
 
 from __future__ import annotations
@@ -66,7 +72,7 @@ from lifecycle.core.ownership import (
     owner_mark,
 )
 from lifecycle.core.plan import conclude, gather, held
-from lifecycle.core.values import Condition, ConditionStatus, Observation, Result, now
+from lifecycle.core.values import Observation, Result, now
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.errors import ApiError, NotFound, TooManyRequests
 from lifecycle.runtime.contract import (
@@ -77,6 +83,16 @@ from lifecycle.runtime.contract import (
 )
 from lifecycle.runtime.effects import Effects, guarded, run_actions, stored_intent
 from lifecycle.runtime.names import NameIndex
+from lifecycle.runtime.passes import (
+    ObjectGone,
+    Pass,
+    PassObject,
+    config_note,
+    current_name,
+    informational,
+    remove_finalizer,
+    staged_meta,
+)
 from lifecycle.runtime.reads import TTLCache, namespace_annotations, provider_config
 from lifecycle.runtime.retry import retry_conflicts
 from lifecycle.runtime.secrets import ConnectionSecrets, generate_password
@@ -84,39 +100,6 @@ from lifecycle.runtime.secrets import ConnectionSecrets, generate_password
 __all__ = ["ObjectGone", "Pass", "Reconciler"]
 
 log = logging.getLogger("lifecycle.runtime.reconciler")
-
-
-class ObjectGone(Exception):
-    """The reconciled object disappeared during the pass: nothing more to do."""
-
-
-@attrs.define
-class Pass:
-    """What one reconcile has learned and decided so far (internal working state)."""
-
-    obj: dict[str, Any]
-    state: str
-    generation: int
-    secrets: ConnectionSecrets
-    forced: bool = False
-    notes: list[Condition] = attrs.Factory(list)
-    dirty: bool = False
-    #: The external name the client was given in this pass.
-    external_name: str = ""
-
-
-class _PassObject:
-    """The reconciled object of one pass as the effects see it (an ObjectPort)."""
-
-    def __init__(self, reconciler: Reconciler, run: Pass) -> None:
-        self._reconciler = reconciler
-        self._run = run
-
-    def annotations(self) -> Mapping[str, Any]:
-        return objects.annotations(self._run.obj)
-
-    def annotate(self, key: str, value: str) -> None:
-        self._reconciler.set_annotation(self._run, key, value)
 
 
 class Reconciler:
@@ -257,7 +240,7 @@ class Reconciler:
             run.secrets.check_namespace(run.obj)
             annotations = objects.annotations(run.obj)
             if self._holds(run):
-                self.kind.check_external_name(_current_name(run.obj))
+                self.kind.check_external_name(current_name(run.obj))
             else:
                 self.kind.check_external_name(
                     annotations[EXTERNAL_NAME] if EXTERNAL_NAME in annotations
@@ -270,7 +253,7 @@ class Reconciler:
 
     def _claim(self, run: Pass, deleting: bool) -> HandledError | None:
         """Claim the external name in the index: the conflict, or None when it is ours."""
-        name = _current_name(run.obj) if self._holds(run) or deleting else (
+        name = current_name(run.obj) if self._holds(run) or deleting else (
             self.kind.external_name(run.obj))
         if not isinstance(name, str) or not name:
             return None
@@ -302,7 +285,7 @@ class Reconciler:
         observation = facts.observation
         if verdict.verdict is Verdict.REFUSED and observation is not None:
             if facts.deleting:
-                run.notes.append(_informational(HandledError(
+                run.notes.append(informational(HandledError(
                     f"external resource {run.external_name[:64]!r} is not this object's: "
                     "left untouched", reason="ExternalResourceLeftAlone"), run.generation))
                 return attrs.evolve(facts, observation=Observation.absent())
@@ -314,10 +297,14 @@ class Reconciler:
         return facts
 
     def _acquire(self, run: Pass) -> None:
-        """Take ownership: commit the finalizer and the external name before any external call.
+        """Take ownership: stage the finalizer and the external name.
 
-        A resource can then only be created under a name the object already
-        records, and the object cannot vanish while the resource exists.
+        They are committed with the first object write of the pass: the
+        pending journal entry written before any mutating external call, or,
+        when the pass calls nothing, the write before the status. A resource
+        can then only be created under a name the object already records, and
+        the object cannot vanish while the resource exists; observing (which
+        changes nothing) may come first.
         """
         if self._holds(run):
             return
@@ -328,7 +315,7 @@ class Reconciler:
                 m["finalizers"].append(FINALIZER)
             m.setdefault("annotations", {}).setdefault(EXTERNAL_NAME, external)
 
-        self._mutate(run, acquire)
+        run.staged.append(acquire)
 
     # --------------------------------------------------------------- observing
     def _observe(self, run: Pass, g: Gate) -> tuple[Facts, Effects | None]:
@@ -336,7 +323,7 @@ class Reconciler:
         old = objects.status(run.obj)
         if g.deleting:
             try:
-                self.kind.check_external_name(_current_name(run.obj))
+                self.kind.check_external_name(current_name(run.obj))
             except TerminalError:
                 # No provider can hold a resource under an invalid name: nothing to delete.
                 return gather(g, old, observation=Observation.absent()), None
@@ -359,7 +346,7 @@ class Reconciler:
             if isinstance(exc, HandledError):
                 return gather(g, old, error=exc), None
             raise
-        effects = Effects(client, resource, _PassObject(self, run), self.clock)
+        effects = Effects(client, resource, PassObject(run, self.set_annotation), self.clock)
         return gather(g, old, observation=observation), effects
 
     def _resource(self, run: Pass, deleting: bool, policy: ReconcilePolicy) -> ManagedResource:
@@ -390,10 +377,10 @@ class Reconciler:
     def _managed_name(self, run: Pass) -> str:
         """The external name the object took ownership with; a later edit of the annotation
         is reported, never followed (following it would leak the resource already named)."""
-        annotated = str(objects.annotations(run.obj).get(EXTERNAL_NAME, ""))
+        annotated = str(run.annotations().get(EXTERNAL_NAME, ""))
         recorded = objects.status(run.obj).get("externalName")
         if isinstance(recorded, str) and recorded and recorded != annotated:
-            run.notes.append(_config_note(
+            run.notes.append(config_note(
                 "ExternalNameChanged",
                 f"annotation {EXTERNAL_NAME} changed from {recorded!r} to {annotated[:64]!r} "
                 f"after the resource was named; still managing {recorded!r}", run.generation))
@@ -417,7 +404,7 @@ class Reconciler:
             decision, notices = run_actions(
                 decision, self.host, effects,
                 lambda: effects.operation if effects is not None else None)
-            run.notes.extend(_informational(exc, run.generation) for exc in notices)
+            run.notes.extend(informational(exc, run.generation) for exc in notices)
             if effects is not None and effects.external_name:
                 run.external_name = effects.external_name
         observation = facts.observation
@@ -425,6 +412,8 @@ class Reconciler:
             facts.policy.allows_modify
         ):
             self._late_init(run, self.kind.to_spec(observation.late_init))
+            if run.observed is not None:
+                facts = attrs.evolve(facts, generation=run.observed)
         connection: dict[str, str] = {}
         if observation is not None:
             connection.update(observation.connection)
@@ -441,13 +430,16 @@ class Reconciler:
         concluded = conclude(machine, old, facts, decision, now=self.clock(),
                              key=run.obj["metadata"]["uid"], notes=run.notes,
                              external_name=run.external_name, dirty=run.dirty)
+        final = self.table.states[concluded.target].final
+        if not final:
+            self._mutate(run, lambda m: None)  # commit what is still staged
         for type_, reason, message in concluded.settled.events:
             self._event(run.obj, type_, reason, message)
         if concluded.settled.status != old or run.forced:
             self._status_write(run, concluded.settled.status)
-        if self.table.states[concluded.target].final:
-            self._mutate(run, _remove_finalizer)
-            name = _current_name(run.obj)
+        if final:
+            self._mutate(run, remove_finalizer)
+            name = current_name(run.obj)
             if isinstance(name, str) and name:
                 self.names.release(run.obj, name)
         return concluded.result
@@ -473,17 +465,18 @@ class Reconciler:
         retry_conflicts(attempt, lambda: self._refresh(run), what="status write")
 
     def _mutate(self, run: Pass, change: Callable[[dict[str, Any]], Any]) -> None:
-        """Apply ``change`` to metadata and commit it, retrying 409s from a fresh read."""
+        """Apply the staged changes and ``change`` to metadata and commit them in one write,
+        retrying 409s from a fresh read."""
         def attempt() -> None:
             body = dict(run.obj)
-            body["metadata"] = _copy_meta(run.obj["metadata"])
+            body["metadata"] = staged_meta(run)
             change(body["metadata"])
-            if body["metadata"] == run.obj["metadata"]:
-                return
-            try:
-                run.obj = self.api.replace(body)
-            except NotFound:
-                raise ObjectGone from None
+            if body["metadata"] != run.obj["metadata"]:
+                try:
+                    run.obj = self.api.replace(body)
+                except NotFound:
+                    raise ObjectGone from None
+            run.staged.clear()
 
         retry_conflicts(attempt, lambda: self._refresh(run), what="object write")
 
@@ -499,9 +492,12 @@ class Reconciler:
         """Write provider defaults into unset spec parameters, never over a value.
 
         The fields still missing are recomputed from every fresh read, so a
-        value the user set meanwhile wins; the pass is dirty only if the write
-        really changed the spec (a schema that prunes the field is reported,
-        not retried in a loop).
+        value the user set meanwhile wins; the write carries the staged
+        metadata changes. When it wrote the generation right after the one
+        this pass observed, the observation holds for it too (only the
+        provider's own values were filled in) and the status observes it;
+        after a concurrent spec change the pass is dirty instead. A schema
+        that prunes the field is reported, not retried in a loop.
         """
         def attempt() -> None:
             spec = run.obj.get("spec")
@@ -512,19 +508,23 @@ class Reconciler:
             if not missing:
                 return
             body = dict(run.obj)
+            body["metadata"] = staged_meta(run)
             body["spec"] = {**spec, "forProvider": {**params, **missing}}
             before = run.obj["metadata"].get("generation")
             try:
                 run.obj = self.api.replace(body)
             except NotFound:
                 raise ObjectGone from None
+            run.staged.clear()
             written = (run.obj.get("spec") or {}).get("forProvider") or {}
-            if run.obj["metadata"].get("generation") != before and all(
-                written.get(k) is not None for k in missing
-            ):
-                run.dirty = True
+            after = run.obj["metadata"].get("generation")
+            if after != before and all(written.get(k) is not None for k in missing):
+                if before == run.generation and isinstance(after, int):
+                    run.observed = after
+                else:
+                    run.dirty = True
             else:
-                run.notes.append(_config_note(
+                run.notes.append(config_note(
                     "LateInitNotPersisted",
                     f"provider defaults for {', '.join(sorted(missing))} could not be written "
                     "to spec.forProvider (pruned by the schema?)", run.generation))
@@ -551,36 +551,3 @@ class Reconciler:
             self.api.record_event(obj, type_, reason, message)
         except ApiError as exc:  # events are best effort, as in client-go's recorder
             log.debug("event %s not recorded: %s", reason, exc)
-
-
-def _current_name(obj: Mapping[str, Any]) -> Any:
-    """The external name an object holds: the one recorded in status, else its annotation."""
-    recorded = objects.status(obj).get("externalName")
-    if isinstance(recorded, str) and recorded:
-        return recorded
-    return objects.annotations(obj).get(EXTERNAL_NAME)
-
-
-def _config_note(reason: str, message: str, generation: int) -> Condition:
-    return Condition("ConfigValid", ConditionStatus.FALSE, reason, message, generation)
-
-
-def _informational(error: HandledError, generation: int) -> Condition:
-    return Condition("Informational", ConditionStatus.TRUE, error.reason, error.message,
-                     generation)
-
-
-def _remove_finalizer(meta: dict[str, Any]) -> None:
-    finalizers = meta.get("finalizers") or []
-    if FINALIZER in finalizers:
-        meta["finalizers"] = [f for f in finalizers if f != FINALIZER]
-
-
-def _copy_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
-    copied = dict(meta)
-    for key in ("annotations", "labels"):
-        if isinstance(meta.get(key), Mapping):
-            copied[key] = dict(meta[key])
-    if isinstance(meta.get("finalizers"), list):
-        copied["finalizers"] = list(meta["finalizers"])
-    return copied

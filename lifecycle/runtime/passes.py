@@ -1,0 +1,122 @@
+"""The working state of one managed reconcile pass, and the small helpers around it.
+
+:class:`Pass` is what the reconciler has learned and decided so far;
+:class:`PassObject` is the reconciled object as the intent journal sees it.
+Metadata changes may be *staged* on a pass: they are not written at once but
+ride on the pass's next object write (:func:`staged_meta` applies them to a
+copy of the stored metadata), so the finalizer, the external name and the
+journal entry before an external call cost one write, not three.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from lifecycle.core import objects
+from lifecycle.core.errors import HandledError
+from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
+from lifecycle.core.values import Condition, ConditionStatus
+from lifecycle.runtime.secrets import ConnectionSecrets
+
+__all__ = ["ObjectGone", "Pass", "PassObject", "config_note", "current_name", "informational",
+           "remove_finalizer", "staged_meta"]
+
+
+class ObjectGone(Exception):
+    """The reconciled object disappeared during the pass: nothing more to do."""
+
+
+@attrs.define
+class Pass:
+    """What one reconcile has learned and decided so far (internal working state)."""
+
+    obj: dict[str, Any]
+    state: str
+    generation: int
+    secrets: ConnectionSecrets
+    forced: bool = False
+    notes: list[Condition] = attrs.Factory(list)
+    dirty: bool = False
+    #: The external name the client was given in this pass.
+    external_name: str = ""
+    #: Metadata changes not yet committed: they ride on the next object write.
+    staged: list[Callable[[dict[str, Any]], Any]] = attrs.Factory(list)
+    #: The generation this pass's late-initialisation write produced, when the
+    #: observation also holds for it (only provider defaults were filled in).
+    observed: int | None = None
+
+    def annotations(self) -> Mapping[str, Any]:
+        """The object's annotations with the staged changes applied."""
+        return objects.annotations({"metadata": staged_meta(self)})
+
+
+class PassObject:
+    """The reconciled object of one pass as the effects see it (an ObjectPort).
+
+    ``commit(run, key, value)`` writes one annotation together with
+    everything staged on ``run``.
+    """
+
+    def __init__(self, run: Pass, commit: Callable[[Pass, str, str], None]) -> None:
+        self._run = run
+        self._commit = commit
+
+    def annotations(self) -> Mapping[str, Any]:
+        """The object's annotations, staged changes applied."""
+        return self._run.annotations()
+
+    def annotate(self, key: str, value: str) -> None:
+        """Commit one annotation, with everything staged, before returning."""
+        self._commit(self._run, key, value)
+
+    def stage(self, key: str, value: str) -> None:
+        """Set one annotation with the pass's next object write."""
+        self._run.staged.append(
+            lambda m: m.setdefault("annotations", {}).__setitem__(key, value))
+
+
+def current_name(obj: Mapping[str, Any]) -> Any:
+    """The external name an object holds: the one recorded in status, else its annotation."""
+    recorded = objects.status(obj).get("externalName")
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    return objects.annotations(obj).get(EXTERNAL_NAME)
+
+
+def config_note(reason: str, message: str, generation: int) -> Condition:
+    """A ``ConfigValid`` False note of this generation."""
+    return Condition("ConfigValid", ConditionStatus.FALSE, reason, message, generation)
+
+
+def informational(error: HandledError, generation: int) -> Condition:
+    """An ``Informational`` note carrying ``error``'s reason and message."""
+    return Condition("Informational", ConditionStatus.TRUE, error.reason, error.message,
+                     generation)
+
+
+def remove_finalizer(meta: dict[str, Any]) -> None:
+    """Drop the engine's finalizer from ``meta`` (in place)."""
+    finalizers = meta.get("finalizers") or []
+    if FINALIZER in finalizers:
+        meta["finalizers"] = [f for f in finalizers if f != FINALIZER]
+
+
+def staged_meta(run: Pass) -> dict[str, Any]:
+    """A copy of the object's metadata with the pass's staged changes applied."""
+    meta = _copy_meta(run.obj["metadata"])
+    for change in run.staged:
+        change(meta)
+    return meta
+
+
+def _copy_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    copied = dict(meta)
+    for key in ("annotations", "labels"):
+        if isinstance(meta.get(key), Mapping):
+            copied[key] = dict(meta[key])
+    if isinstance(meta.get("finalizers"), list):
+        copied["finalizers"] = list(meta["finalizers"])
+    return copied
