@@ -397,3 +397,66 @@ def test_attributes_change_under_a_non_superuser_admin(
 ])
 def test_login_failures_are_read_as_the_server_meant_them(text: str, verdict: bool | None) -> None:
     assert login.judge(text) is verdict
+
+
+# ------------------------------------------------------------ database fields
+def database_row(server: PostgresServer, name: str) -> tuple[Any, ...] | None:
+    """(collate, ctype, allow connections, is template) of a database, or None."""
+    rows = query(server, "SELECT datcollate, datctype, datallowconn, datistemplate "
+                         "FROM pg_database WHERE datname = %s", name)
+    return rows[0] if rows else None
+
+
+def test_database_locale_and_connection_settings_are_set_and_repaired(
+    env: Environment, server: PostgresServer
+) -> None:
+    db = unique("loc") + "'; ünï"
+    env.apply(manifest("Database", "d", external_name=db, template="template0",
+                       lcCollate="C", lcCType="POSIX", allowConnections=False, isTemplate=True))
+    env.run_until_idle()
+
+    assert env.state("Database", "d") == "ready"
+    assert database_row(server, db) == ("C", "C", False, True)  # the server records POSIX as C
+    at_provider = env.get("Database", "d")["status"]["atProvider"]
+    assert (at_provider["lcCollate"], at_provider["allowConnections"]) == ("C", False)
+
+    execute(server, sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS true IS_TEMPLATE false")
+            .format(sql.Identifier(db)))
+    env.advance(POLL)
+    assert ("ready", "updating", "update") in env.history("Database", "d")
+    assert database_row(server, db) == ("C", "C", False, True)  # the server records POSIX as C
+
+    # The locale cannot change; the template flag does not stop deletion.
+    env.apply(manifest("Database", "d", external_name=db, lcCollate="C.UTF-8"))
+    env.run_until_idle()
+    failed = env.condition("Database", "d", "Failed")
+    assert (env.state("Database", "d"), failed.reason) == ("failed", "ImmutableField")
+    assert "lcCollate" in failed.message
+    env.delete("Database", "d")
+    env.run_until_idle()
+    assert database_row(server, db) is None
+
+
+def test_database_settings_left_unset_are_not_managed(
+    env: Environment, server: PostgresServer
+) -> None:
+    env.apply(manifest("Database", "d"))
+    env.run_until_idle()
+    db = env.get("Database", "d")["metadata"]["annotations"][EXTERNAL_NAME]
+    execute(server, sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS false").format(
+        sql.Identifier(db)))
+    env.advance(POLL)
+    assert env.state("Database", "d") == "ready"
+    assert database_row(server, db)[2] is False  # type: ignore[index]
+    env.delete("Database", "d")
+    env.run_until_idle()
+    assert database_row(server, db) is None
+
+
+def test_an_unknown_locale_is_a_clear_condition(env: Environment) -> None:
+    env.apply(manifest("Database", "d", template="template0", lcCollate="xx_NOWHERE.UTF-8"))
+    env.advance(30.0)
+
+    failed = env.condition("Database", "d", "Failed")
+    assert env.state("Database", "d") == "failed"
+    assert "xx_NOWHERE.UTF-8" in failed.message

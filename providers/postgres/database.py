@@ -1,11 +1,13 @@
-"""The Database kind's client: a database's owner, encoding and connection limit.
+"""The Database kind's client: a database's owner, encoding, locale and connection settings.
 
 ``owner``, ``encoding`` and ``connectionLimit`` left unset take the
 server's defaults, which ``observe`` reports through ``late_init`` so the
 engine writes them back into the spec. ``template`` is used only when the
 database is created (PostgreSQL does not remember it). The encoding of an
 existing database cannot change: asking for another one is a terminal
-``ImmutableField`` error, never a silent drop and re-create.
+``ImmutableField`` error, never a silent drop and re-create; so is a
+different ``lcCollate`` or ``lcCType``. ``allowConnections`` and
+``isTemplate`` left unset are not managed; set, they are kept.
 """
 
 from __future__ import annotations
@@ -30,6 +32,18 @@ class DatabaseParameters:
     encoding: str | None = fields.name()
     template: str | None = fields.name()
     connection_limit: int | None = fields.connection_limit(None)
+    lc_collate: str | None = fields.text("lcCollate")
+    lc_ctype: str | None = fields.text("lcCType")
+    allow_connections: bool | None = fields.optional_flag("allowConnections")
+    is_template: bool | None = fields.optional_flag("isTemplate")
+
+
+def same_locale(wanted: str | None, held: str) -> bool:
+    """Whether the server's recorded locale ``held`` is the spec's ``wanted`` (unset matches
+    anything; ``POSIX`` is recorded as ``C``)."""
+    if wanted is None:
+        return True
+    return ("C" if wanted == "POSIX" else wanted) == held
 
 
 class DatabaseClient(SqlClient):
@@ -42,10 +56,11 @@ class DatabaseClient(SqlClient):
         name = self.name(resource)
         row = self._current(name, "pg_catalog.pg_get_userbyid(datdba), encoding, "
                                   "pg_catalog.pg_encoding_to_char(encoding), datconnlimit, "
-                                  "datistemplate, pg_catalog.shobj_description(oid, 'pg_database')")
+                                  "datistemplate, pg_catalog.shobj_description(oid, 'pg_database'),"
+                                  " datcollate, datctype, datallowconn")
         if row is None:
             return Observation.absent()
-        owner, encoding_id, encoding, limit, template, note = row
+        owner, encoding_id, encoding, limit, template, note, collate, ctype, allow = row
         mark = marks.mark_of(note)
         protected = marks.database_protection(name, template=template,
                                               admin_database=self.server.database)
@@ -54,7 +69,9 @@ class DatabaseClient(SqlClient):
             # Not (yet) this object's: report what is needed to judge it, nothing more.
             return Observation(exists=True, owner=mark, protected=protected)
         want: DatabaseParameters = resource.parameters or DatabaseParameters()
-        observed = {"owner": owner, "encoding": encoding, "connectionLimit": limit}
+        observed = {"owner": owner, "encoding": encoding, "connectionLimit": limit,
+                    "lcCollate": collate, "lcCType": ctype, "allowConnections": allow,
+                    "isTemplate": template}
         if limit == -2:  # PostgreSQL 16+: left invalid by an interrupted DROP DATABASE
             return Observation(exists=True, up_to_date=False, status=ProviderStatus.FAILED,
                                message=f"database {name!r} is invalid (an interrupted DROP "
@@ -64,6 +81,8 @@ class DatabaseClient(SqlClient):
             want.owner in (None, owner)
             and want.connection_limit in (None, limit)
             and (want.encoding is None or self._encoding_id(want.encoding) == encoding_id)
+            and same_locale(want.lc_collate, collate) and same_locale(want.lc_ctype, ctype)
+            and want.allow_connections in (None, allow) and want.is_template in (None, template)
         )
         return Observation(
             exists=True,
@@ -98,6 +117,11 @@ class DatabaseClient(SqlClient):
         if want.connection_limit is not None:
             options.append(sql.SQL("CONNECTION LIMIT {}").format(
                 sql.Literal(want.connection_limit)))
+        for keyword, value in (("LC_COLLATE", want.lc_collate), ("LC_CTYPE", want.lc_ctype),
+                               ("ALLOW_CONNECTIONS", want.allow_connections),
+                               ("IS_TEMPLATE", want.is_template)):
+            if value is not None:
+                options.append(sql.SQL(keyword + " {}").format(sql.Literal(value)))
         statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
         if options:
             statement = sql.SQL("{} WITH {}").format(statement, sql.SQL(" ").join(options))
@@ -113,7 +137,15 @@ class DatabaseClient(SqlClient):
         """ALTER DATABASE owner and connection limit; a different encoding is terminal."""
         name = self.name(resource)
         want: DatabaseParameters = resource.parameters or DatabaseParameters()
-        row = self._current(name, "encoding")
+        row = self._current(name, "encoding, datcollate, datctype")
+        if row is not None:
+            for key, value, held in (("lcCollate", want.lc_collate, row[1]),
+                                     ("lcCType", want.lc_ctype, row[2])):
+                if not same_locale(value, held):
+                    raise TerminalError(
+                        f"database {name!r} exists with {key} {held!r}; the locale of a "
+                        "database cannot change (create a new database instead)",
+                        reason="ImmutableField")
         if want.encoding is not None and row is not None:
             wanted = self._encoding_id(want.encoding)
             if wanted < 0:
@@ -138,10 +170,21 @@ class DatabaseClient(SqlClient):
                 sql.SQL("ALTER DATABASE {} WITH CONNECTION LIMIT {}").format(
                     target, sql.Literal(want.connection_limit)),
                 f"changing the connection limit of database {name!r}")
+        for keyword, value in (("ALLOW_CONNECTIONS", want.allow_connections),
+                               ("IS_TEMPLATE", want.is_template)):
+            if value is not None:
+                self.session.execute(
+                    sql.SQL("ALTER DATABASE {} WITH " + keyword + " {}").format(
+                        target, sql.Literal(value)),
+                    f"setting {keyword} of database {name!r}")
 
     def delete(self, resource: ManagedResource) -> None:
         """DROP DATABASE IF EXISTS, ending other sessions on it (PostgreSQL 13+)."""
         name = self.name(resource)
+        found = self._current(name, "datistemplate")
+        if found is not None and found[0]:  # PostgreSQL refuses to drop a template
+            self.session.execute(sql.SQL("ALTER DATABASE {} WITH IS_TEMPLATE false").format(
+                sql.Identifier(name)), f"unmarking template database {name!r}")
         statement = sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name))
         if self.session.connection.info.server_version >= 130000:
             statement = sql.SQL("{} WITH (FORCE)").format(statement)

@@ -40,6 +40,16 @@ def flag(default: bool, *, alias: str | None = None) -> Any:
     return attrs.field(default=default, validator=_strict_bool, alias=alias)
 
 
+def _optional_bool(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"'{attribute.name}' must be true or false")
+
+
+def optional_flag(alias: str) -> Any:
+    """A boolean field that may be left unset (None: not managed), spec key ``alias``."""
+    return attrs.field(default=None, validator=_optional_bool, alias=alias)
+
+
 def connection_limit(default: int | None) -> Any:
     """A connection limit (spec key ``connectionLimit``): -1 for none, else a count; None
     leaves it to the server."""
