@@ -1,9 +1,10 @@
-"""The intent journal is closed by observation after a crash lost the recorded outcome.
+"""The intent journal is closed by observation, also after a crash.
 
-A crash after ``create`` (or ``update``) returns but before its outcome is
-committed leaves a ``pending`` journal entry. The next observation that shows
-the effect happened closes it as ``succeeded``, so a later, unrelated call of
-the same operation mints a new idempotency key instead of reusing the old one.
+A call of ``create`` (or ``update``) leaves a ``pending`` journal entry: its
+success is not written after the call, and a crash right after the call
+leaves the same entry. The next observation that shows the effect happened
+closes it as ``succeeded``, so a later, unrelated call of the same operation
+mints a new idempotency key instead of reusing the old one.
 """
 
 from __future__ import annotations
@@ -53,15 +54,25 @@ def crash_on_outcome(env: Environment, operation: str) -> Iterator[list[str]]:
         env.api.replace = real_replace  # type: ignore[method-assign]
 
 
-def crash_after_create(env: Environment) -> str:
+def crash_after_create(env: Environment, cloud: SimCloud) -> str:
     """Apply ``db`` and crash right after the cloud accepted the create; the key used.
 
     The version is given, so nothing is late-initialised and the generation
     stays the same: only the journal can tell a new create from the old one.
     """
     env.apply(database_manifest("db", version="15"))
-    with crash_on_outcome(env, "create") as crashed, suppress(Crash):
+    real_create = cloud.create_instance
+    crashed: list[str] = []
+
+    def create(*args: Any, **kwargs: Any) -> Any:
+        real_create(*args, **kwargs)
+        crashed.append(kwargs["client_token"])
+        raise Crash
+
+    cloud.create_instance = create  # type: ignore[method-assign]
+    with suppress(Crash):
         env.reconcile(KIND, "db")
+    cloud.create_instance = real_create  # type: ignore[method-assign]
     assert len(crashed) == 1
     return crashed[0]
 
@@ -74,7 +85,7 @@ def client_token(cloud: SimCloud, name: str) -> str | None:
 
 def test_a_create_interrupted_before_its_outcome_is_closed_by_the_next_observation() -> None:
     env, cloud = make()
-    key = crash_after_create(env)
+    key = crash_after_create(env, cloud)
     assert intent(env) == {**intent(env), "outcome": "pending", "key": key}
     assert client_token(cloud, external(env)) == key
 
@@ -89,7 +100,7 @@ def test_a_create_interrupted_before_its_outcome_is_closed_by_the_next_observati
 
 def test_a_vanished_resource_is_recreated_under_a_new_key_after_a_closed_crash() -> None:
     env, cloud = make()
-    old_key = crash_after_create(env)
+    old_key = crash_after_create(env, cloud)
     env.enqueue(KIND, "db")
     env.run_until_idle()
     assert env.state(KIND, "db") == "ready"

@@ -25,7 +25,7 @@ from lifecycle.core.kind import (
     PROVIDER_CONFIG_KIND,
     RECONCILE_POLICY,
 )
-from lifecycle.core.values import Creation, Intent, ResultKind
+from lifecycle.core.values import Creation, Intent, Observation, ResultKind
 from lifecycle.kube.errors import Conflict, Invalid, ServerError, TooManyRequests
 from lifecycle.providers.simcloud import CloudThrottled, CloudUnavailable, SimCloud
 from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
@@ -230,20 +230,26 @@ def test_deletion_that_orphans(annotations, deletion_policy) -> None:
 
 
 # ------------------------------------------------- step 5: take ownership
-def test_finalizer_and_name_are_acquired_before_any_external_call() -> None:
+def test_finalizer_and_name_are_acquired_before_any_mutating_external_call() -> None:
+    # Observing changes nothing and may come first; the claim is committed, in the
+    # same write as the pending journal entry, before the create.
     env, cloud = make()
     env.apply(database_manifest("db"))
-    seen: list[int] = []
+    seen: list[list[str]] = []
     real_replace = env.api.replace
 
     def spy(obj: dict[str, Any]) -> dict[str, Any]:
-        if FINALIZER in (obj["metadata"].get("finalizers") or []) and not seen:
-            seen.append(len(cloud.calls))
+        meta = obj["metadata"]
+        if FINALIZER in (meta.get("finalizers") or []) and not seen:
+            assert (meta.get("annotations") or {}).get(EXTERNAL_NAME)
+            assert json.loads(meta["annotations"][INTENT])["outcome"] == "pending"
+            seen.append([c.operation for c in cloud.calls])
         return real_replace(obj)
 
     env.api.replace = spy  # type: ignore[method-assign]
     env.reconcile(KIND, "db")
-    assert seen == [0]
+    assert seen == [["describe"]]
+    assert [c.operation for c in cloud.calls] == ["describe", "create"]
     meta = env.get(KIND, "db")["metadata"]
     assert FINALIZER in meta["finalizers"]
     assert meta["annotations"][EXTERNAL_NAME].startswith("db-")
@@ -470,7 +476,11 @@ def test_create_journal_and_password_before_create() -> None:
 
     cloud.create_instance = cloud_create  # type: ignore[method-assign]
     env.reconcile(KIND, "db")
-    assert order[:4] == ["secret", "intent:pending", "cloud-create", "intent:succeeded"]
+    # The entry stays pending after the call: the observation that shows the
+    # instance closes it, with the next object write.
+    assert order == ["secret", "intent:pending", "cloud-create"]
+    env.reconcile(KIND, "db")
+    assert order[3:] == ["intent:succeeded"]
 
 
 def test_password_is_reused_after_a_lost_create() -> None:
@@ -484,7 +494,9 @@ def test_password_is_reused_after_a_lost_create() -> None:
     assert env.secret("db-conn")["password"] == password
 
 
-def test_late_init_written_back_to_spec_and_requeues_now() -> None:
+def test_late_init_written_back_to_spec_and_observed_in_the_same_pass() -> None:
+    # Only the provider's own values were filled in, so the observation holds for
+    # the generation the write produced: the status observes it, no pass is needed.
     env, _ = make(create_polls=0)
     env.apply(database_manifest("db"))
     env.reconcile(KIND, "db")  # creates; nothing observed yet
@@ -492,7 +504,9 @@ def test_late_init_written_back_to_spec_and_requeues_now() -> None:
     obj = env.get(KIND, "db")
     assert obj["spec"]["forProvider"]["version"] == "15"
     assert obj["metadata"]["generation"] == 2
-    assert step.result.kind is ResultKind.REQUEUE_NOW
+    assert obj["status"]["observedGeneration"] == 2
+    assert step.after == "ready"
+    assert step.result.kind is ResultKind.REQUEUE_AFTER and step.result.reason == "Poll"
 
 
 def test_update_on_spec_change() -> None:
@@ -703,6 +717,10 @@ class _Port:
         self.committed[key] = value
         self.log.append((key, value))
 
+    def stage(self, key: str, value: str) -> None:
+        self.committed[key] = value
+        self.log.append((key, "staged:" + value))
+
 
 def test_effects_journal_each_call_through_the_object_port() -> None:
     calls: list[str] = []
@@ -719,10 +737,17 @@ def test_effects_journal_each_call_through_the_object_port() -> None:
                       lambda: datetime(2026, 1, 1, tzinfo=UTC))
     effects.create()
     intents = [json.loads(v) for k, v in port.log if k == INTENT]
-    assert [i["outcome"] for i in intents] == ["pending", "succeeded"]
+    # Committed before the call; closed only by an observation showing the effect.
+    assert [i["outcome"] for i in intents] == ["pending"]
     assert calls == [intents[0]["key"]] == ["u-1/create/3/1"]
     assert port.committed[EXTERNAL_NAME] == "assigned-7" == effects.external_name
     assert (effects.operation, effects.connection) == ("create", {"host": "h"})
+    # Nothing to close while the effect is not visible; then the close is staged.
+    assert not effects.close_observed(Observation.absent())
+    assert effects.close_observed(Observation(exists=True))
+    key, value = port.log[-1]
+    assert key == INTENT and value.startswith("staged:")
+    assert json.loads(value.removeprefix("staged:"))["outcome"] == "succeeded"
 
 
 def test_a_pending_intent_is_resumed_and_a_new_one_gets_a_new_key() -> None:
