@@ -460,3 +460,105 @@ def test_an_unknown_locale_is_a_clear_condition(env: Environment) -> None:
     failed = env.condition("Database", "d", "Failed")
     assert env.state("Database", "d") == "failed"
     assert "xx_NOWHERE.UTF-8" in failed.message
+
+
+# ------------------------------------------------------------------- grants
+def privileges(server: PostgresServer, role: str, db: str) -> dict[str, bool]:
+    """The role's explicit privileges on the database, each with its grant option."""
+    rows = query(server, "SELECT a.privilege_type, a.is_grantable FROM pg_database d, "
+                         "LATERAL aclexplode(d.datacl) a JOIN pg_roles r ON r.oid = a.grantee "
+                         "WHERE d.datname = %s AND r.rolname = %s", db, role)
+    return dict(rows)
+
+
+def role_and_database(env: Environment, prefix: str) -> tuple[str, str]:
+    """Apply Role r and Database d, settle, return their PostgreSQL names."""
+    role, db = unique(prefix) + '"; ünï', unique(prefix + "db")
+    env.apply(manifest("Role", "r", external_name=role))
+    env.apply(manifest("Database", "d", external_name=db))
+    env.run_until_idle()
+    return role, db
+
+
+def test_grant_with_option_is_set_and_repaired(env: Environment, server: PostgresServer) -> None:
+    role, db = role_and_database(env, "wo")
+    env.apply(manifest("Grant", "g", role=role, database=db, privileges=["CONNECT"],
+                       withOption="GRANT"))
+    env.run_until_idle()
+    assert env.state("Grant", "g") == "ready"
+    assert privileges(server, role, db) == {"CONNECT": True}
+
+    execute(server, sql.SQL("REVOKE GRANT OPTION FOR CONNECT ON DATABASE {} FROM {}").format(
+        sql.Identifier(db), sql.Identifier(role)))
+    assert privileges(server, role, db) == {"CONNECT": False}
+    env.advance(POLL)
+    assert ("ready", "updating", "update") in env.history("Grant", "g")
+    assert privileges(server, role, db) == {"CONNECT": True}
+
+    env.delete("Grant", "g")
+    env.run_until_idle()
+    assert privileges(server, role, db) == {}
+
+
+def test_with_option_admin_is_refused_on_a_database_grant(env: Environment) -> None:
+    env.apply(manifest("Grant", "g", role="r", database="d", privileges=["CONNECT"],
+                       withOption="ADMIN"))
+    env.run_until_idle()
+    failed = env.condition("Grant", "g", "Failed")
+    assert failed.reason == "InvalidSpec"
+    assert "'withOption' must be GRANT" in failed.message
+
+
+def test_an_exclusive_grant_revokes_privileges_removed_from_it(
+    env: Environment, server: PostgresServer
+) -> None:
+    role, db = role_and_database(env, "ex")
+    env.apply(manifest("Grant", "g", role=role, database=db, privileges=["CONNECT", "CREATE"],
+                       exclusive=True))
+    env.run_until_idle()
+    assert privileges(server, role, db) == {"CONNECT": False, "CREATE": False}
+
+    env.apply(manifest("Grant", "g", role=role, database=db, privileges=["CONNECT"],
+                       exclusive=True))
+    env.run_until_idle()
+    assert privileges(server, role, db) == {"CONNECT": False}
+
+    # Granted by hand: revoked at the next poll.
+    execute(server, sql.SQL("GRANT TEMPORARY ON DATABASE {} TO {}").format(
+        sql.Identifier(db), sql.Identifier(role)))
+    env.advance(POLL)
+    assert privileges(server, role, db) == {"CONNECT": False}
+    assert env.state("Grant", "g") == "ready"
+
+
+def test_a_grant_never_revokes_what_the_owner_holds(
+    env: Environment, server: PostgresServer
+) -> None:
+    owner, db = unique("own") + "'", unique("owndb")
+    env.apply(manifest("Role", "r", external_name=owner))
+    env.apply(manifest("Database", "d", external_name=db, owner=owner))
+    env.apply(manifest("Grant", "g", role=owner, database=db, privileges=["CONNECT"],
+                       exclusive=True))
+    env.run_until_idle()
+    failed = env.condition("Grant", "g", "Failed")
+    assert (env.state("Grant", "g"), failed.reason) == ("failed", "InvalidSpec")
+    assert "by ownership" in failed.message
+
+    env.delete("Grant", "g")
+    env.run_until_idle()
+    assert not env.exists("Grant", "g")
+    assert query(server, "SELECT has_database_privilege(%s, %s, 'CREATE'), "
+                         "has_database_privilege(%s, %s, 'CONNECT')",
+                 owner, db, owner, db) == [(True, True)]
+
+
+def test_a_plain_grant_leaves_other_privileges_alone(
+    env: Environment, server: PostgresServer
+) -> None:
+    role, db = role_and_database(env, "pl")
+    env.apply(manifest("Grant", "g", role=role, database=db, privileges=["CONNECT"]))
+    env.run_until_idle()
+    execute(server, sql.SQL("GRANT TEMPORARY ON DATABASE {} TO {}").format(
+        sql.Identifier(db), sql.Identifier(role)))
+    env.advance(POLL)
+    assert privileges(server, role, db) == {"CONNECT": False, "TEMPORARY": False}
