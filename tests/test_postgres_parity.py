@@ -562,3 +562,63 @@ def test_a_plain_grant_leaves_other_privileges_alone(
         sql.Identifier(db), sql.Identifier(role)))
     env.advance(POLL)
     assert privileges(server, role, db) == {"CONNECT": False, "TEMPORARY": False}
+
+
+# ------------------------------------------------- roles that own objects
+def table_owner(server: PostgresServer, db: str, table: str) -> str | None:
+    """The owner of ``public.table`` in ``db``, or None when there is no such table."""
+    with server.connect(dbname=db) as conn:
+        row = conn.execute("SELECT tableowner FROM pg_tables WHERE schemaname = 'public' "
+                           "AND tablename = %s", [table]).fetchone()
+    return None if row is None else row[0]
+
+
+def owned_table(server: PostgresServer, db: str, table: str, owner: str) -> None:
+    """Create ``public.table`` in ``db`` owned by ``owner``, and grant ``owner`` a privilege on
+    another table, so the role both owns and holds something there."""
+    with server.connect(dbname=db) as conn:
+        conn.execute(sql.SQL("CREATE TABLE {} (id int)").format(sql.Identifier(table)))
+        conn.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(sql.Identifier(table),
+                                                                 sql.Identifier(owner)))
+        conn.execute(sql.SQL("CREATE TABLE {} (id int)").format(sql.Identifier(table + "_x")))
+        conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(sql.Identifier(table + "_x"),
+                                                               sql.Identifier(owner)))
+
+
+@pytest.mark.parametrize("policy", ["reassign", "drop", "none"])
+def test_deleting_a_role_that_owns_objects_follows_its_policy(
+    env: Environment, server: PostgresServer, policy: str
+) -> None:
+    role, heir, db = unique("owner") + '"; ünï', unique("heir"), unique("objs")
+    create_roles(server, heir)
+    parameters = {"reassign": {"reassignOwnedTo": heir}, "drop": {"dropOwned": True},
+                  "none": {}}[policy]
+    env.apply(manifest("Role", "r", external_name=role, **parameters))
+    env.apply(manifest("Database", "d", external_name=db))
+    env.run_until_idle()
+    owned_table(server, db, "t", role)
+    owned_table(server, "postgres", f"t_{heir}", role)
+    try:
+        env.delete("Role", "r")
+        env.advance(60.0)
+        if policy == "none":
+            failed = env.condition("Role", "r", "Failed")
+            assert failed is not None and failed.reason == "ObjectInUse"
+            assert attributes(server, role) is not None
+            assert table_owner(server, db, "t") == role
+            return
+        assert not env.exists("Role", "r")
+        assert attributes(server, role) is None
+        expected = heir if policy == "reassign" else None
+        assert table_owner(server, db, "t") == expected
+        assert table_owner(server, "postgres", f"t_{heir}") == expected
+    finally:
+        with server.connect() as conn:
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}, {}").format(
+                sql.Identifier(f"t_{heir}"), sql.Identifier(f"t_{heir}_x")))
+        env.delete("Database", "d")
+        env.advance(60.0)
+        if attributes(server, role) is not None:
+            execute(server, sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            drop_roles(server, role)
+        drop_roles(server, heir)

@@ -22,7 +22,7 @@ from psycopg import sql
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.values import Creation, Observation
 from lifecycle.providers.postgres import fields, marks, scram
-from lifecycle.providers.postgres.config import SqlClient, check_name
+from lifecycle.providers.postgres.config import Session, SqlClient, check_name
 from lifecycle.providers.postgres.login import password_works
 from lifecycle.runtime.contract import ManagedResource
 
@@ -49,7 +49,9 @@ class RoleParameters:
     ``superUser`` is refused unless the provider config sets ``allowSuperuser:
     true``. ``validUntil`` unset means the password never expires.
     ``memberOf`` unset leaves memberships alone; a list is exact: missing
-    memberships are granted, others revoked.
+    memberships are granted, others revoked. ``reassignOwnedTo`` and
+    ``dropOwned`` (both off by default) say what deleting the role does with
+    the objects it owns and the privileges it holds in every database.
     """
 
     login: bool = fields.flag(True)
@@ -62,6 +64,8 @@ class RoleParameters:
     superuser: bool = fields.flag(False, alias="superUser")
     valid_until: str | None = fields.text("validUntil")
     member_of: tuple[str, ...] | None = fields.names("memberOf")
+    reassign_owned_to: str | None = fields.text("reassignOwnedTo")
+    drop_owned: bool = fields.flag(False, alias="dropOwned")
 
     def flags(self) -> dict[str, bool]:
         """The boolean attributes keyed by spec key."""
@@ -166,10 +170,40 @@ class RoleClient(SqlClient):
             self._set_memberships(name, want, self._memberships(name))
 
     def delete(self, resource: ManagedResource) -> None:
-        """DROP ROLE IF EXISTS (a role still holding privileges is retried later)."""
+        """DROP ROLE IF EXISTS, after REASSIGN OWNED / DROP OWNED in every database when the
+        spec asks; otherwise a role still owning objects or holding privileges is retried."""
         name = self.name(resource)
+        want: RoleParameters = resource.parameters or RoleParameters()
+        if want.reassign_owned_to is not None or want.drop_owned:
+            exists = self.session.row("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s",
+                                      [name], doing=f"observing role {name!r}")
+            if exists is not None:
+                self._release_owned(name, want)
         self.session.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)),
                              f"dropping role {name!r}")
+
+    def _release_owned(self, name: str, want: RoleParameters) -> None:
+        """REASSIGN OWNED BY the role (to ``reassignOwnedTo``) and DROP OWNED BY it in each
+        database that accepts connections: both act on the current database only."""
+        if want.reassign_owned_to is not None:
+            check_name("reassignOwnedTo role", want.reassign_owned_to)
+        databases = [r[0] for r in self.session.rows(
+            "SELECT datname FROM pg_catalog.pg_database WHERE datallowconn ORDER BY 1",
+            doing="listing databases")]
+        role = sql.Identifier(name)
+        for database in databases:
+            session = Session.open(attrs.evolve(self.server, database=database))
+            try:
+                with session.connection.transaction():
+                    if want.reassign_owned_to is not None:
+                        session.execute(sql.SQL("REASSIGN OWNED BY {} TO {}").format(
+                            role, sql.Identifier(want.reassign_owned_to)),
+                            f"reassigning what role {name!r} owns in {database!r} to "
+                            f"{want.reassign_owned_to!r}")
+                    session.execute(sql.SQL("DROP OWNED BY {}").format(role),
+                                    f"dropping what role {name!r} owns in {database!r}")
+            finally:
+                session.close()
 
     def _check_allowed(self, want: RoleParameters) -> None:
         """Refuse what would hand a role the server: SUPERUSER, or membership in a superuser,
