@@ -235,3 +235,37 @@ def test_in_flight_reports_how_long_each_key_has_run() -> None:
     q.get(timeout=0)
     clock.now += 4.0
     assert q.in_flight() == {"k": 4.0}
+
+
+def test_constructor_defaults_and_exact_messages() -> None:
+    b = ItemExponentialBackoff()
+    assert (b.base, b.cap) == (1.0, 60.0)
+    assert ItemExponentialBackoff(2.0, 2.0).when("k") == 2.0, "base == cap is allowed"
+    bucket = BucketRateLimiter()
+    assert (bucket.qps, bucket.burst) == (10.0, 100)
+    with pytest.raises(ValueError, match=r"^backoff needs 0 < base <= cap$"):
+        ItemExponentialBackoff(0.0)
+    with pytest.raises(ValueError, match=r"^bucket needs qps > 0 and burst >= 1$"):
+        BucketRateLimiter(0.0)
+    q = WorkQueue()
+    assert q.name == "queue" and q.shutting_down is False
+
+
+def test_a_part_token_left_after_the_draw_means_no_wait() -> None:
+    clock = Clock()
+    bucket = BucketRateLimiter(qps=2.0, burst=2, clock=clock)
+    assert [bucket.when("k"), bucket.when("k")] == [0.0, 0.0]
+    clock.now += 0.75                          # 1.5 tokens back; one drawn leaves 0.5
+    assert bucket.when("k") == 0.0
+
+
+def test_a_rate_limited_add_without_a_floor_takes_the_limiters_delay() -> None:
+    q, _ = queue(rate_limiter=ItemExponentialBackoff(0.25, 1.0))
+    assert q.add_rate_limited("k") == 0.25
+
+
+def test_drain_with_no_time_left_returns_at_once() -> None:
+    q, _ = queue()                             # the clock never moves
+    q.add("k")
+    assert q.get(timeout=0) == "k"
+    assert q.drain(timeout=0) is False
