@@ -170,11 +170,17 @@ def test_targets_come_from_the_registry() -> None:
     for name, reason in skipped:
         assert reason, name
     # A named kind is labelled with the name it was asked by, so the replay command works.
-    (target,), _ = verify.targets(["lifecycle.machines.database:DatabaseInstance"])
-    assert target.kind is DatabaseInstance
-    assert target.name == "lifecycle.machines.database:DatabaseInstance"
-    (target,), _ = verify.targets(["databaseinstances"])
-    assert target.name == "databaseinstances"
+    # A kind may bring more scenarios: its own first, the others named KIND/scenario.
+    named = "lifecycle.machines.database:DatabaseInstance"
+    chosen, _ = verify.targets([named])
+    assert all(t.kind is DatabaseInstance for t in chosen)
+    assert [t.name for t in chosen] == [named, f"{named}/shared-name", f"{named}/adoption"]
+    chosen, _ = verify.targets(["databaseinstances"])
+    assert chosen[0].name == "databaseinstances"
+    (target,), _ = verify.targets(["DatabaseInstance/adoption"])
+    assert target.name == "DatabaseInstance/adoption" and target.waiting == ("alpha",)
+    with pytest.raises(verify.VerifyError, match="no verification scenario 'nope'"):
+        verify.targets(["DatabaseInstance/nope"])
 
 
 def test_kinds_without_a_target_are_skipped_with_a_reason(
