@@ -6,6 +6,7 @@ Each field is set, changed by hand on the server, and repaired at the next poll.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -622,3 +623,141 @@ def test_deleting_a_role_that_owns_objects_follows_its_policy(
             execute(server, sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
             drop_roles(server, role)
         drop_roles(server, heir)
+
+
+# ------------------------------------------------- TLS from the credentials Secret
+def _certificates(user: str) -> dict[str, str]:
+    """PEM texts: a CA, a server certificate for 127.0.0.1 and a client certificate for
+    ``user``, both signed by it, and a second, unrelated CA."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+
+    def name(common: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+    def issue(subject: str, key: Any, issuer: x509.Name, signer: Any, *, ca: bool,
+              san: Any = None) -> x509.Certificate:
+        builder = (x509.CertificateBuilder().subject_name(name(subject)).issuer_name(issuer)
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(days=1))
+                   .not_valid_after(now + datetime.timedelta(days=2))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if san is not None:
+            builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
+        return builder.sign(signer, hashes.SHA256())
+
+    def pem(item: Any) -> str:
+        if isinstance(item, x509.Certificate):
+            return item.public_bytes(serialization.Encoding.PEM).decode()
+        return item.private_bytes(serialization.Encoding.PEM,
+                                  serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()).decode()
+
+    ca_key, other_key, server_key, client_key = (ec.generate_private_key(ec.SECP256R1())
+                                                 for _ in range(4))
+    ca = issue("lifecycle test CA", ca_key, name("lifecycle test CA"), ca_key, ca=True)
+    other = issue("another CA", other_key, name("another CA"), other_key, ca=True)
+    server = issue("127.0.0.1", server_key, ca.subject, ca_key, ca=False,
+                   san=[x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    client = issue(user, client_key, ca.subject, ca_key, ca=False)
+    return {"ca": pem(ca), "other_ca": pem(other), "server": pem(server),
+            "server_key": pem(server_key), "client": pem(client), "client_key": pem(client_key)}
+
+
+@pytest.fixture(scope="module")
+def tls_server() -> Iterator[tuple[PostgresServer, dict[str, str]]]:
+    """A second server that accepts TCP only over TLS with a client certificate (and the
+    password), with the certificates it trusts."""
+    tls = PostgresServer()
+    tls.start()
+    pems = _certificates(tls.user)
+    tls.stop()
+    runas = tls._runas
+    for file, text in (("server.crt", pems["server"]), ("server.key", pems["server_key"]),
+                       ("root.crt", pems["ca"])):
+        path = tls.data / file
+        path.write_text(text)
+        path.chmod(0o600)
+        if runas is not None:
+            os.chown(path, runas.pw_uid, runas.pw_gid)
+    with open(tls.data / "postgresql.conf", "a") as conf:
+        conf.write("\nssl = on\nssl_ca_file = 'root.crt'\n")
+    hba = tls.data / "pg_hba.conf"
+    rules = [line for line in hba.read_text().splitlines() if not line.startswith("host")]
+    hba.write_text("\n".join(
+        ["hostssl all all 127.0.0.1/32 scram-sha-256 clientcert=verify-full", *rules]) + "\n")
+    tls.start()
+    yield tls, pems
+    tls.close()
+
+
+def tls_environment(tls: PostgresServer, sslmode: str, credentials: dict[str, str],
+                    keys: dict[str, str] | None = None) -> Environment:
+    """An Environment pointed at the TLS server with ``credentials`` as its Secret."""
+    env = postgres_environment(tls.host, tls.port, tls.user, tls.password, sslmode)
+    spec: dict[str, Any] = {"host": tls.host, "port": tls.port, "sslmode": sslmode}
+    if keys is not None:
+        spec["credentialKeys"] = keys
+    env.provider_config(credentials=credentials, spec=spec)
+    return env
+
+
+def test_ca_bundle_and_client_certificate_come_from_the_credentials_secret(
+    tls_server: tuple[PostgresServer, dict[str, str]],
+) -> None:
+    tls, pems = tls_server
+    env = tls_environment(tls, "verify-full", {
+        "user": tls.user, "pass": tls.password, "ca.crt": pems["ca"],
+        "tls.crt": pems["client"], "tls.key": pems["client_key"]},
+        keys={"username": "user", "password": "pass"})
+    env.apply(manifest("Role", "r", login=False))
+    env.run_until_idle()
+
+    # The server takes TCP only over TLS with a client certificate its CA signed.
+    assert env.state("Role", "r") == "ready"
+    env.delete("Role", "r")
+    env.run_until_idle()
+    assert not env.exists("Role", "r")
+
+
+@pytest.mark.parametrize(("case", "reason"), [
+    ("no client certificate", "ConnectionRejected"),
+    ("another CA", "ServerUnavailable"),
+    ("certificate without key", "CredentialsMissing"),
+])
+def test_tls_material_is_really_used(
+    tls_server: tuple[PostgresServer, dict[str, str]], case: str, reason: str
+) -> None:
+    tls, pems = tls_server
+    credentials = {"username": tls.user, "password": tls.password, "ca.crt": pems["ca"],
+                   "tls.crt": pems["client"], "tls.key": pems["client_key"]}
+    if case == "no client certificate":
+        del credentials["tls.crt"], credentials["tls.key"]
+    elif case == "another CA":
+        credentials["ca.crt"] = pems["other_ca"]
+    else:
+        del credentials["tls.key"]
+    env = tls_environment(tls, "verify-full", credentials)
+    env.apply(manifest("Role", "r"))
+    env.reconcile("Role", "r")
+
+    failed = env.condition("Role", "r", "Failed")
+    assert (env.state("Role", "r"), failed.reason) == ("failed", reason)
+    for secret in (tls.password, pems["client_key"]):
+        assert secret not in failed.message
+
+
+def test_credential_keys_must_name_known_values(env: Environment) -> None:
+    set_provider_config(env, credentialKeys={"token": "t"})
+    env.apply(manifest("Role", "r"))
+    env.reconcile("Role", "r")
+    failed = env.condition("Role", "r", "Failed")
+    assert (env.state("Role", "r"), failed.reason) == ("failed", "ProviderConfigInvalid")
+    assert "spec.credentialKeys" in failed.message

@@ -9,11 +9,14 @@ A ``lifecycle.dev/v1alpha1`` ProviderConfig points at a server::
       database: postgres        # the database the admin connects to; default postgres
       connectTimeout: 5         # seconds; default 5
       allowSuperuser: false     # whether Roles may ask for superUser; default false
+      credentialKeys: {username: user}   # Secret key names, when not the defaults
       credentials:
         secretRef: {name: pg-admin, namespace: crossplane-system}
 
 and its Secret holds ``username`` and ``password`` of a role allowed to
-create roles and databases. The engine resolves both into a
+create roles and databases, and optionally ``ca.crt`` (the CA bundle that
+``verify-ca``/``verify-full`` check the server against), ``tls.crt`` and
+``tls.key`` (a client certificate and its key). The engine resolves both into a
 :class:`lifecycle.runtime.contract.ProviderConfig`; :class:`PostgresConnector` turns
 that into one admin connection per reconcile.
 
@@ -25,6 +28,8 @@ verbatim) and every known secret redacted.
 from __future__ import annotations
 
 import contextlib
+import os
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar
 from urllib.parse import quote
@@ -40,6 +45,9 @@ from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 SSLMODES = frozenset({"disable", "allow", "prefer", "require", "verify-ca", "verify-full"})
 #: PostgreSQL truncates identifiers longer than this many bytes (NAMEDATALEN - 1).
 MAX_IDENTIFIER_BYTES = 63
+#: The credentials Secret's default key for each value (``spec.credentialKeys`` renames them).
+CREDENTIAL_KEYS = {"username": "username", "password": "password", "ca": "ca.crt",
+                   "cert": "tls.crt", "key": "tls.key"}
 #: Server-side limits for every statement of a reconcile, so none can hang it.
 SESSION_OPTIONS = "-c statement_timeout=30s -c lock_timeout=10s"
 
@@ -57,6 +65,10 @@ class ServerConfig:
     connect_timeout: int = 5
     #: Whether Roles may be made superusers (``allowSuperuser``; default false).
     allow_superuser: bool = False
+    #: PEM texts from the credentials Secret: CA bundle, client certificate and key.
+    ca: str | None = attrs.field(default=None, repr=False)
+    cert: str | None = attrs.field(default=None, repr=False)
+    key: str | None = attrs.field(default=None, repr=False)
 
     @classmethod
     def from_provider_config(cls, config: ProviderConfig) -> ServerConfig:
@@ -87,16 +99,48 @@ class ServerConfig:
         allow_superuser = spec.get("allowSuperuser", False)
         if not isinstance(allow_superuser, bool):
             raise invalid("spec.allowSuperuser must be true or false")
-        missing = [key for key in ("username", "password") if not creds.get(key)]
+        names = spec.get("credentialKeys", {})
+        if not isinstance(names, dict) or set(names) - set(CREDENTIAL_KEYS) or not all(
+                isinstance(v, str) and v for v in names.values()):
+            raise invalid("spec.credentialKeys must map some of "
+                          f"{', '.join(CREDENTIAL_KEYS)} to Secret key names")
+        keys = {**CREDENTIAL_KEYS, **names}
+        missing = [keys[key] for key in ("username", "password") if not creds.get(keys[key])]
         if missing:
             raise CredentialsError(
                 f"provider config {config.name!r} credentials lack "
                 + " and ".join(repr(key) for key in missing),
                 reason="CredentialsMissing")
+        cert, key = creds.get(keys["cert"]) or None, creds.get(keys["key"]) or None
+        if (cert is None) != (key is None):
+            raise CredentialsError(
+                f"provider config {config.name!r} credentials hold a client certificate "
+                f"({keys['cert']!r}) without its key ({keys['key']!r}) or the other way round",
+                reason="CredentialsMissing")
         return cls(host=host, port=port, sslmode=sslmode, database=database,
                    connect_timeout=timeout, allow_superuser=allow_superuser,
-                   username=creds["username"],
-                   password=creds["password"])
+                   username=creds[keys["username"]], password=creds[keys["password"]],
+                   ca=creds.get(keys["ca"]) or None, cert=cert, key=key)
+
+    @contextlib.contextmanager
+    def tls_files(self) -> Iterator[dict[str, str]]:
+        """libpq's ``sslrootcert``/``sslcert``/``sslkey`` for the PEM texts this config holds,
+        as files readable by this process only, removed when the block ends (libpq reads
+        them while connecting)."""
+        texts = {"sslrootcert": self.ca, "sslcert": self.cert, "sslkey": self.key}
+        if not any(texts.values()):
+            yield {}
+            return
+        with tempfile.TemporaryDirectory(prefix="lifecycle-tls-") as folder:
+            paths: dict[str, str] = {}
+            for option, text in texts.items():
+                if text:
+                    path = os.path.join(folder, option)
+                    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(descriptor, "w") as handle:
+                        handle.write(text)
+                    paths[option] = path
+            yield paths
 
     @property
     def address(self) -> str:
@@ -227,11 +271,12 @@ class Session:
     def open(cls, server: ServerConfig) -> Session:
         """Connect as the admin; raise a :class:`HandledError` when that fails."""
         try:
-            connection = psycopg.connect(
-                host=server.host, port=server.port, user=server.username,
-                password=server.password, dbname=server.database, sslmode=server.sslmode,
-                connect_timeout=server.connect_timeout, application_name="lifecycle",
-                options=SESSION_OPTIONS, autocommit=True)
+            with server.tls_files() as tls:
+                connection = psycopg.connect(
+                    host=server.host, port=server.port, user=server.username,
+                    password=server.password, dbname=server.database, sslmode=server.sslmode,
+                    connect_timeout=server.connect_timeout, application_name="lifecycle",
+                    options=SESSION_OPTIONS, autocommit=True, **tls)
         except psycopg.Error as exc:
             raise connect_failure(exc, server) from None
         return cls(server, connection)

@@ -31,11 +31,14 @@ WRONG_PASSWORD = "password authentication failed"
 def password_works(server: ServerConfig, user: str, password: str) -> bool | None:
     """Whether ``user`` can authenticate with ``password``; None when the attempt cannot tell."""
     try:
-        connection = psycopg.connect(
-            host=server.host, port=server.port, user=user, password=password,
-            dbname=server.database, sslmode=server.sslmode,
-            connect_timeout=server.connect_timeout,
-            application_name="lifecycle-password-check", autocommit=True)
+        with server.tls_files() as tls:
+            tls.pop("sslcert", None)  # the admin's client certificate is not the role's
+            tls.pop("sslkey", None)
+            connection = psycopg.connect(
+                host=server.host, port=server.port, user=user, password=password,
+                dbname=server.database, sslmode=server.sslmode,
+                connect_timeout=server.connect_timeout,
+                application_name="lifecycle-password-check", autocommit=True, **tls)
     except psycopg.Error as exc:
         return judge(str(exc))
     connection.close()
