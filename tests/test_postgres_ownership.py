@@ -52,18 +52,19 @@ def run(server: PostgresServer, statement: Any) -> None:
 
 
 def role_row(server: PostgresServer, role: str) -> tuple[Any, ...] | None:
-    """Everything about a role a takeover could change: attributes, verifier, comment."""
+    """Everything about a role a takeover could change: attributes, verifier (as JSON
+    text, so that any timestamp reads back), comment."""
     with server.connect() as conn:
         return conn.execute(
-            "SELECT a.*, pg_catalog.shobj_description(a.oid, 'pg_authid') "
-            "FROM pg_catalog.pg_authid a WHERE rolname = %s", [role]).fetchone()
+            "SELECT pg_catalog.to_jsonb(a)::text, pg_catalog.shobj_description(a.oid, "
+            "'pg_authid') FROM pg_catalog.pg_authid a WHERE rolname = %s", [role]).fetchone()
 
 
 def database_row(server: PostgresServer, name: str) -> tuple[Any, ...] | None:
     with server.connect() as conn:
         return conn.execute(
-            "SELECT d.*, pg_catalog.shobj_description(d.oid, 'pg_database') "
-            "FROM pg_catalog.pg_database d WHERE datname = %s", [name]).fetchone()
+            "SELECT pg_catalog.to_jsonb(d)::text, pg_catalog.shobj_description(d.oid, "
+            "'pg_database') FROM pg_catalog.pg_database d WHERE datname = %s", [name]).fetchone()
 
 
 def refused(env: Environment, kind: str, name: str) -> tuple[str, str]:
