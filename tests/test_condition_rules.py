@@ -440,3 +440,28 @@ def test_paused_keeps_everything_else_and_is_terminating_when_deleting() -> None
     assert p["phase"] == "Terminating" and p["custom"] == 1
     assert conditions_of(p)["Synced"] == ("False", "ReconcilePaused", "paused", 1)
     assert paused(base, "ready", 1, "paused", at(99))["phase"] == "Progressing"
+
+
+@pytest.mark.parametrize(("field", "bad", "repaired"), [
+    ("type", 5, None),                 # not a string: dropped
+    ("type", "", None),                # empty: dropped
+    ("status", "Maybe", "Unknown"),
+    ("status", True, "True"),          # read as its text
+    ("reason", 7, "7"),
+    ("message", None, "None"),
+    ("observedGeneration", "3", 0),
+    ("observedGeneration", 2.0, 0),
+    ("lastTransitionTime", 0, "0"),
+])
+def test_a_stored_entry_in_the_api_field_order_is_still_checked_field_by_field(
+        field: str, bad: Any, repaired: Any) -> None:
+    """Entries exactly as the API returns them take a shortcut; a bad field must not."""
+    good = Condition("Ready", T, "Available", "m", 1, stamp(0)).to_dict()
+    stored = [{**good, field: bad}]
+    assert tuple(stored[0]) == tuple(good), "same keys in the same order"
+    merged = cond.merge(stored, [], stamp(9))
+    if repaired is None:
+        assert merged == []
+    else:
+        assert merged == [{**good, field: repaired}]
+    assert cond.merge([good], [], stamp(9)) == [good]
