@@ -761,3 +761,42 @@ def test_credential_keys_must_name_known_values(env: Environment) -> None:
     failed = env.condition("Role", "r", "Failed")
     assert (env.state("Role", "r"), failed.reason) == ("failed", "ProviderConfigInvalid")
     assert "spec.credentialKeys" in failed.message
+
+
+# ------------------------------------------------ connection Secret keys per kind
+def test_connection_secrets_get_the_extra_keys_named_per_kind(
+    env: Environment, server: PostgresServer
+) -> None:
+    set_provider_config(env, connectionSecretKeys={
+        "Role": {"DATABASE_URL": "uri", "PGPASSWORD": "password"},
+        "Database": {"PGDATABASE": "database"}})
+    env.apply(manifest("Role", "r"))
+    env.apply(manifest("Database", "d"))
+    env.run_until_idle()
+
+    role, db = env.secret("r-conn"), env.secret("d-conn")
+    assert (role["DATABASE_URL"], role["PGPASSWORD"]) == (role["uri"], role["password"])
+    assert "PGDATABASE" not in role
+    assert db["PGDATABASE"] == db["database"]
+    assert "DATABASE_URL" not in db
+    with psycopg.connect(role["DATABASE_URL"]) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (name_of(env, "r"),)
+    env.delete("Database", "d")
+    env.delete("Role", "r")
+    env.run_until_idle()
+
+
+@pytest.mark.parametrize("keys", [
+    {"Grant": {"X": "uri"}},
+    {"Role": {"X": "secret"}},
+    {"Role": {"password": "uri"}},
+    {"Role": {"bad key!": "uri"}},
+    {"Role": ["uri"]},
+])
+def test_connection_secret_keys_are_checked(env: Environment, keys: dict[str, Any]) -> None:
+    set_provider_config(env, connectionSecretKeys=keys)
+    env.apply(manifest("Role", "r"))
+    env.reconcile("Role", "r")
+    failed = env.condition("Role", "r", "Failed")
+    assert (env.state("Role", "r"), failed.reason) == ("failed", "ProviderConfigInvalid")
+    assert "spec.connectionSecretKeys" in failed.message

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar
@@ -69,6 +70,8 @@ class ServerConfig:
     ca: str | None = attrs.field(default=None, repr=False)
     cert: str | None = attrs.field(default=None, repr=False)
     key: str | None = attrs.field(default=None, repr=False)
+    #: Extra connection Secret keys: (kind, extra key, the standard key it copies).
+    secret_keys: tuple[tuple[str, str, str], ...] = ()
 
     @classmethod
     def from_provider_config(cls, config: ProviderConfig) -> ServerConfig:
@@ -111,6 +114,7 @@ class ServerConfig:
                 f"provider config {config.name!r} credentials lack "
                 + " and ".join(repr(key) for key in missing),
                 reason="CredentialsMissing")
+        secret_keys = _secret_keys(spec.get("connectionSecretKeys", {}), invalid)
         cert, key = creds.get(keys["cert"]) or None, creds.get(keys["key"]) or None
         if (cert is None) != (key is None):
             raise CredentialsError(
@@ -120,7 +124,8 @@ class ServerConfig:
         return cls(host=host, port=port, sslmode=sslmode, database=database,
                    connect_timeout=timeout, allow_superuser=allow_superuser,
                    username=creds[keys["username"]], password=creds[keys["password"]],
-                   ca=creds.get(keys["ca"]) or None, cert=cert, key=key)
+                   ca=creds.get(keys["ca"]) or None, cert=cert, key=key,
+                   secret_keys=secret_keys)
 
     @contextlib.contextmanager
     def tls_files(self) -> Iterator[dict[str, str]]:
@@ -156,14 +161,43 @@ class ServerConfig:
         return (f"postgresql://{auth}@{host}:{self.port}/{quote(database, safe='')}"
                 f"?sslmode={self.sslmode}")
 
-    def connection_details(self, user: str, password: str | None,
-                           database: str) -> dict[str, str]:
-        """The keys of a connection Secret: host, port, user, username, database, uri."""
+    def connection_details(self, user: str, password: str | None, database: str,
+                           kind: str = "") -> dict[str, str]:
+        """The keys of a connection Secret: host, port, user, username, database, uri (and
+        password when given), plus the extra keys the config names for ``kind``."""
         details = {"host": self.host, "port": str(self.port), "user": user, "username": user,
                    "database": database, "uri": self.uri(user, password, database)}
         if password:
             details["password"] = password
+        for owner, extra, standard in self.secret_keys:
+            if owner == kind and standard in details:
+                details[extra] = details[standard]
         return details
+
+
+#: The kinds that write connection Secrets, and the keys they write.
+SECRET_KINDS = ("Role", "Database")
+STANDARD_SECRET_KEYS = ("host", "port", "user", "username", "password", "database", "uri")
+_SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
+
+
+def _secret_keys(value: Any, invalid: Any) -> tuple[tuple[str, str, str], ...]:
+    """Read ``spec.connectionSecretKeys``: ``{Kind: {extraKey: standardKey}}``."""
+    problem = ("spec.connectionSecretKeys must map Role or Database to {newKey: standardKey}, "
+               f"standardKey one of {', '.join(STANDARD_SECRET_KEYS)}, newKey a Secret key "
+               "name that is not a standard one")
+    if not isinstance(value, dict):
+        raise invalid(problem)
+    out: list[tuple[str, str, str]] = []
+    for kind, mapping in value.items():
+        if kind not in SECRET_KINDS or not isinstance(mapping, dict):
+            raise invalid(problem)
+        for extra, standard in mapping.items():
+            if (standard not in STANDARD_SECRET_KEYS or not isinstance(extra, str)
+                    or not _SECRET_KEY.fullmatch(extra) or extra in STANDARD_SECRET_KEYS):
+                raise invalid(problem)
+            out.append((kind, extra, standard))
+    return tuple(sorted(out))
 
 
 def translate(exc: psycopg.Error, doing: str, secrets: Iterable[str] = ()) -> HandledError:

@@ -112,7 +112,7 @@ class RoleClient(SqlClient):
             exists=True,
             up_to_date=up_to_date,
             connection=self.server.connection_details(name, resource.password,
-                                                      self.server.database),
+                                                      self.server.database, "Role"),
             observed={**held, "connectionLimit": limit, "validUntil": expiry,
                       "memberOf": member_of, "passwordChecked": password_ok is not None,
                       "passwordCheck": check},
@@ -142,7 +142,7 @@ class RoleClient(SqlClient):
                                      f"marking role {name!r}")
             self._set_memberships(name, want, [])
         return Creation(connection=self.server.connection_details(
-            name, resource.password, self.server.database))
+            name, resource.password, self.server.database, "Role"))
 
     def update(self, resource: ManagedResource) -> None:
         """ALTER ROLE to the spec's attributes and the Secret's password; fix memberships."""
