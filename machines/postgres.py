@@ -1,4 +1,4 @@
-"""The PostgreSQL kinds: Role, Database and Grant in ``postgresql.lifecycle.dev``.
+"""The PostgreSQL kinds: Role, Database, Grant and Schema in ``postgresql.lifecycle.dev``.
 
 Each kind is the standard managed lifecycle with PostgreSQL's timing: every
 statement completes before it returns, so a pending state is re-observed
@@ -15,6 +15,7 @@ from lifecycle.providers.postgres.config import PostgresConnector
 from lifecycle.providers.postgres.database import DatabaseClient, DatabaseParameters
 from lifecycle.providers.postgres.grant import GrantClient, GrantParameters
 from lifecycle.providers.postgres.role import RoleClient, RoleParameters
+from lifecycle.providers.postgres.schema import SchemaClient, SchemaParameters
 
 #: API group of the PostgreSQL kinds.
 GROUP = "postgresql.lifecycle.dev"
@@ -47,12 +48,22 @@ Role = Kind(group=GROUP, version="v1alpha1", kind="Role", plural="roles",
 Database = Kind(group=GROUP, version="v1alpha1", kind="Database", plural="databases",
                 machine=DatabaseMachine, parameters=DatabaseParameters,
                 short_names=("pgdb",), external_name_max=63)
+class SchemaMachine(ManagedResourceMachine):
+    """The lifecycle of a schema in a PostgreSQL database."""
+
+    timing = SQL_TIMING
+
+
 Grant = Kind(group=GROUP, version="v1alpha1", kind="Grant", plural="grants",
              machine=GrantMachine, parameters=GrantParameters, short_names=("pggrant",))
+Schema = Kind(group=GROUP, version="v1alpha1", kind="Schema", plural="schemas",
+              machine=SchemaMachine, parameters=SchemaParameters, short_names=("pgschema",),
+              external_name_max=63)
 
 
 def kinds() -> list[tuple[Kind, PostgresConnector]]:
-    """The three kinds paired with their connectors, as an Environment or operator takes them."""
+    """The kinds paired with their connectors, as an Environment or operator takes them."""
     return [(Role, PostgresConnector(RoleClient)),
             (Database, PostgresConnector(DatabaseClient)),
-            (Grant, PostgresConnector(GrantClient))]
+            (Grant, PostgresConnector(GrantClient)),
+            (Schema, PostgresConnector(SchemaClient))]

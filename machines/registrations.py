@@ -56,10 +56,11 @@ def _postgres_target(kind: Kind) -> object:
 DATABASE = (Registration(DatabaseInstance, connector=simulated_connector,
                          verify_target=_database_target),)
 
-#: The PostgreSQL Role, Database and Grant, each with its connector (none without psycopg,
-#: the ``postgres`` extra).
+#: The PostgreSQL Role, Database, Grant and Schema, each with its connector (none without
+#: psycopg, the ``postgres`` extra); the crash explorer covers all but Schema.
 POSTGRES = () if postgres_kinds is None else tuple(
-    Registration(kind, connector=lambda c=connector: c, verify_target=_postgres_target)
+    Registration(kind, connector=lambda c=connector: c,
+                 verify_target=None if kind.kind == "Schema" else _postgres_target)
     for kind, connector in postgres_kinds())
 
 #: The DatabaseClaim, bound to DatabaseInstances made from DatabaseInstanceClasses, and

@@ -800,3 +800,85 @@ def test_connection_secret_keys_are_checked(env: Environment, keys: dict[str, An
     failed = env.condition("Role", "r", "Failed")
     assert (env.state("Role", "r"), failed.reason) == ("failed", "ProviderConfigInvalid")
     assert "spec.connectionSecretKeys" in failed.message
+
+
+# ------------------------------------------------------------------- schemas
+def schema_row(server: PostgresServer, db: str, schema: str) -> tuple[Any, ...] | None:
+    """(owner, whether PUBLIC holds a privilege) of a schema in ``db``, or None."""
+    with server.connect(dbname=db) as conn:
+        return conn.execute(
+            "SELECT pg_get_userbyid(nspowner), EXISTS (SELECT 1 FROM aclexplode(COALESCE("
+            "nspacl, acldefault('n', nspowner))) a WHERE a.grantee = 0) "
+            "FROM pg_namespace WHERE nspname = %s", [schema]).fetchone()
+
+
+def test_schema_is_created_owned_repaired_and_dropped(
+    env: Environment, server: PostgresServer
+) -> None:
+    owner, db, schema = unique("sowner"), unique("sdb"), unique("app") + '"; ünï'
+    env.apply(manifest("Schema", "s", external_name=schema, database=db, role=owner,
+                       revokePublicOnSchema=True))
+    env.advance(10.0)
+    assert env.condition("Schema", "s", "Failed").reason == "DependencyMissing"
+    env.apply(manifest("Role", "r", external_name=owner))
+    env.apply(manifest("Database", "d", external_name=db))
+    env.advance(120.0)
+    env.run_until_idle()
+
+    assert env.state("Schema", "s") == "ready"
+    assert schema_row(server, db, schema) == (owner, False)
+    assert schema_row(server, "postgres", schema) is None  # made in its own database
+    with server.connect(dbname=db) as conn:
+        conn.execute(sql.SQL("ALTER SCHEMA {} OWNER TO {}").format(
+            sql.Identifier(schema), sql.Identifier(server.user)))
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO PUBLIC").format(
+            sql.Identifier(schema)))
+    env.advance(POLL)
+    assert ("ready", "updating", "update") in env.history("Schema", "s")
+    assert schema_row(server, db, schema) == (owner, False)
+
+    # A schema still holding a table waits; once empty it is dropped.
+    with server.connect(dbname=db) as conn:
+        conn.execute(sql.SQL("CREATE TABLE {}.t (id int)").format(sql.Identifier(schema)))
+    env.delete("Schema", "s")
+    env.advance(10.0)
+    assert env.condition("Schema", "s", "Failed").reason == "ObjectInUse"
+    with server.connect(dbname=db) as conn:
+        conn.execute(sql.SQL("DROP TABLE {}.t").format(sql.Identifier(schema)))
+    env.advance(120.0)
+    assert not env.exists("Schema", "s")
+    assert schema_row(server, db, schema) is None
+    env.delete("Database", "d")
+    env.delete("Role", "r")
+    env.run_until_idle()
+
+
+def test_schema_owner_is_late_initialised_and_public_kept_by_default(
+    env: Environment, server: PostgresServer
+) -> None:
+    db = unique("sdb")
+    env.apply(manifest("Database", "d", external_name=db))
+    env.apply(manifest("Schema", "s", database=db))
+    env.run_until_idle()
+    schema = env.get("Schema", "s")["metadata"]["annotations"][EXTERNAL_NAME]
+    assert env.get("Schema", "s")["spec"]["forProvider"]["role"] == server.user
+    with server.connect(dbname=db) as conn:
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO PUBLIC").format(
+            sql.Identifier(schema)))
+    env.advance(POLL)
+    assert schema_row(server, db, schema) == (server.user, True)
+    env.delete("Schema", "s")
+    env.delete("Database", "d")
+    env.run_until_idle()
+    assert not env.exists("Schema", "s")
+
+
+def test_the_public_schema_is_never_adopted(env: Environment, server: PostgresServer) -> None:
+    env.reconcilers["Schema"].allow_adoption = frozenset({"default"})
+    doc = manifest("Schema", "s", external_name="public", database="postgres")
+    doc["metadata"]["annotations"]["lifecycle.dev/adopt"] = "true"
+    env.apply(doc)
+    env.advance(10.0)
+    failed = env.condition("Schema", "s", "Failed")
+    assert failed is not None and "created by the server itself" in failed.message
+    assert schema_row(server, "postgres", "public") is not None
