@@ -1,4 +1,5 @@
-"""The PostgreSQL kinds: Role, Database, Grant and Schema in ``postgresql.lifecycle.dev``.
+"""The PostgreSQL kinds in ``postgresql.lifecycle.dev``: Role, Database, Grant, Schema and
+Extension.
 
 Each kind is the standard managed lifecycle with PostgreSQL's timing: every
 statement completes before it returns, so a pending state is re-observed
@@ -13,6 +14,7 @@ from lifecycle.core.machine import Timing
 from lifecycle.machines.managed import ManagedResourceMachine
 from lifecycle.providers.postgres.config import PostgresConnector
 from lifecycle.providers.postgres.database import DatabaseClient, DatabaseParameters
+from lifecycle.providers.postgres.extension import ExtensionClient, ExtensionParameters
 from lifecycle.providers.postgres.grant import GrantClient, GrantParameters
 from lifecycle.providers.postgres.role import RoleClient, RoleParameters
 from lifecycle.providers.postgres.schema import SchemaClient, SchemaParameters
@@ -54,11 +56,20 @@ class SchemaMachine(ManagedResourceMachine):
     timing = SQL_TIMING
 
 
+class ExtensionMachine(ManagedResourceMachine):
+    """The lifecycle of an extension installed in a PostgreSQL database."""
+
+    timing = SQL_TIMING
+
+
 Grant = Kind(group=GROUP, version="v1alpha1", kind="Grant", plural="grants",
              machine=GrantMachine, parameters=GrantParameters, short_names=("pggrant",))
 Schema = Kind(group=GROUP, version="v1alpha1", kind="Schema", plural="schemas",
               machine=SchemaMachine, parameters=SchemaParameters, short_names=("pgschema",),
               external_name_max=63)
+Extension = Kind(group=GROUP, version="v1alpha1", kind="Extension", plural="extensions",
+                 machine=ExtensionMachine, parameters=ExtensionParameters,
+                 short_names=("pgext",))
 
 
 def kinds() -> list[tuple[Kind, PostgresConnector]]:
@@ -66,4 +77,5 @@ def kinds() -> list[tuple[Kind, PostgresConnector]]:
     return [(Role, PostgresConnector(RoleClient)),
             (Database, PostgresConnector(DatabaseClient)),
             (Grant, PostgresConnector(GrantClient)),
-            (Schema, PostgresConnector(SchemaClient))]
+            (Schema, PostgresConnector(SchemaClient)),
+            (Extension, PostgresConnector(ExtensionClient))]

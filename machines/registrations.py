@@ -56,11 +56,12 @@ def _postgres_target(kind: Kind) -> object:
 DATABASE = (Registration(DatabaseInstance, connector=simulated_connector,
                          verify_target=_database_target),)
 
-#: The PostgreSQL Role, Database, Grant and Schema, each with its connector (none without
-#: psycopg, the ``postgres`` extra); the crash explorer covers all but Schema.
+#: The PostgreSQL kinds, each with its connector (none without psycopg, the ``postgres``
+#: extra); the crash explorer covers Role, Database and Grant.
 POSTGRES = () if postgres_kinds is None else tuple(
     Registration(kind, connector=lambda c=connector: c,
-                 verify_target=None if kind.kind == "Schema" else _postgres_target)
+                 verify_target=None if kind.kind in ("Schema", "Extension")
+                 else _postgres_target)
     for kind, connector in postgres_kinds())
 
 #: The DatabaseClaim, bound to DatabaseInstances made from DatabaseInstanceClasses, and

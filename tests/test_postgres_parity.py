@@ -882,3 +882,70 @@ def test_the_public_schema_is_never_adopted(env: Environment, server: PostgresSe
     failed = env.condition("Schema", "s", "Failed")
     assert failed is not None and "created by the server itself" in failed.message
     assert schema_row(server, "postgres", "public") is not None
+
+
+# ---------------------------------------------------------------- extensions
+def extension_row(server: PostgresServer, db: str, extension: str) -> tuple[Any, ...] | None:
+    """(version, schema) of an installed extension in ``db``, or None."""
+    with server.connect(dbname=db) as conn:
+        return conn.execute(
+            "SELECT e.extversion, n.nspname FROM pg_extension e JOIN pg_namespace n "
+            "ON n.oid = e.extnamespace WHERE extname = %s", [extension]).fetchone()
+
+
+def test_extension_is_installed_updated_moved_and_dropped(
+    env: Environment, server: PostgresServer
+) -> None:
+    db, schema = unique("edb"), unique("ext") + "'ü"
+    env.apply(manifest("Database", "d", external_name=db))
+    env.apply(manifest("Schema", "s", external_name=schema, database=db))
+    env.apply(manifest("Extension", "e", extension="hstore", database=db, version="1.7"))
+    env.run_until_idle()
+
+    assert env.state("Extension", "e") == "ready"
+    assert extension_row(server, db, "hstore") == ("1.7", "public")
+    assert env.get("Extension", "e")["spec"]["forProvider"]["schema"] == "public"
+    assert extension_row(server, "postgres", "hstore") is None
+
+    # Moved by hand: moved back. Then a newer version and another schema from the spec.
+    with server.connect(dbname=db) as conn:
+        conn.execute(sql.SQL("ALTER EXTENSION hstore SET SCHEMA {}").format(
+            sql.Identifier(schema)))
+    env.advance(POLL)
+    assert extension_row(server, db, "hstore") == ("1.7", "public")
+    env.apply(manifest("Extension", "e", extension="hstore", database=db, version="1.8",
+                       schema=schema))
+    env.run_until_idle()
+    assert extension_row(server, db, "hstore") == ("1.8", schema)
+
+    env.delete("Extension", "e")
+    env.run_until_idle()
+    assert extension_row(server, db, "hstore") is None
+    for kind, name in (("Schema", "s"), ("Database", "d")):
+        env.delete(kind, name)
+    env.run_until_idle()
+
+
+def test_an_extension_installed_by_someone_else_is_not_taken(
+    env: Environment, server: PostgresServer
+) -> None:
+    db = unique("edb")
+    env.apply(manifest("Database", "d", external_name=db))
+    env.run_until_idle()
+    with server.connect(dbname=db) as conn:
+        conn.execute("CREATE EXTENSION citext")
+    env.apply(manifest("Extension", "e", extension="citext", database=db))
+    env.apply(manifest("Extension", "p", extension="plpgsql", database=db))
+    env.advance(10.0)
+
+    foreign, system = (env.condition("Extension", n, "Failed") for n in ("e", "p"))
+    assert (foreign.reason, system.reason) == ("ExternalResourceNotOwned",) * 2
+    assert "was not created by this object" in foreign.message
+    assert "installed by the server itself" in system.message
+    env.delete("Extension", "e")
+    env.delete("Extension", "p")
+    env.advance(30.0)
+    assert extension_row(server, db, "citext") is not None
+    assert extension_row(server, db, "plpgsql") is not None
+    env.delete("Database", "d")
+    env.run_until_idle()

@@ -44,6 +44,27 @@ def schema_protection(name: str) -> str:
     return ""
 
 
+@contextlib.contextmanager
+def in_database(admin: Session, database: str, *,
+                missing_ok: bool = False) -> Iterator[Session | None]:
+    """A second admin session on ``database``; None when it does not exist and
+    ``missing_ok``, else a retryable ``DependencyMissing``."""
+    check_name("database", database)
+    found = admin.row("SELECT 1 FROM pg_catalog.pg_database WHERE datname = %s", [database],
+                      doing=f"observing database {database!r}")
+    if found is None:
+        if missing_ok:
+            yield None
+            return
+        raise ExternalError(f"database {database!r} does not exist (yet)",
+                            reason="DependencyMissing")
+    session = Session.open(attrs.evolve(admin.server, database=database))
+    try:
+        yield session
+    finally:
+        session.close()
+
+
 class SchemaClient(SqlClient):
     """Observes schemas through ``pg_namespace`` of their database; creates, alters, drops."""
 
@@ -55,7 +76,7 @@ class SchemaClient(SqlClient):
         want: SchemaParameters | None = resource.parameters
         if want is None:
             return Observation.absent()
-        with self._in(want.database, missing_ok=True) as session:
+        with in_database(self.session, want.database, missing_ok=True) as session:
             if session is None:
                 return Observation.absent()
             row = self._current(session, name)
@@ -78,7 +99,7 @@ class SchemaClient(SqlClient):
         """CREATE SCHEMA with its owner and mark (and PUBLIC revoked), in one transaction."""
         name = self.name(resource)
         want: SchemaParameters = resource.parameters
-        with self._in(want.database) as session:
+        with in_database(self.session, want.database) as session:
             assert session is not None
             found = self._current(session, name)
             if found is not None:
@@ -98,7 +119,7 @@ class SchemaClient(SqlClient):
         """ALTER SCHEMA OWNER TO the spec's role; revoke PUBLIC when asked; mark it."""
         name = self.name(resource)
         want: SchemaParameters = resource.parameters
-        with self._in(want.database) as session:
+        with in_database(self.session, want.database) as session:
             assert session is not None
             with session.connection.transaction():
                 if want.role is not None:
@@ -114,7 +135,7 @@ class SchemaClient(SqlClient):
         want: SchemaParameters | None = resource.parameters
         if want is None:
             return
-        with self._in(want.database, missing_ok=True) as session:
+        with in_database(self.session, want.database, missing_ok=True) as session:
             if session is not None:
                 session.execute(sql.SQL("DROP SCHEMA IF EXISTS {}").format(sql.Identifier(name)),
                                 f"dropping schema {name!r} from {want.database!r}")
@@ -137,22 +158,3 @@ class SchemaClient(SqlClient):
             " a WHERE a.grantee = 0) FROM pg_catalog.pg_namespace n WHERE n.nspname = %s",
             [name], doing=f"observing schema {name!r}")
         return None if row is None else (row[0], row[1], row[2])
-
-    @contextlib.contextmanager
-    def _in(self, database: str, *, missing_ok: bool = False) -> Iterator[Session | None]:
-        """An admin session on ``database``; None when it does not exist and ``missing_ok``,
-        else a retryable ``DependencyMissing``."""
-        check_name("database", database)
-        found = self.session.row("SELECT 1 FROM pg_catalog.pg_database WHERE datname = %s",
-                                 [database], doing=f"observing database {database!r}")
-        if found is None:
-            if missing_ok:
-                yield None
-                return
-            raise ExternalError(f"database {database!r} does not exist (yet)",
-                                reason="DependencyMissing")
-        session = Session.open(attrs.evolve(self.server, database=database))
-        try:
-            yield session
-        finally:
-            session.close()
