@@ -465,3 +465,83 @@ def test_a_stored_entry_in_the_api_field_order_is_still_checked_field_by_field(
     else:
         assert merged == [{**good, field: repaired}]
     assert cond.merge([good], [], stamp(9)) == [good]
+
+
+# ------------------------------------------------ events, notes and kept fields
+def settled_pass(old: dict[str, Any], facts: Facts, seconds: float) -> Any:
+    d = decide(M, facts)
+    return settle(M, old, Outcome(facts, d, d.transition), at(seconds))
+
+
+def test_transition_events_name_the_event_and_carry_the_detail() -> None:
+    created = settled_pass({}, Facts("unclaimed", observation=Observation.absent()), 0)
+    assert created.events == (("Normal", "Create",
+                               "unclaimed -> creating: creating the external resource"),)
+    up = settled_pass(created.status, Facts("creating", observation=Observation(exists=True)), 5)
+    assert up.events == (("Normal", "Available", "creating -> ready: Available"),)
+    failed = settled_pass(created.status, Facts("creating", error=ExternalError("quota")), 9)
+    assert failed.events == (("Warning", "Fail", "creating -> failed: quota"),)
+    assert failed.status["history"][-1]["reason"] == "ExternalError"
+    assert failed.status["failure"] == {"operation": "observe", "reason": "ExternalError",
+                                        "severity": "Retryable", "generation": 1}
+
+
+def test_the_failed_activity_condition_carries_the_error() -> None:
+    created = settled_pass({}, Facts("unclaimed", observation=Observation.absent()), 0)
+    failed = settled_pass(created.status, Facts("creating", error=ExternalError("quota")), 9)
+    c = conditions_of(failed.status)
+    assert c["Failed"] == ("True", "ExternalError", "quota", 1)
+    assert c["Creating"] == ("False", "Unavailable", "", 1)
+    back = settled_pass(failed.status, Facts("failed", observation=Observation.absent()), 20)
+    c = conditions_of(back.status)
+    assert c["Creating"] == ("True", "CreateRequested", "creating the external resource", 1)
+    assert c["Failed"][:3] == ("False", "Creating", "")
+
+
+def test_a_failure_without_an_operation_is_a_reconcile_failure() -> None:
+    error = ExternalError("x")
+    d = Decision("ready", Choice(None, "X"), None, error, None)
+    s = settle(M, {}, Outcome(Facts("ready", error=error), d, None), at(0)).status
+    assert s["failure"]["operation"] == "reconcile"
+
+
+def test_notes_that_cleared_turn_valid() -> None:
+    note = Condition("ConfigValid", F, "UnknownOperation", "bad", 1)
+    facts = Facts("ready", observation=Observation(exists=True), generation=2)
+    d = decide(M, facts)
+    noted = settle(M, ready_status(), Outcome(facts, d, d.transition, notes=(note,)), at(1))
+    assert conditions_of(noted.status)["ConfigValid"] == ("False", "UnknownOperation", "bad", 1)
+    cleared = settle(M, noted.status, Outcome(facts, d, d.transition), at(2)).status
+    assert conditions_of(cleared)["ConfigValid"] == ("True", "Valid", "", 2)
+    assert "StatusValid" not in conditions_of(cleared), "never recorded: not added"
+
+
+def test_stuck_raises_one_warning_event_and_clears_to_not_stuck() -> None:
+    limit = M.timing.max_in_state["creating"]
+    created = settled_pass({}, Facts("unclaimed", observation=Observation.absent()), 0)
+    pending = Observation(exists=True, status=ProviderStatus.PENDING)
+    late = settled_pass(created.status, Facts("creating", observation=pending), limit + 10)
+    stuck_events = [e for e in late.events if e[1] == "Stuck"]
+    assert stuck_events == [("Warning", "Stuck",
+                             f"in creating for {int(limit + 10)}s, longer than {int(limit)}s")]
+    assert conditions_of(late.status)["Stuck"][:2] == ("True", "StuckInCreating")
+    later = settled_pass(late.status, Facts("creating", observation=pending), limit + 20)
+    assert [e for e in later.events if e[1] == "Stuck"] == [], "warned once"
+    done = settled_pass(later.status, Facts("creating", observation=Observation(exists=True)),
+                        limit + 30)
+    assert conditions_of(done.status)["Stuck"] == ("False", "NotStuck", "", 1)
+
+
+def test_external_name_and_at_provider_are_kept_when_not_reported_again() -> None:
+    old = {**ready_status(), "externalName": "db-1", "atProvider": {"endpoint": "h:5432"}}
+    s = settled_pass(old, Facts("ready", observation=Observation(exists=True)), 30).status
+    assert (s["externalName"], s["atProvider"]) == ("db-1", {"endpoint": "h:5432"})
+    fresh = settled_pass(old, Facts("ready", observation=Observation(
+        exists=True, observed={"endpoint": "new:1"})), 40).status
+    assert fresh["atProvider"] == {"endpoint": "new:1"}
+
+
+def test_paused_for_a_new_generation_records_it() -> None:
+    p = paused(ready_status(), "ready", 2, "paused", at(5))
+    assert conditions_of(p)["Ready"] == ("Unknown", "ReconcilePaused", "paused", 2)
+    assert (p["observedGeneration"], p["state"]) == (2, "ready")
