@@ -434,7 +434,7 @@ def test_unknown_encoding_is_a_clear_terminal_condition(
 
 @pytest.mark.parametrize(("kind", "parameters", "expected"), [
     ("Grant", {"role": "a", "database": "b", "privileges": ["DROP TABLE x; --"]},
-     "unknown database privilege 'DROP TABLE x; --'"),
+     "unknown privilege 'DROP TABLE x; --'"),
     ("Grant", {"role": "a", "database": "b", "privileges": []}, "at least one privilege"),
     ("Role", {"connectionLimit": -5}, "'connectionLimit' must be -1"),
     ("Database", {"owner": ""}, "'owner' must be a non-empty string"),

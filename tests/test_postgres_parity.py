@@ -949,3 +949,58 @@ def test_an_extension_installed_by_someone_else_is_not_taken(
     assert extension_row(server, db, "plpgsql") is not None
     env.delete("Database", "d")
     env.run_until_idle()
+
+
+# ------------------------------------------------------------- schema grants
+def schema_privileges(server: PostgresServer, db: str, schema: str,
+                      role: str) -> dict[str, bool]:
+    """The role's explicit privileges on a schema of ``db``, each with its grant option."""
+    with server.connect(dbname=db) as conn:
+        rows = conn.execute(
+            "SELECT a.privilege_type, a.is_grantable FROM pg_namespace n, "
+            "LATERAL aclexplode(n.nspacl) a JOIN pg_roles r ON r.oid = a.grantee "
+            "WHERE n.nspname = %s AND r.rolname = %s", [schema, role]).fetchall()
+    return dict(rows)
+
+
+def test_grant_on_a_schema_is_set_repaired_and_revoked(
+    env: Environment, server: PostgresServer
+) -> None:
+    role, db = role_and_database(env, "sg")
+    schema = unique("s") + '"; ünï'
+    env.apply(manifest("Grant", "g", role=role, database=db, schema=schema,
+                       privileges=["ALL"], withOption="GRANT", exclusive=True))
+    env.advance(10.0)
+    assert env.condition("Grant", "g", "Failed").reason == "DependencyMissing"
+    env.apply(manifest("Schema", "s", external_name=schema, database=db))
+    env.advance(120.0)
+    env.run_until_idle()
+
+    assert env.state("Grant", "g") == "ready"
+    assert schema_privileges(server, db, schema, role) == {"CREATE": True, "USAGE": True}
+    assert env.get("Grant", "g")["spec"]["forProvider"]["privileges"] == ["ALL"]
+    with server.connect(dbname=db) as conn:
+        conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA {} FROM {}").format(
+            sql.Identifier(schema), sql.Identifier(role)))
+    env.advance(POLL)
+    assert schema_privileges(server, db, schema, role) == {"CREATE": True, "USAGE": True}
+
+    env.apply(manifest("Grant", "g", role=role, database=db, schema=schema,
+                       privileges=["USAGE"], withOption=None, exclusive=True))
+    env.run_until_idle()
+    assert schema_privileges(server, db, schema, role) == {"USAGE": True}
+
+    env.delete("Grant", "g")
+    env.run_until_idle()
+    assert schema_privileges(server, db, schema, role) == {}
+    env.delete("Schema", "s")
+    env.run_until_idle()
+
+
+def test_database_privileges_are_refused_on_a_schema(env: Environment) -> None:
+    env.apply(manifest("Grant", "g", role="r", database="d", schema="s",
+                       privileges=["CONNECT", "USAGE"]))
+    env.run_until_idle()
+    failed = env.condition("Grant", "g", "Failed")
+    assert failed.reason == "InvalidSpec"
+    assert "CONNECT do not apply to a schema" in failed.message

@@ -223,7 +223,7 @@ def translate(exc: psycopg.Error, doing: str, secrets: Iterable[str] = ()) -> Ha
     if state[:2] == "28":
         return CredentialsError(f"{doing}: the server rejected the admin credentials "
                                 f"({state})", reason="InvalidCredentials")
-    if state in ("42704", "3D000"):
+    if state in ("42704", "3D000", "3F000"):
         return ExternalError(f"{doing}: {detail}", reason="DependencyMissing")
     if state == "42501":
         return ExternalError(f"{doing}: insufficient privilege: {detail}",

@@ -15,7 +15,8 @@ Grant can be applied together with the Role and Database it names.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -24,17 +25,21 @@ from psycopg import sql
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.values import Creation, Observation
 from lifecycle.providers.postgres import fields
-from lifecycle.providers.postgres.config import SqlClient, check_name
+from lifecycle.providers.postgres.config import Session, SqlClient, check_name
+from lifecycle.providers.postgres.schema import in_database
 from lifecycle.runtime.contract import ManagedResource
 
 #: The privileges a database has, as ``aclexplode`` names them.
 DATABASE_PRIVILEGES = ("CONNECT", "CREATE", "TEMPORARY")
-_ALIASES = {"TEMP": ("TEMPORARY",), "ALL": DATABASE_PRIVILEGES,
-            "ALL PRIVILEGES": DATABASE_PRIVILEGES}
+#: The privileges a schema has.
+SCHEMA_PRIVILEGES = ("CREATE", "USAGE")
+_KNOWN = frozenset(DATABASE_PRIVILEGES + SCHEMA_PRIVILEGES)
+_ALIASES = {"TEMP": "TEMPORARY", "ALL PRIVILEGES": "ALL"}
 
 
 def _privileges(value: Any) -> tuple[str, ...]:
-    """Normalise a privilege list: upper case, aliases expanded, sorted, no duplicates."""
+    """Normalise a privilege list: upper case, TEMP and ALL PRIVILEGES spelled out, sorted,
+    no duplicates (``ALL`` is expanded once the target is known)."""
     if isinstance(value, str) or not isinstance(value, Iterable):
         raise TypeError("'privileges' must be a list of privilege names")
     out: set[str] = set()
@@ -42,10 +47,12 @@ def _privileges(value: Any) -> tuple[str, ...]:
         if not isinstance(item, str):
             raise TypeError("'privileges' must be a list of privilege names")
         key = " ".join(item.upper().split())
-        if key not in DATABASE_PRIVILEGES and key not in _ALIASES:
-            raise ValueError(f"unknown database privilege {item!r}; use "
-                             f"{', '.join(DATABASE_PRIVILEGES)} or ALL")
-        out.update(_ALIASES.get(key, (key,)))
+        key = _ALIASES.get(key, key)
+        if key not in _KNOWN and key != "ALL":
+            raise ValueError(f"unknown privilege {item!r}; use "
+                             f"{', '.join(DATABASE_PRIVILEGES)} or ALL on a database, "
+                             f"{', '.join(SCHEMA_PRIVILEGES)} or ALL on a schema")
+        out.add(key)
     if not out:
         raise ValueError("'privileges' must name at least one privilege")
     return tuple(sorted(out))
@@ -59,7 +66,8 @@ def _with_option(_: Any, attribute: attrs.Attribute, value: Any) -> None:
 
 @attrs.frozen
 class GrantParameters:
-    """``spec.forProvider`` of a Grant: which role gets which privileges on which database.
+    """``spec.forProvider`` of a Grant: which role gets which privileges on which database
+    (or, with ``schema``, on which schema of that database).
 
     ``withOption: GRANT`` also gives the right to grant them on. ``exclusive:
     true`` makes the list exact: privileges the role holds on the database
@@ -72,6 +80,40 @@ class GrantParameters:
     with_option: str | None = attrs.field(default=None, validator=_with_option,
                                           alias="withOption")
     exclusive: bool = fields.flag(False)
+    schema: str | None = fields.name()
+
+    def __attrs_post_init__(self) -> None:
+        """Expand ALL and check each privilege against the target (database or schema)."""
+        allowed = self.allowed
+        expanded = set(allowed) if "ALL" in self.privileges else set(self.privileges)
+        wrong = sorted(expanded - set(allowed))
+        if wrong:
+            raise ValueError(f"privilege(s) {', '.join(wrong)} do not apply to a "
+                             f"{self.keyword.lower()}; use {', '.join(allowed)} or ALL")
+        object.__setattr__(self, "privileges", tuple(sorted(expanded)))
+
+    @property
+    def keyword(self) -> str:
+        """What the privileges are on: ``DATABASE`` or ``SCHEMA``."""
+        return "DATABASE" if self.schema is None else "SCHEMA"
+
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        """The privileges the target has."""
+        return DATABASE_PRIVILEGES if self.schema is None else SCHEMA_PRIVILEGES
+
+    @property
+    def target(self) -> str:
+        """The name of the database or schema, as shown in messages."""
+        return self.database if self.schema is None else f"{self.database}.{self.schema}"
+
+
+#: Per target: (FROM clause, owner column, ACL column, acldefault type, name column); fixed
+#: SQL text, never user input.
+_CATALOGS = {
+    "DATABASE": ("pg_catalog.pg_database d", "d.datdba", "d.datacl", "'d'", "d.datname"),
+    "SCHEMA": ("pg_catalog.pg_namespace n", "n.nspowner", "n.nspacl", "'n'", "n.nspname"),
+}
 
 
 class GrantClient(SqlClient):
@@ -84,7 +126,8 @@ class GrantClient(SqlClient):
         want: GrantParameters | None = resource.parameters
         if want is None:  # an unreadable spec being deleted: nothing we could revoke
             return Observation.absent()
-        acl, owner = self._acl(want)
+        with self._session(want, missing_ok=True) as session:
+            acl, owner = ({}, False) if session is None else self._acl(session, want)
         held = set(acl) & set(want.privileges)
         if not held or owner:  # the owner's rights are ownership's, never a Grant's
             return Observation.absent()
@@ -102,31 +145,39 @@ class GrantClient(SqlClient):
         database's owner is refused: it holds every privilege by ownership, and deleting
         the Grant must not strip them."""
         want: GrantParameters = resource.parameters
-        if self._acl(want)[1]:
-            raise TerminalError(
-                f"role {want.role!r} owns database {want.database!r} and holds every "
-                "privilege on it by ownership; a Grant to the owner is not managed",
-                reason="InvalidSpec")
-        self.update(resource)
+        with self._session(want) as session:
+            assert session is not None
+            if self._acl(session, want)[1]:
+                raise TerminalError(
+                    f"role {want.role!r} owns {want.keyword.lower()} {want.target!r} and holds "
+                    "every privilege on it by ownership; a Grant to the owner is not managed",
+                    reason="InvalidSpec")
+            self._update(session, want)
         return Creation()
 
     def update(self, resource: ManagedResource) -> None:
-        """GRANT the privileges the role lacks."""
+        """GRANT the privileges the role lacks (and revoke others when ``exclusive``)."""
         want: GrantParameters = resource.parameters
-        acl, owner = self._acl(want)
+        with self._session(want) as session:
+            assert session is not None
+            self._update(session, want)
+
+    def _update(self, session: Session, want: GrantParameters) -> None:
+        acl, owner = self._acl(session, want)
         if owner:
-            raise TerminalError(f"role {want.role!r} owns database {want.database!r}; a Grant "
-                                "to the owner is not managed", reason="InvalidSpec")
+            raise TerminalError(f"role {want.role!r} owns {want.keyword.lower()} "
+                                f"{want.target!r}; a Grant to the owner is not managed",
+                                reason="InvalidSpec")
         missing = sorted(p for p in want.privileges
                          if p not in acl or (want.with_option and not acl[p]))
         if missing:
-            template = "GRANT {} ON DATABASE {} TO {}"
+            template = "GRANT {} ON {} {} TO {}"
             if want.with_option:
                 template += " WITH GRANT OPTION"
-            self._change(template, missing, want)
+            self._change(session, template, missing, want)
         extra = sorted(set(acl) - set(want.privileges))
         if want.exclusive and extra:
-            self._change("REVOKE {} ON DATABASE {} FROM {}", extra, want)
+            self._change(session, "REVOKE {} ON {} {} FROM {}", extra, want)
 
     def delete(self, resource: ManagedResource) -> None:
         """REVOKE the Grant's privileges; a missing role or database leaves nothing to revoke,
@@ -134,43 +185,62 @@ class GrantClient(SqlClient):
         want: GrantParameters | None = resource.parameters
         if want is None:
             return
-        acl, owner = self._acl(want)
-        if not acl or owner:  # nothing to revoke, or rights the owner holds by ownership
-            return
-        self._change("REVOKE {} ON DATABASE {} FROM {}", list(want.privileges), want)
+        with self._session(want, missing_ok=True) as session:
+            if session is None:
+                return
+            acl, owner = self._acl(session, want)
+            if not acl or owner:  # nothing to revoke, or rights the owner holds by ownership
+                return
+            self._change(session, "REVOKE {} ON {} {} FROM {}", list(want.privileges), want)
 
-    def _acl(self, want: GrantParameters) -> tuple[dict[str, bool], bool]:
-        """The role's privileges on the database (each: whether grantable) and whether the
-        role owns the database."""
+    @contextlib.contextmanager
+    def _session(self, want: GrantParameters, *,
+                 missing_ok: bool = False) -> Iterator[Session | None]:
+        """The admin session for a database Grant; one on the database for a schema Grant."""
+        if want.schema is None:
+            yield self.session
+            return
+        with in_database(self.session, want.database, missing_ok=missing_ok) as session:
+            yield session
+
+    @staticmethod
+    def _acl(session: Session, want: GrantParameters) -> tuple[dict[str, bool], bool]:
+        """The role's privileges on the target (each: whether grantable) and whether the
+        role owns it."""
         check_name("role", want.role)
         check_name("database", want.database)
-        rows = self.session.rows(
-            "SELECT a.privilege_type, a.is_grantable, d.datdba = r.oid "
-            "FROM pg_catalog.pg_database d, "
-            "LATERAL pg_catalog.aclexplode(COALESCE(d.datacl, "
-            "pg_catalog.acldefault('d', d.datdba))) a "
-            "JOIN pg_catalog.pg_roles r ON r.oid = a.grantee "
-            "WHERE d.datname = %s AND r.rolname = %s",
-            [want.database, want.role],
-            doing=f"observing the privileges of {want.role!r} on {want.database!r}")
+        if want.schema is not None:
+            check_name("schema", want.schema)
+        catalog = _CATALOGS[want.keyword]
+        rows = session.rows(
+            f"SELECT a.privilege_type, a.is_grantable, {catalog[1]} = r.oid "
+            f"FROM {catalog[0]}, LATERAL pg_catalog.aclexplode(COALESCE({catalog[2]}, "
+            f"pg_catalog.acldefault({catalog[3]}, {catalog[1]}))) a "
+            f"JOIN pg_catalog.pg_roles r ON r.oid = a.grantee "
+            f"WHERE {catalog[4]} = %s AND r.rolname = %s",
+            [want.schema or want.database, want.role],
+            doing=f"observing the privileges of {want.role!r} on {want.target!r}")
         acl: dict[str, bool] = {}
         for privilege, grantable, _ in rows:
             acl[privilege] = acl.get(privilege, False) or bool(grantable)
         owner = bool(rows and rows[0][2])
         if not rows:
-            found = self.session.row(
-                "SELECT 1 FROM pg_catalog.pg_database d JOIN pg_catalog.pg_roles r "
-                "ON r.oid = d.datdba WHERE d.datname = %s AND r.rolname = %s",
-                [want.database, want.role], doing=f"observing the owner of {want.database!r}")
+            found = session.row(
+                f"SELECT 1 FROM {catalog[0]} JOIN pg_catalog.pg_roles r "
+                f"ON r.oid = {catalog[1]} WHERE {catalog[4]} = %s AND r.rolname = %s",
+                [want.schema or want.database, want.role],
+                doing=f"observing the owner of {want.target!r}")
             owner = found is not None
         return acl, owner
 
-    def _change(self, template: str, privileges: list[str], want: GrantParameters) -> None:
-        # Privilege keywords come only from DATABASE_PRIVILEGES, never from the spec's text.
-        keywords = sql.SQL(", ").join(sql.SQL(p) for p in privileges if p in DATABASE_PRIVILEGES)
+    @staticmethod
+    def _change(session: Session, template: str, privileges: list[str],
+                want: GrantParameters) -> None:
+        # Keywords come only from the fixed lists above, never from the spec's text.
+        keywords = sql.SQL(", ").join(sql.SQL(p) for p in privileges if p in want.allowed)
         statement = sql.SQL(template).format(  # type: ignore[arg-type]
-            keywords, sql.Identifier(want.database), sql.Identifier(want.role))
+            keywords, sql.SQL(want.keyword), sql.Identifier(want.schema or want.database),
+            sql.Identifier(want.role))
         verb = template.split()[0].lower()  # "grant" or "revoke"
-        self.session.execute(statement,
-                             f"{verb} {', '.join(privileges)} on {want.database!r} "
-                             f"for {want.role!r}")
+        session.execute(statement, f"{verb} {', '.join(privileges)} on {want.target!r} "
+                                   f"for {want.role!r}")
