@@ -545,3 +545,55 @@ def test_paused_for_a_new_generation_records_it() -> None:
     p = paused(ready_status(), "ready", 2, "paused", at(5))
     assert conditions_of(p)["Ready"] == ("Unknown", "ReconcilePaused", "paused", 2)
     assert (p["observedGeneration"], p["state"]) == (2, "ready")
+
+
+def test_an_action_that_fails_reports_its_error_not_the_choice() -> None:
+    """The create call fails after the create event was chosen: the fail edge is taken
+    and every report names the error, not the choice."""
+    from lifecycle.core.decide import fail_edge
+    facts = Facts("unclaimed", observation=Observation.absent())
+    chosen = decide(M, facts)
+    failing = chosen.failing(ExternalError("quota exceeded"), "create")
+    edge = fail_edge(M, "unclaimed", facts)
+    assert edge is not None
+    settled = settle(M, {}, Outcome(facts, failing, edge), at(0))
+    c = conditions_of(settled.status)
+    assert c["Failed"] == ("True", "ExternalError", "quota exceeded", 1)
+    assert c["Ready"][2] == "quota exceeded"
+    assert settled.status["history"][-1]["reason"] == "ExternalError"
+    assert settled.events[-1] == ("Warning", "Fail", "unclaimed -> failed: quota exceeded")
+    assert settled.status["failure"]["operation"] == "create"
+
+
+def test_generation_not_observed_sticks_while_errors_go_on_outside_ready() -> None:
+    old = {"state": "creating", "observedGeneration": 2, "stateSince": stamp(0),
+           "conditions": [Condition("Ready", U, "GenerationNotObserved", "x", 2,
+                                    stamp(0)).to_dict()]}
+    s = pass_of(old, Facts("creating", error=ExternalError("down"), generation=2), 10)
+    assert conditions_of(s)["Ready"][:2] == ("Unknown", "GenerationNotObserved")
+
+
+def test_a_held_pass_without_a_stored_ready_reports_the_states_declared_ready() -> None:
+    old = {"state": "ready", "observedGeneration": 4, "stateSince": stamp(0), "conditions": []}
+    s = pass_of(old, Facts("ready", error=ExternalError("down"), generation=4), 10)
+    assert conditions_of(s)["Ready"] == ("True", "Available", "", 4)
+
+
+def test_stuck_counts_from_the_start_of_the_operation_across_a_detour() -> None:
+    limit = M.timing.max_in_state["creating"]
+    pending = Observation(exists=True, status=ProviderStatus.PENDING)
+    s = pass_of({}, Facts("unclaimed", observation=Observation.absent(), generation=3), 0)
+    s = pass_of(s, Facts("creating", error=ExternalError("blip"), generation=3), 100)
+    s = pass_of(s, Facts("failed", observation=Observation.absent(), generation=3), 200)
+    s = pass_of(s, Facts("creating", observation=pending, generation=3), 300)
+    assert (s["operationSince"], s["stateSince"]) == (stamp(0), stamp(200))
+    s = pass_of(s, Facts("creating", observation=pending, generation=3), limit + 50)
+    assert s["stateSince"] == stamp(200)
+    assert conditions_of(s)["Stuck"] == (
+        "True", "StuckInCreating", f"in creating for {int(limit + 50)}s, longer than "
+        f"{int(limit)}s", 3)
+
+
+def test_paused_writes_the_state_it_is_given() -> None:
+    p = paused({"state": "creating"}, "ready", 1, "paused", at(0))
+    assert p["state"] == "ready"
