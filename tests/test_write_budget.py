@@ -18,6 +18,7 @@ from helpers import KIND, make, ready
 
 from lifecycle.core.kind import FINALIZER, INTENT
 from lifecycle.core.values import ResultKind
+from lifecycle.kube.errors import NotFound, ServerError
 from lifecycle.providers.simcloud.harness import database_manifest
 from lifecycle.testing import Environment
 
@@ -135,3 +136,23 @@ def test_late_init_is_observed_unless_the_spec_changed_meanwhile(concurrent: boo
         assert obj["metadata"]["generation"] == 2
         assert obj["status"]["observedGeneration"] == 2
         assert step.result.reason == "Poll"
+
+
+@pytest.mark.parametrize("error", [NotFound, ServerError])
+def test_a_failed_claim_write_ends_the_pass_before_any_create(error: type[Exception]) -> None:
+    """The combined write fails as an object write: no create, never a provider error."""
+    env, cloud = make(create_polls=0)
+    env.apply(database_manifest("db"))
+    env.faults.fail("update", KIND, error=error, times=1)
+    step = env.reconcile(KIND, "db")
+    assert cloud.instances() == {}
+    assert env.state(KIND, "db") is None  # no status written: nothing was decided
+    if error is NotFound:
+        assert step.error is None and step.result is not None
+        assert step.result.reason == "NotFound"
+        env.enqueue(KIND, "db")  # the object is still there after all: a new event
+    else:
+        assert step.error is not None and "API error" in step.error
+    env.run_until_idle()
+    assert env.state(KIND, "db") == "ready"
+    assert len(cloud.instances()) == 1

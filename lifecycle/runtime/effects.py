@@ -36,15 +36,19 @@ from lifecycle.runtime.contract import ExternalClient, ManagedResource
 T = TypeVar("T")
 
 
-def guarded(call: Callable[[], T]) -> T:
+def guarded(call: Callable[[], T],
+            passthrough: tuple[type[BaseException], ...] = ()) -> T:
     """Run provider or kind code; anything but a HandledError becomes an ExternalError.
 
     The message names only the exception class: a library's message may
-    carry credentials.
+    carry credentials. Exceptions of the ``passthrough`` types (the
+    engine's own, such as a failed write of the object) propagate unchanged.
     """
     try:
         return call()
     except HandledError:
+        raise
+    except passthrough:
         raise
     except Exception as exc:
         raise ExternalError(
@@ -57,6 +61,7 @@ def run_actions(
     host: object,
     effects: object,
     operation: Callable[[], str | None] = lambda: None,
+    passthrough: tuple[type[BaseException], ...] = (),
 ) -> tuple[Decision, tuple[HandledError, ...]]:
     """Carry out a decision: run its actions on the machine's ``host`` with ``effects``.
 
@@ -64,11 +69,12 @@ def run_actions(
     them. An informational one is returned in the second item and the
     transition stands; any other makes the decision failing, with the
     operation ``operation()`` names (``action`` when it names none).
+    Exceptions of the ``passthrough`` types propagate (:func:`guarded`).
     Works for any machine and effects type.
     """
     try:
         for action in decision.actions:
-            guarded(lambda a=action: getattr(host, a)(effects))
+            guarded(lambda a=action: getattr(host, a)(effects), passthrough)
     except HandledError as exc:
         if exc.severity is Severity.INFORMATIONAL:
             return decision, (exc,)

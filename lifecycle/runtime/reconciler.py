@@ -401,9 +401,11 @@ class Reconciler:
         machine = self.kind.machine
         decision = decide(machine, facts)
         if decision.actions:
+            # The journal's object writes fail as the pass's own writes do.
             decision, notices = run_actions(
                 decision, self.host, effects,
-                lambda: effects.operation if effects is not None else None)
+                lambda: effects.operation if effects is not None else None,
+                passthrough=(UnhandledError, ApiError, ObjectGone))
             run.notes.extend(informational(exc, run.generation) for exc in notices)
             if effects is not None and effects.external_name:
                 run.external_name = effects.external_name
