@@ -3,9 +3,8 @@
 For each N, a fresh operator gets N new DatabaseInstances and one worker
 reconciles them from created to Ready (the cloud completes a create within
 the request; waiting states are requeued at once). A DatabaseInstance takes
-three reconciles: claim and create, observe available (Ready, with the
-engine version late-initialised into the spec), and the pass on the changed
-object that finds nothing to do.
+two reconciles: claim and create, then observe available (Ready, with the
+engine version late-initialised into the spec and that generation observed).
 
 The per-reconcile cost is the worker thread's CPU time over the reconciles it
 ran, which is what one core spends; wall-clock figures are reported beside
