@@ -12,7 +12,7 @@ from lifecycle.core.machine import LifecycleMachine
 
 #: Group of the engine's own kinds (ProviderConfig) and annotations.
 GROUP = "lifecycle.dev"
-#: The finalizer the engine commits before any external call.
+#: The finalizer the engine commits before any mutating external call.
 FINALIZER = "lifecycle.dev/finalizer"
 #: Operation annotation: ``reconcile`` forces a full pass, ``ignore`` stops at once.
 OPERATION = "lifecycle.dev/operation"

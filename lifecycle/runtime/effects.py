@@ -153,7 +153,7 @@ class Effects:
     ``operation`` is the last operation started (for ``status.failure``),
     ``connection`` the connection details a create returned, and
     ``external_name`` the name a provider assigned on create (committed to
-    the object's external-name annotation with the journal's outcome), if any.
+    the object's external-name annotation as soon as the create returns), if any.
     """
 
     def __init__(self, client: ExternalClient, resource: ManagedResource, port: ObjectPort,
