@@ -64,6 +64,10 @@ class Kind:
     password: bool = False
     short_names: tuple[str, ...] = ()
     external_name_max: int | None = None
+    #: The provider names what it creates (``Creation.external_name``): deleting an
+    #: object after an interrupted create first resumes the create with its journalled
+    #: key to learn the name, so the resource is deleted rather than left behind.
+    names_assigned: bool = False
     provider_config_api: str = PROVIDER_CONFIG_API
 
     @property

@@ -189,6 +189,27 @@ class Effects:
             self.port.annotate(EXTERNAL_NAME, creation.external_name)
             self.external_name = creation.external_name
 
+    def resume_create(self) -> str | None:
+        """Repeat a pending create with its journalled key; the name the provider assigned.
+
+        For a provider that names what it creates (``Kind.names_assigned``):
+        a create interrupted before its name was recorded is found again by its
+        idempotency key, and the name is committed. None when no create is
+        pending or the provider names nothing new. No new journal entry is
+        written: the call is the pending one, resumed.
+        """
+        intent = stored_intent(self.port.annotations())
+        if intent is None or intent.operation != "create" or intent.outcome != "pending":
+            return None
+        creation = self.client.create(attrs.evolve(self.resource, idempotency_key=intent.key))
+        name = getattr(creation, "external_name", None)
+        if not name or name == self.resource.external_name:
+            return None
+        self.port.annotate(EXTERNAL_NAME, name)
+        self.external_name = name
+        self.resource = attrs.evolve(self.resource, external_name=name)
+        return str(name)
+
     def update(self) -> None:
         """Journal, then update the external resource."""
         self.operation = "update"

@@ -340,13 +340,21 @@ class Reconciler:
                 raise ExternalError(
                     f"observe returned {type(observation).__name__}, not an Observation",
                     reason="InvalidObservation")
+            effects = Effects(client, resource, PassObject(run, self.set_annotation),
+                              self.clock)
+            if g.deleting and self.kind.names_assigned and not observation.exists:
+                # A create interrupted before the name it assigned was recorded: repeat it
+                # with its journalled key to learn the name, then look there.
+                assigned = self.guarded_call(effects.resume_create)
+                if assigned is not None:
+                    run.external_name = assigned
+                    observation = self.guarded_call(lambda: client.observe(effects.resource))
         except BaseException as exc:
             if client is not None:
                 close_client(client)
             if isinstance(exc, HandledError):
                 return gather(g, old, error=exc), None
             raise
-        effects = Effects(client, resource, PassObject(run, self.set_annotation), self.clock)
         return gather(g, old, observation=observation), effects
 
     def _resource(self, run: Pass, deleting: bool, policy: ReconcilePolicy) -> ManagedResource:
