@@ -413,15 +413,10 @@ class Manager:
             spec = controller_spec(cluster, target, connector, options, reconciler_factory)
             if spec.kind in self.controllers:
                 raise ValueError(f"{spec.kind} is listed twice")
-            queue = WorkQueue(spec.name, metrics=self.metrics, rate_limiter=default_rate_limiter(
-                options.backoff_base, options.backoff_cap, options.qps, options.burst))
-            controller = self.controllers[spec.kind] = Controller(
+            controller = self.controllers[spec.kind] = self._controller(
                 spec.name, spec.reconciler,
                 cluster.list_watcher(spec.api_version, spec.kind, options.namespace,
-                                     options.label_selector),
-                workers=options.workers, queue=queue, informer_options=options.informer,
-                metrics=self.metrics, owns=self._owns,
-            )
+                                     options.label_selector), options.workers)
             for watch in spec.watches:
                 controller.watch(watch, cluster.list_watcher(
                     watch.api_version, watch.kind,
@@ -447,6 +442,16 @@ class Manager:
         self._done = threading.Event()
         self._stopping = False
 
+    def _controller(self, name: str, reconciler: Reconciles, source: ListWatcher,
+                    workers: int) -> Controller:
+        """A controller with the options' rate limiter, informer options and sharding."""
+        options = self.options
+        queue = WorkQueue(name, metrics=self.metrics, rate_limiter=default_rate_limiter(
+            options.backoff_base, options.backoff_cap, options.qps, options.burst))
+        return Controller(name, reconciler, source, workers=workers, queue=queue,
+                          informer_options=options.informer, metrics=self.metrics,
+                          owns=self._owns)
+
     def _track_provider_configs(self, cluster: Any, targets: Sequence[Target]) -> None:
         """Run the ProviderConfig usage controller, following the managed kinds' informers."""
         managed = [t for t in targets if isinstance(t, Kind)
@@ -457,18 +462,14 @@ class Manager:
     def _track_provider_config(self, cluster: Any, managed: Sequence[Kind],
                                api_version: str) -> None:
         controllers = self.controllers
-        options = self.options
         usage = ProviderConfigReconciler(
             cluster, managed, lambda kind: controllers[kind.kind].informer.items(),
             api_version=api_version)
         name = "providerconfig" if api_version == PROVIDER_CONFIG_API else (
             f"providerconfig.{api_version.partition('/')[0]}")
-        queue = WorkQueue(name, metrics=self.metrics, rate_limiter=default_rate_limiter(
-            options.backoff_base, options.backoff_cap, options.qps, options.burst))
-        controller = self.controllers[f"{PROVIDER_CONFIG_KIND}.{api_version}"] = Controller(
-            name, usage, cluster.list_watcher(api_version, PROVIDER_CONFIG_KIND, None),
-            workers=1, queue=queue, informer_options=options.informer, metrics=self.metrics,
-            owns=self._owns)
+        controller = self.controllers[f"{PROVIDER_CONFIG_KIND}.{api_version}"] = (
+            self._controller(name, usage,
+                             cluster.list_watcher(api_version, PROVIDER_CONFIG_KIND, None), 1))
 
         def follow(old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
             before = None if old is None else (config_of(old), _live(old))

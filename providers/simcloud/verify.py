@@ -32,6 +32,19 @@ from lifecycle.verify import ExternalSystem, Recorder, Target, TracedReconciler
 from lifecycle.verify.explorer import converged_objects
 
 
+def _cloud() -> SimCloud:
+    """A fresh simulated cloud whose every operation stays pending for a poll or two."""
+    return SimCloud(seed=0, create_polls=2, modify_polls=1, delete_polls=1)
+
+
+def _more_storage(data: dict[str, Any]) -> dict[str, Any]:
+    """The manifest with 20 GB more storage: a spec change that needs an external update."""
+    changed = json.loads(json.dumps(data))
+    params = changed["spec"]["forProvider"]
+    params["storageGB"] = int(params.get("storageGB", 20)) + 20
+    return changed
+
+
 def simcloud_target(kind: Kind, label: str = "") -> Target:
     """Exercise a kind backed by the simulated cloud, with asynchronous operations.
 
@@ -39,7 +52,7 @@ def simcloud_target(kind: Kind, label: str = "") -> Target:
     phase passes through a pending provider operation.
     """
     def system() -> ExternalSystem:
-        cloud = SimCloud(seed=0, create_polls=2, modify_polls=1, delete_polls=1)
+        cloud = _cloud()
         return ExternalSystem(DatabaseConnector(cloud), lambda: set(cloud.instances()),
                               cloud.creations)
 
@@ -48,13 +61,8 @@ def simcloud_target(kind: Kind, label: str = "") -> Target:
         data["apiVersion"], data["kind"] = kind.api_version, kind.kind
         return data
 
-    def update(data: dict[str, Any]) -> dict[str, Any]:
-        changed = json.loads(json.dumps(data))
-        params = changed["spec"]["forProvider"]
-        params["storageGB"] = int(params.get("storageGB", 20)) + 20
-        return changed
 
-    return Target(kind, system, manifest, update, label=label)
+    return Target(kind, system, manifest, _more_storage, label=label)
 
 
 def claim_target(kind: Kind, binding: ClaimBinding, label: str = "") -> Target:
@@ -227,7 +235,7 @@ def shared_name_target(kind: Kind, label: str = "") -> Target:
     current: dict[str, _CallLog] = {}
 
     def system() -> ExternalSystem:
-        cloud = SimCloud(seed=0, create_polls=2, modify_polls=1, delete_polls=1)
+        cloud = _cloud()
         current["log"] = _CallLog(DatabaseConnector(cloud))
         return ExternalSystem(current["log"], lambda: set(cloud.instances()), cloud.creations)
 
@@ -241,11 +249,6 @@ def shared_name_target(kind: Kind, label: str = "") -> Target:
         data["apiVersion"], data["kind"] = kind.api_version, kind.kind
         return data
 
-    def update(data: dict[str, Any]) -> dict[str, Any]:
-        changed = json.loads(json.dumps(data))
-        changed["spec"]["forProvider"]["storageGB"] += 20
-        return changed
-
     def converged(env: Environment, manifests: Mapping[str, dict[str, Any]],
                   expect: str) -> list[str]:
         problems = [f"beta called {op} on {external}" for who, op, external
@@ -256,7 +259,8 @@ def shared_name_target(kind: Kind, label: str = "") -> Target:
         problems += _refused(env, kind, OTHER_NAMESPACE, "beta", ("ExternalNameConflict",))
         return problems
 
-    return Target(kind, system, manifest, update, label=label or f"{kind.kind}/shared-name",
+    return Target(kind, system, manifest, _more_storage,
+                  label=label or f"{kind.kind}/shared-name",
                   objects=("alpha", "beta"), setup=setup, converged=converged,
                   waiting=("beta",))
 
@@ -275,11 +279,12 @@ def adoption_target(kind: Kind, label: str = "") -> Target:
     password = "their-password-9f2c"
 
     def system() -> ExternalSystem:
-        cloud = SimCloud(seed=0, create_polls=2, modify_polls=1, delete_polls=1)
-        cloud.create_instance(("AKIDVERIFY", "verify-secret-key"), "precious",
-                              {"engine": "postgres", "storage_gb": 20}, password=password)
-        cloud.describe_instance(("AKIDVERIFY", "verify-secret-key"), "precious")
-        cloud.describe_instance(("AKIDVERIFY", "verify-secret-key"), "precious")
+        cloud = _cloud()
+        owner = ("AKIDVERIFY", "verify-secret-key")  # whoever created it outside the operator
+        cloud.create_instance(owner, "precious", {"engine": "postgres", "storage_gb": 20},
+                              password=password)
+        for _ in range(2):  # its two creation polls: available
+            cloud.describe_instance(owner, "precious")
         current["cloud"], current["log"] = cloud, _CallLog(DatabaseConnector(cloud))
         current["before"] = cloud.instances()["precious"]
         return ExternalSystem(current["log"],
@@ -289,11 +294,6 @@ def adoption_target(kind: Kind, label: str = "") -> Target:
         data = database_manifest(name, annotations={EXTERNAL_NAME: "precious"}, storageGB=40)
         data["apiVersion"], data["kind"] = kind.api_version, kind.kind
         return data
-
-    def update(data: dict[str, Any]) -> dict[str, Any]:
-        changed = json.loads(json.dumps(data))
-        changed["spec"]["forProvider"]["storageGB"] += 20
-        return changed
 
     def converged(env: Environment, manifests: Mapping[str, dict[str, Any]],
                   expect: str) -> list[str]:
@@ -307,5 +307,6 @@ def adoption_target(kind: Kind, label: str = "") -> Target:
             return problems + converged_objects(env, kind, manifests, expect)
         return problems + _refused(env, kind, "default", "alpha", ("ExternalResourceNotOwned",))
 
-    return Target(kind, system, manifest, update, label=label or f"{kind.kind}/adoption",
+    return Target(kind, system, manifest, _more_storage,
+                  label=label or f"{kind.kind}/adoption",
                   converged=converged, waiting=("alpha",))
