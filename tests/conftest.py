@@ -16,3 +16,7 @@ def api() -> Iterator[EmbeddedAPI]:
     server = widget_api()
     yield server
     server.close()
+
+
+#: The PostgreSQL fixtures (``postgres_server``, ``server``, ``env``): see postgres_fixtures.py.
+pytest_plugins = ["postgres_fixtures"]

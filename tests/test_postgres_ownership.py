@@ -9,46 +9,20 @@ plain role is marked with a comment and managed from then on.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from postgres_helpers import execute as run
+from postgres_helpers import unique
 from psycopg import sql
 
 from lifecycle.core.kind import ADOPT, EXTERNAL_NAME
 from lifecycle.core.ownership import mark_uid
 from lifecycle.providers.postgres.marks import PREFIX
-from lifecycle.providers.postgres.testing import (
-    PostgresServer,
-    manifest,
-    postgres_environment,
-    postgres_server,  # noqa: F401  (the session fixture)
-)
+from lifecycle.providers.postgres.testing import PostgresServer, manifest
 from lifecycle.testing import Environment
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def server(postgres_server: PostgresServer) -> Iterator[PostgresServer]:  # noqa: F811
-    postgres_server.start()
-    yield postgres_server
-
-
-@pytest.fixture
-def env(server: PostgresServer) -> Environment:
-    return postgres_environment(server.host, server.port, server.user, server.password)
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
-
-
-def run(server: PostgresServer, statement: Any) -> None:
-    with server.connect() as conn:
-        conn.autocommit = True
-        conn.execute(statement)
 
 
 def role_row(server: PostgresServer, role: str) -> tuple[Any, ...] | None:

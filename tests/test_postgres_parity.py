@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from postgres_helpers import POLL, can_login, execute, query, unique
 from psycopg import sql
 
 from lifecycle.core.kind import EXTERNAL_NAME
@@ -24,48 +25,13 @@ from lifecycle.providers.postgres.testing import (
     PostgresServer,
     manifest,
     postgres_environment,
-    postgres_server,  # noqa: F401  (the session fixture)
 )
 from lifecycle.testing import Environment
 
 pytestmark = pytest.mark.postgres
 
-#: Enough virtual time for a Ready poll, the repair it triggers and the check after.
-POLL = 75.0
 #: A role name no identifier quoting mistake survives.
 HOSTILE_GROUP = 'grp"; DROP ROLE postgres; -- ünï'
-
-
-@pytest.fixture
-def server(postgres_server: PostgresServer) -> Iterator[PostgresServer]:  # noqa: F811
-    """The session server, started again if a test left it stopped."""
-    postgres_server.start()
-    yield postgres_server
-    postgres_server.start()
-
-
-@pytest.fixture
-def env(server: PostgresServer) -> Environment:
-    """An Environment whose ProviderConfig points at the test server (superuser admin)."""
-    return postgres_environment(server.host, server.port, server.user, server.password,
-                                "disable")
-
-
-def unique(prefix: str) -> str:
-    """A PostgreSQL name no other test uses."""
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
-
-
-def query(server: PostgresServer, text: str, *params: Any) -> list[tuple[Any, ...]]:
-    """Rows of one query run as the admin."""
-    with server.connect() as conn:
-        return conn.execute(text, params).fetchall()  # type: ignore[arg-type]
-
-
-def execute(server: PostgresServer, statement: sql.Composable) -> None:
-    """Run one out-of-band statement as the admin."""
-    with server.connect() as conn:
-        conn.execute(statement)
 
 
 def attributes(server: PostgresServer, role: str) -> tuple[Any, ...] | None:
@@ -81,15 +47,6 @@ def groups(server: PostgresServer, role: str) -> set[str]:
     return {r[0] for r in query(
         server, "SELECT g.rolname FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid "
                 "JOIN pg_roles u ON u.oid = m.member WHERE u.rolname = %s", role)}
-
-
-def can_login(server: PostgresServer, role: str, password: str) -> bool:
-    """Whether ``role`` can log in with ``password``."""
-    try:
-        with server.connect(role, password) as conn:
-            return conn.execute("SELECT current_user").fetchone() == (role,)
-    except psycopg.OperationalError:
-        return False
 
 
 def name_of(env: Environment, name: str) -> str:

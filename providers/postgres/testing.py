@@ -217,9 +217,11 @@ def _unprivileged_user() -> pwd.struct_passwd | None:
             "(Debian's postgresql package does) or set LIFECYCLE_PG_USER") from None
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """One started throwaway server for the whole test session."""
+def started_server() -> Iterator[PostgresServer]:
+    """Start a :class:`PostgresServer`, yield it and close it: the body of a session fixture.
+
+    A server that cannot start fails the test (with the reason) instead of erroring.
+    """
     try:
         server = PostgresServer()
         server.start()
@@ -229,6 +231,12 @@ def postgres_server() -> Iterator[PostgresServer]:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One started throwaway server for the whole test session."""
+    yield from started_server()
 
 
 def postgres_environment(host: str, port: int, user: str, password: str,
