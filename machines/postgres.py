@@ -1,5 +1,5 @@
-"""The PostgreSQL kinds in ``postgresql.lifecycle.dev``: Role, Database, Grant, Schema and
-Extension.
+"""The PostgreSQL kinds in ``postgresql.lifecycle.dev``: Role, Database, Grant, Schema,
+Extension and DefaultPrivileges.
 
 Each kind is the standard managed lifecycle with PostgreSQL's timing: every
 statement completes before it returns, so a pending state is re-observed
@@ -14,6 +14,10 @@ from lifecycle.core.machine import Timing
 from lifecycle.machines.managed import ManagedResourceMachine
 from lifecycle.providers.postgres.config import PostgresConnector
 from lifecycle.providers.postgres.database import DatabaseClient, DatabaseParameters
+from lifecycle.providers.postgres.default_privileges import (
+    DefaultPrivilegesClient,
+    DefaultPrivilegesParameters,
+)
 from lifecycle.providers.postgres.extension import ExtensionClient, ExtensionParameters
 from lifecycle.providers.postgres.grant import GrantClient, GrantParameters
 from lifecycle.providers.postgres.role import RoleClient, RoleParameters
@@ -39,7 +43,7 @@ class DatabaseMachine(ManagedResourceMachine):
 
 
 class GrantMachine(ManagedResourceMachine):
-    """The lifecycle of a role's privileges on a database."""
+    """The lifecycle of a role's privileges on a database, a schema or objects in a schema."""
 
     timing = SQL_TIMING
 
@@ -62,6 +66,12 @@ class ExtensionMachine(ManagedResourceMachine):
     timing = SQL_TIMING
 
 
+class DefaultPrivilegesMachine(ManagedResourceMachine):
+    """The lifecycle of the privileges a role gets on objects another role creates later."""
+
+    timing = SQL_TIMING
+
+
 Grant = Kind(group=GROUP, version="v1alpha1", kind="Grant", plural="grants",
              machine=GrantMachine, parameters=GrantParameters, short_names=("pggrant",))
 Schema = Kind(group=GROUP, version="v1alpha1", kind="Schema", plural="schemas",
@@ -70,6 +80,9 @@ Schema = Kind(group=GROUP, version="v1alpha1", kind="Schema", plural="schemas",
 Extension = Kind(group=GROUP, version="v1alpha1", kind="Extension", plural="extensions",
                  machine=ExtensionMachine, parameters=ExtensionParameters,
                  short_names=("pgext",))
+DefaultPrivileges = Kind(group=GROUP, version="v1alpha1", kind="DefaultPrivileges",
+                         plural="defaultprivileges", machine=DefaultPrivilegesMachine,
+                         parameters=DefaultPrivilegesParameters, short_names=("pgdefpriv",))
 
 
 def kinds() -> list[tuple[Kind, PostgresConnector]]:
@@ -78,4 +91,5 @@ def kinds() -> list[tuple[Kind, PostgresConnector]]:
             (Database, PostgresConnector(DatabaseClient)),
             (Grant, PostgresConnector(GrantClient)),
             (Schema, PostgresConnector(SchemaClient)),
-            (Extension, PostgresConnector(ExtensionClient))]
+            (Extension, PostgresConnector(ExtensionClient)),
+            (DefaultPrivileges, PostgresConnector(DefaultPrivilegesClient))]

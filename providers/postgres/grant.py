@@ -1,16 +1,24 @@
-"""The Grant kind's client: privileges of one role on one database.
+"""The Grant kind's client: privileges of one role on a database, a schema, or objects in a
+schema.
 
-A Grant makes sure ``role`` holds ``privileges`` on ``database``:
-``observe`` reads the database's ACL (the owner's implicit privileges
-included), ``create`` and ``update`` grant what is missing, ``delete``
-revokes the Grant's privileges. Privileges the role holds beyond the
-Grant's are left alone, so two Grants on one pair never fight, unless
-``exclusive`` asks for the list to be exact. A Grant naming the database's
-owner is refused (terminal ``InvalidSpec``): the owner holds every privilege
-by ownership, and deleting such a Grant must never strip it. ``withOption: GRANT`` adds the grant
-option, observed through ``aclexplode``'s ``is_grantable``. A role or
-database that does not exist yet is retried (``DependencyMissing``), so a
-Grant can be applied together with the Role and Database it names.
+A Grant makes sure ``role`` holds ``privileges`` on its target: ``database``
+alone, a ``schema`` of it, or, with ``tables``, ``sequences`` or
+``routines``, objects of that schema (named, or ``"*"`` for every one the
+schema holds at each observation). ``observe`` reads the catalog ACLs
+(``aclexplode`` over ``pg_database``, ``pg_namespace``, ``pg_class`` and
+``pg_proc``, the owner's implicit privileges included), ``create`` and
+``update`` grant what is missing, ``delete`` revokes the Grant's
+privileges. Privileges the role holds beyond the Grant's are left alone, so
+two Grants on one pair never fight, unless ``exclusive`` asks for the list
+to be exact. A role's privileges on what it owns are ownership's, never a
+Grant's: a Grant naming the owner of its database or schema, or of every
+object it names, is refused (terminal ``InvalidSpec``), and objects the role
+owns are skipped by a ``"*"`` Grant. ``withOption: GRANT`` adds the grant
+option, observed through ``aclexplode``'s ``is_grantable``.
+``revokePublicOnDb: true`` keeps PUBLIC without CONNECT and TEMPORARY on the
+database. A role, database, schema or named object that does not exist yet
+is retried (``DependencyMissing``), so a Grant can be applied together with
+what it names.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from typing import Any
 import attrs
 from psycopg import sql
 
-from lifecycle.core.errors import TerminalError
+from lifecycle.core.errors import ExternalError, TerminalError
 from lifecycle.core.values import Creation, Observation
 from lifecycle.providers.postgres import fields
 from lifecycle.providers.postgres.config import Session, SqlClient, check_name
@@ -33,11 +41,24 @@ from lifecycle.runtime.contract import ManagedResource
 DATABASE_PRIVILEGES = ("CONNECT", "CREATE", "TEMPORARY")
 #: The privileges a schema has.
 SCHEMA_PRIVILEGES = ("CREATE", "USAGE")
-_KNOWN = frozenset(DATABASE_PRIVILEGES + SCHEMA_PRIVILEGES)
+#: The privileges a table (or view, materialized view, foreign or partitioned table) has.
+TABLE_PRIVILEGES = ("DELETE", "INSERT", "REFERENCES", "SELECT", "TRIGGER", "TRUNCATE",
+                    "UPDATE")
+#: The privileges a sequence has.
+SEQUENCE_PRIVILEGES = ("SELECT", "UPDATE", "USAGE")
+#: The privileges a routine (function, procedure, aggregate) has.
+ROUTINE_PRIVILEGES = ("EXECUTE",)
+#: Per target keyword, the privileges it has.
+PRIVILEGES_OF = {"DATABASE": DATABASE_PRIVILEGES, "SCHEMA": SCHEMA_PRIVILEGES,
+                 "TABLE": TABLE_PRIVILEGES, "SEQUENCE": SEQUENCE_PRIVILEGES,
+                 "ROUTINE": ROUTINE_PRIVILEGES}
+_KNOWN = frozenset(p for privileges in PRIVILEGES_OF.values() for p in privileges)
 _ALIASES = {"TEMP": "TEMPORARY", "ALL PRIVILEGES": "ALL"}
+#: The value of ``tables``, ``sequences`` or a routine's ``name`` that means every one.
+EVERY = "*"
 
 
-def _privileges(value: Any) -> tuple[str, ...]:
+def privilege_list(value: Any, known: frozenset[str] = _KNOWN) -> tuple[str, ...]:
     """Normalise a privilege list: upper case, TEMP and ALL PRIVILEGES spelled out, sorted,
     no duplicates (``ALL`` is expanded once the target is known)."""
     if isinstance(value, str) or not isinstance(value, Iterable):
@@ -48,42 +69,115 @@ def _privileges(value: Any) -> tuple[str, ...]:
             raise TypeError("'privileges' must be a list of privilege names")
         key = " ".join(item.upper().split())
         key = _ALIASES.get(key, key)
-        if key not in _KNOWN and key != "ALL":
-            raise ValueError(f"unknown privilege {item!r}; use "
-                             f"{', '.join(DATABASE_PRIVILEGES)} or ALL on a database, "
-                             f"{', '.join(SCHEMA_PRIVILEGES)} or ALL on a schema")
+        if key not in known and key != "ALL":
+            raise ValueError(f"unknown privilege {item!r}; use ALL or one of "
+                             f"{', '.join(sorted(known))}")
         out.add(key)
     if not out:
         raise ValueError("'privileges' must name at least one privilege")
     return tuple(sorted(out))
 
 
-def _with_option(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+def with_grant_option(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """Validator of ``withOption``: unset or ``GRANT``."""
     if value is not None and value != "GRANT":
         raise ValueError("'withOption' must be GRANT (ADMIN applies to role memberships, "
                          "which a Role's memberOf declares)")
 
 
+def _object_names(alias: str) -> Any:
+    """An optional list of object names in the schema, or ``["*"]`` for every one."""
+    def convert(value: Any) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        if isinstance(value, str) or not isinstance(value, list | tuple):
+            raise TypeError(f"'{alias}' must be a list of names, or [\"*\"]")
+        if not value or not all(isinstance(v, str) and v for v in value):
+            raise TypeError(f"'{alias}' must be a non-empty list of non-empty names")
+        if EVERY in value and len(set(value)) > 1:
+            raise ValueError(f"'{alias}': \"*\" (every one in the schema) stands alone")
+        return tuple(sorted(set(value)))
+    return attrs.field(default=None, converter=convert, alias=alias)
+
+
+def _arguments(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, list | tuple) or not all(
+            isinstance(v, str) and v.strip() for v in value):
+        raise TypeError("a routine's 'arguments' must be a list of type names")
+    return tuple(v.strip() for v in value)
+
+
+@attrs.frozen
+class Routine:
+    """A function, procedure or aggregate of the Grant's schema: its name and argument types
+    (``name: "*"`` without arguments means every routine of the schema)."""
+
+    name: str = fields.name(required=True)
+    arguments: tuple[str, ...] = attrs.field(factory=tuple, converter=_arguments)
+
+    @property
+    def label(self) -> str:
+        """``name(type, ...)`` as shown in messages."""
+        return f"{self.name}({', '.join(self.arguments)})"
+
+
+def _routines(value: Any) -> tuple[Routine, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
+        raise TypeError("'routines' must be a non-empty list of {name, arguments}")
+    out: list[Routine] = []
+    for item in value:
+        if isinstance(item, Routine):
+            out.append(item)
+            continue
+        if not isinstance(item, dict) or set(item) - {"name", "arguments"}:
+            raise TypeError("'routines' must be a list of {name, arguments}")
+        try:
+            out.append(Routine(**item))
+        except TypeError as exc:
+            raise TypeError(f"'routines': {exc}") from None
+    if any(r.name == EVERY for r in out) and (len(out) > 1 or out[0].arguments):
+        raise ValueError("'routines': {name: \"*\"} (every routine of the schema) stands "
+                         "alone, without arguments")
+    return tuple(sorted(set(out), key=lambda r: (r.name, r.arguments)))
+
+
 @attrs.frozen
 class GrantParameters:
-    """``spec.forProvider`` of a Grant: which role gets which privileges on which database
-    (or, with ``schema``, on which schema of that database).
+    """``spec.forProvider`` of a Grant: which role gets which privileges on which database,
+    schema, or tables, sequences or routines of a schema.
 
     ``withOption: GRANT`` also gives the right to grant them on. ``exclusive:
-    true`` makes the list exact: privileges the role holds on the database
-    beyond it are revoked (never from the database's owner).
+    true`` makes the list exact: privileges the role holds on the target
+    beyond it are revoked (never from the owner). ``revokePublicOnDb: true``
+    keeps PUBLIC without privileges on the database.
     """
 
     role: str = fields.name(required=True)
     database: str = fields.name(required=True)
-    privileges: tuple[str, ...] = attrs.field(converter=_privileges)
-    with_option: str | None = attrs.field(default=None, validator=_with_option,
+    privileges: tuple[str, ...] = attrs.field(converter=privilege_list)
+    with_option: str | None = attrs.field(default=None, validator=with_grant_option,
                                           alias="withOption")
     exclusive: bool = fields.flag(False)
     schema: str | None = fields.name()
+    tables: tuple[str, ...] | None = _object_names("tables")
+    sequences: tuple[str, ...] | None = _object_names("sequences")
+    routines: tuple[Routine, ...] | None = attrs.field(default=None, converter=_routines)
+    revoke_public_on_db: bool = fields.flag(False, alias="revokePublicOnDb")
 
     def __attrs_post_init__(self) -> None:
-        """Expand ALL and check each privilege against the target (database or schema)."""
+        """Check the target is one kind of object in a schema at most, expand ALL and check
+        each privilege against the target."""
+        given = [key for key, value in (("tables", self.tables), ("sequences", self.sequences),
+                                        ("routines", self.routines)) if value is not None]
+        if len(given) > 1:
+            raise ValueError(f"set one of 'tables', 'sequences' and 'routines', not "
+                             f"{' and '.join(repr(g) for g in given)}; use one Grant each")
+        if given and self.schema is None:
+            raise ValueError(f"'{given[0]}' needs 'schema': the schema the objects are in")
         allowed = self.allowed
         expanded = set(allowed) if "ALL" in self.privileges else set(self.privileges)
         wrong = sorted(expanded - set(allowed))
@@ -94,13 +188,32 @@ class GrantParameters:
 
     @property
     def keyword(self) -> str:
-        """What the privileges are on: ``DATABASE`` or ``SCHEMA``."""
+        """What the privileges are on: ``DATABASE``, ``SCHEMA``, ``TABLE``, ``SEQUENCE`` or
+        ``ROUTINE``."""
+        if self.tables is not None:
+            return "TABLE"
+        if self.sequences is not None:
+            return "SEQUENCE"
+        if self.routines is not None:
+            return "ROUTINE"
         return "DATABASE" if self.schema is None else "SCHEMA"
+
+    @property
+    def on_objects(self) -> bool:
+        """Whether the privileges are on tables, sequences or routines of the schema."""
+        return self.keyword in ("TABLE", "SEQUENCE", "ROUTINE")
+
+    @property
+    def every(self) -> bool:
+        """Whether the Grant covers every object of its kind in the schema (``"*"``)."""
+        if self.routines is not None:
+            return self.routines[0].name == EVERY
+        return (self.tables or self.sequences) == (EVERY,)
 
     @property
     def allowed(self) -> tuple[str, ...]:
         """The privileges the target has."""
-        return DATABASE_PRIVILEGES if self.schema is None else SCHEMA_PRIVILEGES
+        return PRIVILEGES_OF[self.keyword]
 
     @property
     def target(self) -> str:
@@ -114,40 +227,63 @@ _CATALOGS = {
     "DATABASE": ("pg_catalog.pg_database d", "d.datdba", "d.datacl", "'d'", "d.datname"),
     "SCHEMA": ("pg_catalog.pg_namespace n", "n.nspowner", "n.nspacl", "'n'", "n.nspname"),
 }
+#: Per object keyword: (relkinds in pg_class, acldefault type); fixed SQL text.
+_RELATIONS = {"TABLE": ("{r,p,v,m,f}", "r"), "SEQUENCE": ("{S}", "s")}
+
+
+@attrs.frozen
+class SchemaObject:
+    """One table, sequence or routine a Grant covers, and what the role holds on it."""
+
+    #: The name (for a routine: ``name(argument types)``) as shown in messages.
+    label: str
+    #: The object as SQL: schema-qualified name, for a routine with its argument types.
+    ident: sql.Composable
+    #: Whether the role owns it (then it is never granted nor revoked).
+    owned: bool
+    #: The role's privileges on it, each with whether it is grantable.
+    acl: dict[str, bool]
 
 
 class GrantClient(SqlClient):
-    """Observes a database ACL through ``aclexplode``; grants and revokes privileges."""
+    """Observes catalog ACLs through ``aclexplode``; grants and revokes privileges."""
 
     subject = "grant"
 
     def observe(self, resource: ManagedResource) -> Observation:
-        """The role's explicit privileges on the database, compared with the spec."""
+        """The role's explicit privileges on the target, compared with the spec."""
         want: GrantParameters | None = resource.parameters
         if want is None:  # an unreadable spec being deleted: nothing we could revoke
             return Observation.absent()
+        if want.on_objects:
+            return self._observe_objects(want)
         with self._session(want, missing_ok=True) as session:
-            acl, owner = ({}, False) if session is None else self._acl(session, want)
+            if session is None:
+                return Observation.absent()
+            acl, owner = self._acl(session, want)
+            public = want.revoke_public_on_db and self._public_holds(session, want)
         held = set(acl) & set(want.privileges)
         if not held or owner:  # the owner's rights are ownership's, never a Grant's
             return Observation.absent()
         up_to_date = held == set(want.privileges) and (
             want.with_option is None or all(acl[p] for p in want.privileges)) and (
-            not want.exclusive or owner or set(acl) <= set(want.privileges))
+            not want.exclusive or set(acl) <= set(want.privileges)) and not public
         observed: dict[str, Any] = {"privileges": sorted(held)}
         if want.with_option or want.exclusive:
             observed["grantable"] = sorted(p for p in held if acl[p])
             observed["others"] = sorted(set(acl) - set(want.privileges))
+        if want.revoke_public_on_db:
+            observed["publicOnDb"] = public
         return Observation(exists=True, up_to_date=up_to_date, observed=observed)
 
     def create(self, resource: ManagedResource) -> Creation:
         """GRANT the privileges (granting held privileges again is harmless); a Grant to the
-        database's owner is refused: it holds every privilege by ownership, and deleting
-        the Grant must not strip them."""
+        owner is refused: it holds every privilege by ownership, and deleting the Grant must
+        not strip them."""
         want: GrantParameters = resource.parameters
         with self._session(want) as session:
             assert session is not None
-            if self._acl(session, want)[1]:
+            if not want.on_objects and self._acl(session, want)[1]:
                 raise TerminalError(
                     f"role {want.role!r} owns {want.keyword.lower()} {want.target!r} and holds "
                     "every privilege on it by ownership; a Grant to the owner is not managed",
@@ -163,6 +299,14 @@ class GrantClient(SqlClient):
             self._update(session, want)
 
     def _update(self, session: Session, want: GrantParameters) -> None:
+        if want.revoke_public_on_db and self._public_holds(session, want):
+            check_name("database", want.database)
+            session.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(
+                sql.Identifier(want.database)),
+                f"revoking PUBLIC's privileges on database {want.database!r}")
+        if want.on_objects:
+            self._update_objects(session, want)
+            return
         acl, owner = self._acl(session, want)
         if owner:
             raise TerminalError(f"role {want.role!r} owns {want.keyword.lower()} "
@@ -170,33 +314,203 @@ class GrantClient(SqlClient):
                                 reason="InvalidSpec")
         missing = sorted(p for p in want.privileges
                          if p not in acl or (want.with_option and not acl[p]))
+        target = sql.Identifier(want.schema or want.database)
         if missing:
-            template = "GRANT {} ON {} {} TO {}"
-            if want.with_option:
-                template += " WITH GRANT OPTION"
-            self._change(session, template, missing, want)
+            self._change(session, "GRANT", missing, want, [target], want.target)
         extra = sorted(set(acl) - set(want.privileges))
         if want.exclusive and extra:
-            self._change(session, "REVOKE {} ON {} {} FROM {}", extra, want)
+            self._change(session, "REVOKE", extra, want, [target], want.target)
 
     def delete(self, resource: ManagedResource) -> None:
-        """REVOKE the Grant's privileges; a missing role or database leaves nothing to revoke,
-        and the database's owner keeps what it holds by ownership."""
+        """REVOKE the Grant's privileges; a missing role, database, schema or object leaves
+        nothing to revoke, and an owner keeps what it holds by ownership. PUBLIC's privileges
+        revoked by ``revokePublicOnDb`` stay revoked."""
         want: GrantParameters | None = resource.parameters
         if want is None:
             return
         with self._session(want, missing_ok=True) as session:
             if session is None:
                 return
+            if want.on_objects:
+                if not self._role_exists(session, want.role):
+                    return
+                held = [o for o in self._objects(session, want)[0]
+                        if not o.owned and set(o.acl) & set(want.privileges)]
+                if held:
+                    self._change(session, "REVOKE", list(want.privileges), want,
+                                 [o.ident for o in held], _labels(held))
+                return
             acl, owner = self._acl(session, want)
             if not acl or owner:  # nothing to revoke, or rights the owner holds by ownership
                 return
-            self._change(session, "REVOKE {} ON {} {} FROM {}", list(want.privileges), want)
+            self._change(session, "REVOKE", list(want.privileges), want,
+                         [sql.Identifier(want.schema or want.database)], want.target)
 
+    # ------------------------------------------------------------ objects in a schema
+    def _observe_objects(self, want: GrantParameters) -> Observation:
+        """Exists when the role holds a wanted privilege on one of the objects (it never
+        does on none: a Grant covering nothing is absent); up to date when it holds all of
+        them on every object it does not own, and every named object exists."""
+        with self._session(want, missing_ok=True) as session:
+            if session is None or not self._role_exists(session, want.role):
+                return Observation.absent()
+            objects, missing = self._objects(session, want)
+            public = want.revoke_public_on_db and self._public_holds(session, want)
+        covered = [o for o in objects if not o.owned]
+        if not any(set(o.acl) & set(want.privileges) for o in covered):
+            return Observation.absent()
+        lacking = [o for o in covered if not self._complete(o, want)]
+        observed: dict[str, Any] = {
+            "objects": len(covered), "lacking": _labels(lacking, limit=10),
+            "owned": _labels([o for o in objects if o.owned], limit=10),
+            "missing": missing[:10]}
+        if want.revoke_public_on_db:
+            observed["publicOnDb"] = public
+        return Observation(exists=True, up_to_date=not lacking and not missing and not public,
+                           observed=observed)
+
+    def _update_objects(self, session: Session, want: GrantParameters) -> None:
+        """Grant what each object lacks (grouped into one statement per set of privileges),
+        revoke extras when ``exclusive``; a missing named object or a Grant covering nothing
+        is retried, one naming only objects the role owns refused."""
+        if not self._role_exists(session, want.role):
+            raise ExternalError(f"role {want.role!r} does not exist (yet)",
+                                reason="DependencyMissing")
+        objects, missing = self._objects(session, want)
+        covered = [o for o in objects if not o.owned]
+        if not covered and objects and not want.every:
+            raise TerminalError(
+                f"role {want.role!r} owns every {want.keyword.lower()} the Grant names and "
+                "holds every privilege on them by ownership; a Grant to the owner is not "
+                "managed", reason="InvalidSpec")
+        grants: dict[tuple[str, ...], list[SchemaObject]] = {}
+        revokes: dict[tuple[str, ...], list[SchemaObject]] = {}
+        for item in covered:
+            lack = tuple(sorted(p for p in want.privileges
+                                if p not in item.acl or (want.with_option and not item.acl[p])))
+            if lack:
+                grants.setdefault(lack, []).append(item)
+            extra = tuple(sorted(set(item.acl) & set(want.allowed) - set(want.privileges)))
+            if want.exclusive and extra:
+                revokes.setdefault(extra, []).append(item)
+        for privileges, items in sorted(grants.items()):
+            self._change(session, "GRANT", list(privileges), want, [o.ident for o in items],
+                         _labels(items))
+        for privileges, items in sorted(revokes.items()):
+            self._change(session, "REVOKE", list(privileges), want, [o.ident for o in items],
+                         _labels(items))
+        if missing:
+            raise ExternalError(f"{want.keyword.lower()}(s) {', '.join(missing[:10])} not found "
+                                f"in schema {want.target!r} (yet)", reason="DependencyMissing")
+        if not covered:
+            raise ExternalError(f"schema {want.target!r} holds no {want.keyword.lower()} the "
+                                f"role does not own (yet); nothing to grant",
+                                reason="DependencyMissing")
+
+    @staticmethod
+    def _complete(item: SchemaObject, want: GrantParameters) -> bool:
+        return all(p in item.acl and (not want.with_option or item.acl[p])
+                   for p in want.privileges) and (
+            not want.exclusive or set(item.acl) & set(want.allowed) <= set(want.privileges))
+
+    def _objects(self, session: Session,
+                 want: GrantParameters) -> tuple[list[SchemaObject], list[str]]:
+        """The objects of the schema the Grant covers, with the role's privileges on each, and
+        the named ones the schema does not hold."""
+        assert want.schema is not None
+        check_name("role", want.role)
+        check_name("schema", want.schema)
+        if want.keyword == "ROUTINE":
+            return self._routine_objects(session, want)
+        relkinds, default = _RELATIONS[want.keyword]
+        names = list(want.tables or want.sequences or ())
+        for name in names:
+            if name != EVERY:
+                check_name(want.keyword.lower(), name)
+        rows = session.rows(
+            "SELECT c.relname, c.relowner = r.oid, a.privilege_type, a.is_grantable "
+            "FROM pg_catalog.pg_class c "
+            "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "JOIN pg_catalog.pg_roles r ON r.rolname = %s "
+            "LEFT JOIN LATERAL pg_catalog.aclexplode(COALESCE(c.relacl, "
+            "pg_catalog.acldefault(%s::\"char\", c.relowner))) a ON a.grantee = r.oid "
+            "WHERE n.nspname = %s AND c.relkind = ANY(%s::\"char\"[]) "
+            "AND (%s OR c.relname = ANY(%s)) ORDER BY c.relname",
+            [want.role, default, want.schema, relkinds, want.every, names],
+            doing=f"observing the privileges of {want.role!r} on the "
+                  f"{want.keyword.lower()}s of {want.target!r}")
+        objects: dict[str, SchemaObject] = {}
+        for name, owned, privilege, grantable in rows:
+            item = objects.setdefault(name, SchemaObject(
+                label=name, ident=sql.Identifier(want.schema, name), owned=bool(owned), acl={}))
+            if privilege is not None:
+                item.acl[privilege] = item.acl.get(privilege, False) or bool(grantable)
+        missing = [] if want.every else [n for n in names if n not in objects]
+        return list(objects.values()), missing
+
+    def _routine_objects(self, session: Session,
+                         want: GrantParameters) -> tuple[list[SchemaObject], list[str]]:
+        assert want.schema is not None and want.routines is not None
+        wanted: list[tuple[str, list[int]]] = []
+        if not want.every:
+            for routine in want.routines:
+                check_name("routine", routine.name)
+                oids: list[int] = []
+                for argument in routine.arguments:
+                    row = session.row("SELECT pg_catalog.to_regtype(%s)::pg_catalog.oid",
+                                      [argument], doing=f"reading the type {argument!r}")
+                    if row is None or row[0] is None:
+                        raise ExternalError(f"routine {routine.label!r}: type {argument!r} "
+                                            "does not exist (yet)", reason="DependencyMissing")
+                    oids.append(int(row[0]))
+                wanted.append((routine.name, oids))
+        rows = session.rows(
+            "SELECT p.oid, p.proname, p.proowner = r.oid, "
+            "pg_catalog.oidvectortypes(p.proargtypes), "
+            "ARRAY(SELECT tn.nspname FROM unnest(p.proargtypes::pg_catalog.oid[]) "
+            "WITH ORDINALITY u(o, i) JOIN pg_catalog.pg_type t ON t.oid = u.o "
+            "JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace ORDER BY u.i), "
+            "ARRAY(SELECT t.typname FROM unnest(p.proargtypes::pg_catalog.oid[]) "
+            "WITH ORDINALITY u(o, i) JOIN pg_catalog.pg_type t ON t.oid = u.o ORDER BY u.i), "
+            "p.proargtypes::pg_catalog.oid[], a.privilege_type, a.is_grantable "
+            "FROM pg_catalog.pg_proc p "
+            "JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
+            "JOIN pg_catalog.pg_roles r ON r.rolname = %s "
+            "LEFT JOIN LATERAL pg_catalog.aclexplode(COALESCE(p.proacl, "
+            "pg_catalog.acldefault('f', p.proowner))) a ON a.grantee = r.oid "
+            "WHERE n.nspname = %s AND (%s OR p.proname = ANY(%s)) ORDER BY p.proname, p.oid",
+            [want.role, want.schema, want.every,
+             [w[0] for w in wanted]],
+            doing=f"observing the privileges of {want.role!r} on the routines of "
+                  f"{want.target!r}")
+        objects: dict[int, SchemaObject] = {}
+        found: set[int] = set()
+        for oid, name, owned, types, spaces, typnames, argoids, privilege, grantable in rows:
+            key = (name, [int(o) for o in argoids])
+            if not want.every:
+                if key not in wanted:
+                    continue
+                found.add(wanted.index(key))
+            item = objects.get(oid)
+            if item is None:
+                arguments = sql.SQL(", ").join(
+                    sql.Identifier(space, typname) for space, typname in zip(spaces, typnames,
+                                                                             strict=True))
+                item = objects[oid] = SchemaObject(
+                    label=f"{name}({types})", owned=bool(owned), acl={},
+                    ident=sql.SQL("{}({})").format(sql.Identifier(want.schema, name),
+                                                   arguments))
+            if privilege is not None:
+                item.acl[privilege] = item.acl.get(privilege, False) or bool(grantable)
+        missing = [r.label for i, r in enumerate(want.routines)
+                   if not want.every and i not in found]
+        return list(objects.values()), missing
+
+    # ------------------------------------------------------------ shared
     @contextlib.contextmanager
     def _session(self, want: GrantParameters, *,
                  missing_ok: bool = False) -> Iterator[Session | None]:
-        """The admin session for a database Grant; one on the database for a schema Grant."""
+        """The admin session for a database Grant; one on the database for the others."""
         if want.schema is None:
             yield self.session
             return
@@ -204,9 +518,25 @@ class GrantClient(SqlClient):
             yield session
 
     @staticmethod
+    def _role_exists(session: Session, role: str) -> bool:
+        check_name("role", role)
+        return session.row("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", [role],
+                           doing=f"observing role {role!r}") is not None
+
+    @staticmethod
+    def _public_holds(session: Session, want: GrantParameters) -> bool:
+        """Whether PUBLIC holds any privilege on the database."""
+        row = session.row(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.aclexplode(COALESCE(d.datacl, "
+            "pg_catalog.acldefault('d', d.datdba))) a WHERE a.grantee = 0) "
+            "FROM pg_catalog.pg_database d WHERE d.datname = %s", [want.database],
+            doing=f"observing PUBLIC's privileges on database {want.database!r}")
+        return bool(row and row[0])
+
+    @staticmethod
     def _acl(session: Session, want: GrantParameters) -> tuple[dict[str, bool], bool]:
-        """The role's privileges on the target (each: whether grantable) and whether the
-        role owns it."""
+        """The role's privileges on the database or schema (each: whether grantable) and
+        whether the role owns it."""
         check_name("role", want.role)
         check_name("database", want.database)
         if want.schema is not None:
@@ -234,13 +564,33 @@ class GrantClient(SqlClient):
         return acl, owner
 
     @staticmethod
-    def _change(session: Session, template: str, privileges: list[str],
-                want: GrantParameters) -> None:
+    def _change(session: Session, verb: str, privileges: list[str], want: GrantParameters,
+                targets: list[sql.Composable], label: str) -> None:
+        """GRANT (with the grant option when asked) or REVOKE ``privileges`` on ``targets``."""
         # Keywords come only from the fixed lists above, never from the spec's text.
-        keywords = sql.SQL(", ").join(sql.SQL(p) for p in privileges if p in want.allowed)
-        statement = sql.SQL(template).format(  # type: ignore[arg-type]
-            keywords, sql.SQL(want.keyword), sql.Identifier(want.schema or want.database),
-            sql.Identifier(want.role))
-        verb = template.split()[0].lower()  # "grant" or "revoke"
-        session.execute(statement, f"{verb} {', '.join(privileges)} on {want.target!r} "
+        known = [p for p in privileges if p in want.allowed]
+        if not known:
+            return
+        keywords = sql.SQL(", ").join(sql.SQL(p) for p in known)
+        statement = sql.SQL("{} {} ON {} {} {} {}").format(
+            sql.SQL("GRANT" if verb == "GRANT" else "REVOKE"), keywords,
+            sql.SQL(PRIVILEGE_TARGETS[want.keyword]), sql.SQL(", ").join(targets),
+            sql.SQL("TO" if verb == "GRANT" else "FROM"), sql.Identifier(want.role))
+        if verb == "GRANT" and want.with_option:
+            statement = sql.SQL("{} WITH GRANT OPTION").format(statement)
+        session.execute(statement, f"{verb.lower()} {', '.join(privileges)} on {label!r} "
                                    f"for {want.role!r}")
+
+
+#: The object type keyword of GRANT/REVOKE per target; fixed SQL text.
+PRIVILEGE_TARGETS = {"DATABASE": "DATABASE", "SCHEMA": "SCHEMA", "TABLE": "TABLE",
+                     "SEQUENCE": "SEQUENCE", "ROUTINE": "ROUTINE"}
+
+
+def _labels(items: list[SchemaObject], limit: int | None = None) -> Any:
+    """The objects' labels: a list (at most ``limit``) or, without a limit, one string."""
+    labels = [o.label for o in items]
+    if limit is not None:
+        return labels[:limit]
+    return ", ".join(labels[:10]) + (f" and {len(labels) - 10} more" if len(labels) > 10
+                                     else "")

@@ -1,0 +1,212 @@
+"""The DefaultPrivileges kind's client: privileges a role gets on objects another role
+creates later.
+
+A DefaultPrivileges makes sure that objects of ``objectType`` that
+``targetRole`` creates in ``database`` (in ``schema`` only, when set) give
+``role`` the ``privileges``: ``ALTER DEFAULT PRIVILEGES FOR ROLE targetRole
+[IN SCHEMA schema] GRANT ... ON TABLES|SEQUENCES|FUNCTIONS|TYPES|SCHEMAS TO
+role``. ``observe`` reads the entry of ``pg_default_acl`` (through a second
+admin session on ``database``, where the entry lives) with ``aclexplode``;
+``create`` and ``update`` grant what is missing, ``delete`` revokes the
+privileges again. Objects that already exist are not touched (a Grant with
+``tables: ["*"]`` covers those). As with a Grant, privileges beyond the list
+are left alone unless ``exclusive`` makes it exact, ``withOption: GRANT``
+adds the grant option, and a ``role`` equal to ``targetRole`` is refused:
+an owner holds every privilege on what it creates. A role, database or
+schema that does not exist yet is retried (``DependencyMissing``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+from psycopg import sql
+
+from lifecycle.core.values import Creation, Observation
+from lifecycle.providers.postgres import fields
+from lifecycle.providers.postgres.config import Session, SqlClient, check_name
+from lifecycle.providers.postgres.grant import (
+    ROUTINE_PRIVILEGES,
+    SCHEMA_PRIVILEGES,
+    SEQUENCE_PRIVILEGES,
+    TABLE_PRIVILEGES,
+    privilege_list,
+    with_grant_option,
+)
+from lifecycle.providers.postgres.schema import in_database
+from lifecycle.runtime.contract import ManagedResource
+
+#: Per ``objectType``: (``pg_default_acl.defaclobjtype``, the keyword of ALTER DEFAULT
+#: PRIVILEGES, the privileges that type has). Fixed SQL text, never user input.
+OBJECT_TYPES: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "table": ("r", "TABLES", TABLE_PRIVILEGES),
+    "sequence": ("S", "SEQUENCES", SEQUENCE_PRIVILEGES),
+    "function": ("f", "FUNCTIONS", ROUTINE_PRIVILEGES),
+    "type": ("T", "TYPES", ("USAGE",)),
+    "schema": ("n", "SCHEMAS", SCHEMA_PRIVILEGES),
+}
+
+
+def _object_type(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError("'objectType' must be one of " + ", ".join(OBJECT_TYPES))
+    key = value.strip().lower()
+    if key not in OBJECT_TYPES:
+        raise ValueError(f"'objectType' must be one of {', '.join(OBJECT_TYPES)}, "
+                         f"not {value!r}")
+    return key
+
+
+def _name(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"'{attribute.alias or attribute.name}' must be a non-empty string")
+
+
+@attrs.frozen
+class DefaultPrivilegesParameters:
+    """``spec.forProvider`` of a DefaultPrivileges: which role gets which privileges on the
+    objects of one type that ``targetRole`` creates in a database (or one of its schemas).
+
+    ``withOption: GRANT`` also gives the right to grant them on; ``exclusive:
+    true`` makes the list exact (other default privileges of the role there are
+    revoked).
+    """
+
+    role: str = fields.name(required=True)
+    target_role: str = attrs.field(validator=_name, alias="targetRole")
+    database: str = fields.name(required=True)
+    object_type: str = attrs.field(converter=_object_type, alias="objectType")
+    privileges: tuple[str, ...] = attrs.field(converter=privilege_list)
+    schema: str | None = fields.name()
+    with_option: str | None = attrs.field(default=None, validator=with_grant_option,
+                                          alias="withOption")
+    exclusive: bool = fields.flag(False)
+
+    def __attrs_post_init__(self) -> None:
+        """Expand ALL, check each privilege against the object type, refuse the owner."""
+        if self.object_type == "schema" and self.schema is not None:
+            raise ValueError("'schema' cannot be set with objectType schema: default "
+                             "privileges on schemas apply to the whole database")
+        if self.role == self.target_role:
+            raise ValueError("'role' is 'targetRole': the owner holds every privilege on what "
+                             "it creates, so it needs no default privileges")
+        allowed = self.allowed
+        expanded = set(allowed) if "ALL" in self.privileges else set(self.privileges)
+        wrong = sorted(expanded - set(allowed))
+        if wrong:
+            raise ValueError(f"privilege(s) {', '.join(wrong)} do not apply to objectType "
+                             f"{self.object_type}; use {', '.join(allowed)} or ALL")
+        object.__setattr__(self, "privileges", tuple(sorted(expanded)))
+
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        """The privileges objects of this type have."""
+        return OBJECT_TYPES[self.object_type][2]
+
+    @property
+    def target(self) -> str:
+        """Where the default applies, as shown in messages."""
+        where = self.database if self.schema is None else f"{self.database}.{self.schema}"
+        return f"{OBJECT_TYPES[self.object_type][1].lower()} of {self.target_role!r} in {where}"
+
+
+class DefaultPrivilegesClient(SqlClient):
+    """Observes ``pg_default_acl`` of the database; alters default privileges."""
+
+    subject = "default privileges"
+
+    def observe(self, resource: ManagedResource) -> Observation:
+        """The role's entry in the default ACL, compared with the spec."""
+        want: DefaultPrivilegesParameters | None = resource.parameters
+        if want is None:
+            return Observation.absent()
+        with in_database(self.session, want.database, missing_ok=True) as session:
+            if session is None:
+                return Observation.absent()
+            acl = self._acl(session, want)
+        held = set(acl) & set(want.privileges)
+        if not held:
+            return Observation.absent()
+        up_to_date = held == set(want.privileges) and (
+            want.with_option is None or all(acl[p] for p in want.privileges)) and (
+            not want.exclusive or set(acl) <= set(want.privileges))
+        observed: dict[str, Any] = {"privileges": sorted(held),
+                                    "grantable": sorted(p for p in held if acl[p]),
+                                    "others": sorted(set(acl) - set(want.privileges))}
+        return Observation(exists=True, up_to_date=up_to_date, observed=observed)
+
+    def create(self, resource: ManagedResource) -> Creation:
+        """ALTER DEFAULT PRIVILEGES ... GRANT (granting held privileges again is harmless)."""
+        self.update(resource)
+        return Creation()
+
+    def update(self, resource: ManagedResource) -> None:
+        """GRANT the default privileges the role lacks (and revoke others when ``exclusive``)."""
+        want: DefaultPrivilegesParameters = resource.parameters
+        with in_database(self.session, want.database) as session:
+            assert session is not None
+            acl = self._acl(session, want)
+            missing = sorted(p for p in want.privileges
+                             if p not in acl or (want.with_option and not acl[p]))
+            if missing:
+                self._alter(session, want, "GRANT", missing)
+            extra = sorted(set(acl) - set(want.privileges))
+            if want.exclusive and extra:
+                self._alter(session, want, "REVOKE", extra)
+
+    def delete(self, resource: ManagedResource) -> None:
+        """ALTER DEFAULT PRIVILEGES ... REVOKE the privileges; objects created meanwhile keep
+        what they were given, and a missing database, role or schema leaves nothing to do."""
+        want: DefaultPrivilegesParameters | None = resource.parameters
+        if want is None:
+            return
+        with in_database(self.session, want.database, missing_ok=True) as session:
+            if session is not None and set(self._acl(session, want)) & set(want.privileges):
+                self._alter(session, want, "REVOKE", list(want.privileges))
+
+    @staticmethod
+    def _acl(session: Session, want: DefaultPrivilegesParameters) -> dict[str, bool]:
+        """The role's privileges in the default ACL entry (each: whether grantable)."""
+        check_name("role", want.role)
+        check_name("target role", want.target_role)
+        if want.schema is not None:
+            check_name("schema", want.schema)
+        rows = session.rows(
+            "SELECT a.privilege_type, a.is_grantable FROM pg_catalog.pg_default_acl d "
+            "JOIN pg_catalog.pg_roles o ON o.oid = d.defaclrole "
+            "LEFT JOIN pg_catalog.pg_namespace n ON n.oid = d.defaclnamespace "
+            "CROSS JOIN LATERAL pg_catalog.aclexplode(d.defaclacl) a "
+            "JOIN pg_catalog.pg_roles r ON r.oid = a.grantee "
+            "WHERE o.rolname = %s AND r.rolname = %s AND d.defaclobjtype = %s::\"char\" "
+            "AND (CASE WHEN %s::text IS NULL THEN d.defaclnamespace = 0 "
+            "ELSE n.nspname = %s END)",
+            [want.target_role, want.role, OBJECT_TYPES[want.object_type][0], want.schema,
+             want.schema],
+            doing=f"observing the default privileges of {want.role!r} on {want.target}")
+        acl: dict[str, bool] = {}
+        for privilege, grantable in rows:
+            acl[privilege] = acl.get(privilege, False) or bool(grantable)
+        return acl
+
+    @staticmethod
+    def _alter(session: Session, want: DefaultPrivilegesParameters, verb: str,
+               privileges: list[str]) -> None:
+        # Keywords come only from the fixed lists above, never from the spec's text.
+        known = [p for p in privileges if p in want.allowed]
+        if not known:
+            return
+        statement = sql.SQL("ALTER DEFAULT PRIVILEGES FOR ROLE {}").format(
+            sql.Identifier(want.target_role))
+        if want.schema is not None:
+            statement = sql.SQL("{} IN SCHEMA {}").format(statement,
+                                                          sql.Identifier(want.schema))
+        statement = sql.SQL("{} {} {} ON {} {} {}").format(
+            statement, sql.SQL("GRANT" if verb == "GRANT" else "REVOKE"),
+            sql.SQL(", ").join(sql.SQL(p) for p in known),
+            sql.SQL(OBJECT_TYPES[want.object_type][1]),
+            sql.SQL("TO" if verb == "GRANT" else "FROM"), sql.Identifier(want.role))
+        if verb == "GRANT" and want.with_option:
+            statement = sql.SQL("{} WITH GRANT OPTION").format(statement)
+        session.execute(statement, f"{verb.lower()} default {', '.join(known)} on "
+                                   f"{want.target} for {want.role!r}")

@@ -1,0 +1,552 @@
+"""Grants on tables, sequences and routines, ``revokePublicOnDb`` and the DefaultPrivileges
+kind, against the real server of the session fixture (``pytest -m postgres``).
+
+Each test sets privileges through the kinds, changes them by hand on the server,
+sees them repaired at the next poll, removes a privilege from the spec, deletes,
+and checks that an owner keeps what it holds by ownership. Names are hostile
+(quotes, spaces, unicode) throughout.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from psycopg import sql
+
+from lifecycle.core.errors import TerminalError
+from lifecycle.machines.postgres import DefaultPrivileges, Grant
+from lifecycle.providers.postgres.testing import PostgresServer, manifest
+from lifecycle.testing import Environment
+
+pytestmark = pytest.mark.postgres
+
+#: Enough virtual time for a Ready poll, the repair it triggers and the check after.
+POLL = 75.0
+#: Enough virtual time for a failed object's backoff to retry.
+RETRY = 400.0
+
+
+def unique(prefix: str) -> str:
+    """A PostgreSQL name no other test uses."""
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+def hostile(prefix: str) -> str:
+    """A unique name with a quote, a space, a semicolon and non-ASCII letters."""
+    return unique(prefix) + '"; x ünï \'名'
+
+
+def run(server: PostgresServer, db: str, *statements: sql.Composable | str,
+        as_role: str | None = None) -> None:
+    """Run statements out of band in ``db`` as the server's superuser (or, with ``as_role``,
+    after SET ROLE to it, so what they create is that role's)."""
+    with server.connect(dbname=db) as conn:
+        if as_role is not None:
+            conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(as_role)))
+        for statement in statements:
+            conn.execute(statement)  # type: ignore[arg-type]
+
+
+def rows(server: PostgresServer, db: str, text: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Rows of one query in ``db``."""
+    with server.connect(dbname=db) as conn:
+        return conn.execute(text, params).fetchall()  # type: ignore[arg-type]
+
+
+def relation_acl(server: PostgresServer, db: str, schema: str, name: str,
+                 role: str) -> dict[str, bool]:
+    """The role's explicit privileges on a table or sequence, each with its grant option."""
+    return dict(rows(server, db, "SELECT a.privilege_type, a.is_grantable FROM pg_class c "
+                                 "JOIN pg_namespace n ON n.oid = c.relnamespace, "
+                                 "LATERAL aclexplode(c.relacl) a "
+                                 "JOIN pg_roles r ON r.oid = a.grantee "
+                                 "WHERE n.nspname = %s AND c.relname = %s AND r.rolname = %s",
+                     schema, name, role))
+
+
+def table_privilege(server: PostgresServer, db: str, role: str, schema: str, table: str,
+                    privileges: str) -> bool:
+    """Whether ``role`` holds every one of ``privileges`` on ``schema.table`` (any way)."""
+    return bool(rows(server, db, "SELECT has_table_privilege(%s, format('%%I.%%I', %s::text, "
+                                 "%s::text), %s)", role, schema, table, privileges)[0][0])
+
+
+def routine_acl(server: PostgresServer, db: str, schema: str, name: str, arguments: str,
+                role: str) -> dict[str, bool]:
+    """The role's explicit privileges on a routine (by ``oidvectortypes`` of its arguments)."""
+    return dict(rows(server, db, "SELECT a.privilege_type, a.is_grantable FROM pg_proc p "
+                                 "JOIN pg_namespace n ON n.oid = p.pronamespace, "
+                                 "LATERAL aclexplode(p.proacl) a "
+                                 "JOIN pg_roles r ON r.oid = a.grantee "
+                                 "WHERE n.nspname = %s AND p.proname = %s "
+                                 "AND oidvectortypes(p.proargtypes) = %s AND r.rolname = %s",
+                     schema, name, arguments, role))
+
+
+def default_acl(server: PostgresServer, db: str, owner: str, schema: str | None, objtype: str,
+                role: str) -> dict[str, bool]:
+    """The role's privileges in a ``pg_default_acl`` entry."""
+    return dict(rows(server, db, "SELECT a.privilege_type, a.is_grantable FROM pg_default_acl d "
+                                 "JOIN pg_roles o ON o.oid = d.defaclrole "
+                                 "LEFT JOIN pg_namespace n ON n.oid = d.defaclnamespace, "
+                                 "LATERAL aclexplode(d.defaclacl) a "
+                                 "JOIN pg_roles r ON r.oid = a.grantee "
+                                 "WHERE o.rolname = %s AND d.defaclobjtype = %s "
+                                 "AND r.rolname = %s AND (n.nspname IS NOT DISTINCT FROM %s)",
+                     owner, objtype, role, schema))
+
+
+def public_on_database(server: PostgresServer, db: str) -> set[str]:
+    """PUBLIC's privileges on a database (the defaults when its ACL is unset)."""
+    return {r[0] for r in rows(server, "postgres",
+                               "SELECT a.privilege_type FROM pg_database d, LATERAL aclexplode("
+                               "COALESCE(d.datacl, acldefault('d', d.datdba))) a "
+                               "WHERE d.datname = %s AND a.grantee = 0", db)}
+
+
+def setup(env: Environment, prefix: str) -> tuple[str, str, str]:
+    """Apply Role r, Database d and Schema s (hostile role and schema names), settle, and
+    return (role, database, schema)."""
+    role, db, schema = hostile(prefix), unique(prefix + "db"), hostile(prefix + "s")
+    env.apply(manifest("Role", "r", external_name=role))
+    env.apply(manifest("Database", "d", external_name=db))
+    env.apply(manifest("Schema", "s", external_name=schema, database=db))
+    env.run_until_idle()
+    assert env.state("Schema", "s") == "ready"
+    return role, db, schema
+
+
+def create_tables(server: PostgresServer, db: str, schema: str, *names: str,
+                  owner: str | None = None) -> None:
+    """Create tables by hand (as ``owner`` when given, else the superuser)."""
+    run(server, db, *(sql.SQL("CREATE TABLE {} (id int)").format(sql.Identifier(schema, n))
+                      for n in names), as_role=owner)
+
+
+def parse(kind: Any, **parameters: Any) -> Any:
+    """The kind's parameters parsed from ``spec.forProvider``."""
+    return kind.parse_parameters({"forProvider": parameters})
+
+
+# ------------------------------------------------------------------ the spec
+@pytest.mark.parametrize(("parameters", "message"), [
+    ({"tables": ["t"], "privileges": ["SELECT"]}, "'tables' needs 'schema'"),
+    ({"schema": "s", "tables": ["t"], "sequences": ["q"], "privileges": ["SELECT"]},
+     "set one of 'tables', 'sequences' and 'routines'"),
+    ({"schema": "s", "tables": ["t"], "privileges": ["EXECUTE"]},
+     "EXECUTE do not apply to a table"),
+    ({"schema": "s", "sequences": ["q"], "privileges": ["INSERT"]},
+     "INSERT do not apply to a sequence"),
+    ({"schema": "s", "routines": [{"name": "f"}], "privileges": ["SELECT"]},
+     "SELECT do not apply to a routine"),
+    ({"schema": "s", "privileges": ["SELECT"]}, "SELECT do not apply to a schema"),
+    ({"schema": "s", "tables": ["*", "t"], "privileges": ["SELECT"]}, "stands alone"),
+    ({"schema": "s", "tables": [], "privileges": ["SELECT"]}, "non-empty list"),
+    ({"schema": "s", "tables": "t", "privileges": ["SELECT"]}, "'tables' must be a list"),
+    ({"schema": "s", "routines": [{"name": "*", "arguments": ["int"]}],
+      "privileges": ["EXECUTE"]}, "stands alone"),
+    ({"schema": "s", "routines": [{"name": "f", "args": []}], "privileges": ["EXECUTE"]},
+     "'routines' must be a list of {name, arguments}"),
+    ({"schema": "s", "routines": [{"name": "f", "arguments": "int"}],
+      "privileges": ["EXECUTE"]}, "'arguments' must be a list of type names"),
+    ({"privileges": ["CONNECT"], "revokePublicOnDb": "yes"}, "'revokePublicOnDb' must be"),
+])
+def test_grant_specs_that_cannot_work_are_refused(parameters: dict[str, Any],
+                                                  message: str) -> None:
+    with pytest.raises(TerminalError, match=message.replace("{", r"\{").replace("(", r"\(")):
+        parse(Grant, role="r", database="d", **parameters)
+
+
+def test_grant_specs_are_normalised() -> None:
+    tables = parse(Grant, role="r", database="d", schema="s", tables=["b", "a", "b"],
+                   privileges=["all privileges"])
+    assert tables.tables == ("a", "b")
+    assert tables.privileges == ("DELETE", "INSERT", "REFERENCES", "SELECT", "TRIGGER",
+                                 "TRUNCATE", "UPDATE")
+    assert (tables.keyword, tables.every) == ("TABLE", False)
+    every = parse(Grant, role="r", database="d", schema="s", sequences=["*"],
+                  privileges=["ALL"])
+    assert (every.keyword, every.every, every.privileges) == (
+        "SEQUENCE", True, ("SELECT", "UPDATE", "USAGE"))
+    routine = parse(Grant, role="r", database="d", schema="s",
+                    routines=[{"name": "f", "arguments": [" integer ", "text"]}],
+                    privileges=["execute"])
+    assert routine.routines[0].arguments == ("integer", "text")
+    assert routine.routines[0].label == "f(integer, text)"
+
+
+@pytest.mark.parametrize(("parameters", "message"), [
+    ({"role": "a", "targetRole": "a", "objectType": "table", "privileges": ["SELECT"]},
+     "the owner holds every privilege"),
+    ({"role": "a", "targetRole": "o", "objectType": "view", "privileges": ["SELECT"]},
+     "'objectType' must be one of"),
+    ({"role": "a", "targetRole": "o", "objectType": "function", "privileges": ["SELECT"]},
+     "SELECT do not apply to objectType function"),
+    ({"role": "a", "targetRole": "o", "objectType": "schema", "schema": "s",
+      "privileges": ["USAGE"]}, "'schema' cannot be set with objectType schema"),
+    ({"role": "a", "targetRole": "", "objectType": "table", "privileges": ["SELECT"]},
+     "'targetRole' must be a non-empty string"),
+])
+def test_default_privileges_specs_that_cannot_work_are_refused(parameters: dict[str, Any],
+                                                               message: str) -> None:
+    with pytest.raises(TerminalError, match=message):
+        parse(DefaultPrivileges, database="d", **parameters)
+
+
+# ---------------------------------------------------------------- named tables
+def test_grant_on_named_tables_is_set_repaired_narrowed_and_revoked(
+    env: Environment, server: PostgresServer
+) -> None:
+    role, db, schema = setup(env, "tg")
+    first, second = "t one ü'\"", "t2"
+    create_tables(server, db, schema, first, second)
+    env.apply(manifest("Grant", "g", role=role, database=db, schema=schema,
+                       tables=[first, second], privileges=["SELECT", "INSERT"],
+                       withOption="GRANT", exclusive=True))
+    env.run_until_idle()
+
+    assert env.state("Grant", "g") == "ready"
+    both = {"INSERT": True, "SELECT": True}
+    assert relation_acl(server, db, schema, first, role) == both
+    assert relation_acl(server, db, schema, second, role) == both
+    assert env.get("Grant", "g")["status"]["atProvider"]["objects"] == 2
+
+    # Drift by hand: one privilege revoked, another granted, the grant option taken.
+    run(server, db,
+        sql.SQL("REVOKE INSERT ON {} FROM {}").format(sql.Identifier(schema, first),
+                                                      sql.Identifier(role)),
+        sql.SQL("REVOKE GRANT OPTION FOR SELECT ON {} FROM {}").format(
+            sql.Identifier(schema, second), sql.Identifier(role)),
+        sql.SQL("GRANT DELETE ON {} TO {}").format(sql.Identifier(schema, second),
+                                                   sql.Identifier(role)))
+    assert relation_acl(server, db, schema, first, role) == {"SELECT": True}
+    env.advance(POLL)
+    assert ("ready", "updating", "update") in env.history("Grant", "g")
+    assert relation_acl(server, db, schema, first, role) == both
+    assert relation_acl(server, db, schema, second, role) == both
+
+    # A privilege removed from the spec is revoked.
+    env.apply(manifest("Grant", "g", role=role, database=db, schema=schema,
+                       tables=[first, second], privileges=["SELECT"], withOption="GRANT",
+                       exclusive=True))
+    env.run_until_idle()
+    assert relation_acl(server, db, schema, first, role) == {"SELECT": True}
+    assert relation_acl(server, db, schema, second, role) == {"SELECT": True}
+
+    env.delete("Grant", "g")
+    env.run_until_idle()
+    assert not env.exists("Grant", "g")
+    assert relation_acl(server, db, schema, first, role) == {}
+    assert relation_acl(server, db, schema, second, role) == {}
+    # The table's owner kept every privilege it holds by ownership.
+    assert table_privilege(server, db, server.user, schema, first, "SELECT, INSERT, DELETE")
+
+
+def test_a_missing_named_table_is_waited_for(env: Environment, server: PostgresServer) -> None:
+    role, db, schema = setup(env, "tw")
+    env.apply(manifest("Grant", "g", role=role, database=db, schema=schema,
+                       tables=["later"], privileges=["SELECT"]))
+    env.advance(10.0)
+    failed = env.condition("Grant", "g", "Failed")
+    assert (env.state("Grant", "g"), failed.reason) == ("failed", "DependencyMissing")
+    assert "later" in failed.message
+
+    create_tables(server, db, schema, "later")
+    env.advance(RETRY)
+    assert env.state("Grant", "g") == "ready"
+    assert relation_acl(server, db, schema, "later", role) == {"SELECT": False}
+
+
+def test_a_grant_naming_only_tables_the_role_owns_is_refused(
+    env: Environment, server: PostgresServer
+) -> None:
+    role, db, schema = setup(env, "to")
+    run(server, db, sql.SQL("GRANT CREATE ON SCHEMA {} TO {}").format(
+        sql.Identifier(schema), sql.Identifier(role)))
+    create_tables(server, db, schema, "mine", owner=role)
+    env.apply(manifest("Grant", "g", role=role, database=db, schema=schema, tables=["mine"],
+                       privileges=["SELECT"], exclusive=True))
+    env.advance(10.0)
+    failed = env.condition("Grant", "g", "Failed")
+    assert (env.state("Grant", "g"), failed.reason) == ("failed", "InvalidSpec")
+    assert "by ownership" in failed.message
+
+    env.delete("Grant", "g")
+    env.run_until_idle()
+    assert not env.exists("Grant", "g")
+    assert table_privilege(server, db, role, schema, "mine", "SELECT, INSERT, DELETE")
+
+
+# ----------------------------------------------------------------- every table
+def test_every_table_covers_later_tables_and_skips_the_roles_own(
+    env: Environment, server: PostgresServer
+) -> None:
+    role, db, schema = setup(env, "te")
+    env.apply(manifest("Grant", "g", role=role, database=db, schema=schema, tables=["*"],
+                       privileges=["SELECT"]))
+    env.advance(10.0)
+    # An empty schema gives the Grant nothing to hold: it waits for a table.
+    failed = env.condition("Grant", "g", "Failed")
+    assert (env.state("Grant", "g"), failed.reason) == ("failed", "DependencyMissing")
+    assert "nothing to grant" in failed.message
+
+    create_tables(server, db, schema, "a")
+    run(server, db, sql.SQL("CREATE VIEW {} AS SELECT 1 AS one").format(
+        sql.Identifier(schema, "v ü")))
+    env.advance(RETRY)
+    assert env.state("Grant", "g") == "ready"
+    assert relation_acl(server, db, schema, "a", role) == {"SELECT": False}
+    assert relation_acl(server, db, schema, "v ü", role) == {"SELECT": False}
+
+    # A table created later is covered at the next poll; one the role owns is left alone.
+    run(server, db, sql.SQL("GRANT CREATE ON SCHEMA {} TO {}").format(
+        sql.Identifier(schema), sql.Identifier(role)))
+    create_tables(server, db, schema, "b")
+    create_tables(server, db, schema, "own", owner=role)
+    env.advance(POLL)
+    assert env.state("Grant", "g") == "ready"
+    assert relation_acl(server, db, schema, "b", role) == {"SELECT": False}
+    assert env.get("Grant", "g")["status"]["atProvider"]["owned"] == ["own"]
+
+    env.delete("Grant", "g")
+    env.run_until_idle()
+    assert not env.exists("Grant", "g")
+    for table in ("a", "b", "v ü"):
+        assert relation_acl(server, db, schema, table, role) == {}
+    assert relation_acl(server, db, schema, "own", role) == {}  # never granted nor revoked
+    assert table_privilege(server, db, role, schema, "own", "SELECT, INSERT, TRUNCATE")
+
+
+# ------------------------------------------------------------------- sequences
+def test_grant_on_sequences_is_set_repaired_and_revoked(
+    env: Environment, server: PostgresServer
+) -> None:
+    role, db, schema = setup(env, "sq")
+    sequence = "seq ü\"'"
+    run(server, db, sql.SQL("CREATE SEQUENCE {}").format(sql.Identifier(schema, sequence)))
+    env.apply(manifest("Grant", "g", role=role, database=db, schema=schema,
+                       sequences=[sequence], privileges=["USAGE", "SELECT"]))
+    env.run_until_idle()
+    assert env.state("Grant", "g") == "ready"
+    assert relation_acl(server, db, schema, sequence, role) == {"SELECT": False,
+                                                                "USAGE": False}
+
+    run(server, db, sql.SQL("REVOKE USAGE ON SEQUENCE {} FROM {}").format(
+        sql.Identifier(schema, sequence), sql.Identifier(role)))
+    env.advance(POLL)
+    assert relation_acl(server, db, schema, sequence, role) == {"SELECT": False,
+                                                                "USAGE": False}
+
+    env.apply(manifest("Grant", "g", role=role, database=db, schema=schema,
+                       sequences=[sequence], privileges=["USAGE"], exclusive=True))
+    env.run_until_idle()
+    assert relation_acl(server, db, schema, sequence, role) == {"USAGE": False}
+
+    env.delete("Grant", "g")
+    env.run_until_idle()
+    assert relation_acl(server, db, schema, sequence, role) == {}
+
+
+# -------------------------------------------------------------------- routines
+def test_grant_on_routines_picks_the_overload_and_is_repaired_and_revoked(
+    env: Environment, server: PostgresServer
+) -> None:
+    role, db, schema = setup(env, "fn")
+    function = 'f"; ü'
+    run(server, db,
+        sql.SQL("CREATE FUNCTION {}(a integer, b text) RETURNS int LANGUAGE sql "
+                "AS 'SELECT 1'").format(sql.Identifier(schema, function)),
+        sql.SQL("CREATE FUNCTION {}(a bigint) RETURNS int LANGUAGE sql "
+                "AS 'SELECT 2'").format(sql.Identifier(schema, function)),
+        sql.SQL("CREATE PROCEDURE {}() LANGUAGE sql AS 'SELECT 3'").format(
+            sql.Identifier(schema, "p")))
+    env.apply(manifest("Grant", "g", role=role, database=db, schema=schema,
+                       routines=[{"name": function, "arguments": ["int4", "character varying"]},
+                                 {"name": "p"}],
+                       privileges=["EXECUTE"], withOption="GRANT"))
+    env.advance(10.0)
+    # No f(integer, varchar): that overload does not exist, so the Grant waits for it.
+    assert env.condition("Grant", "g", "Failed").reason == "DependencyMissing"
+    assert routine_acl(server, db, schema, "p", "", role) == {"EXECUTE": True}
+
+    env.apply(manifest("Grant", "g", role=role, database=db, schema=schema,
+                       routines=[{"name": function, "arguments": ["int4", "text"]},
+                                 {"name": "p"}],
+                       privileges=["EXECUTE"], withOption="GRANT"))
+    env.advance(RETRY)
+    assert env.state("Grant", "g") == "ready"
+    assert routine_acl(server, db, schema, function, "integer, text", role) == {
+        "EXECUTE": True}
+    assert routine_acl(server, db, schema, function, "bigint", role) == {}
+
+    run(server, db, sql.SQL("REVOKE EXECUTE ON FUNCTION {}(integer, text) FROM {}").format(
+        sql.Identifier(schema, function), sql.Identifier(role)))
+    env.advance(POLL)
+    assert routine_acl(server, db, schema, function, "integer, text", role) == {
+        "EXECUTE": True}
+
+    env.delete("Grant", "g")
+    env.run_until_idle()
+    assert routine_acl(server, db, schema, function, "integer, text", role) == {}
+    assert routine_acl(server, db, schema, "p", "", role) == {}
+
+
+def test_every_routine_of_a_schema(env: Environment, server: PostgresServer) -> None:
+    role, db, schema = setup(env, "fa")
+    run(server, db, *(sql.SQL("CREATE FUNCTION {}() RETURNS int LANGUAGE sql "
+                              "AS 'SELECT 1'").format(sql.Identifier(schema, n))
+                      for n in ("one", "two")))
+    env.apply(manifest("Grant", "g", role=role, database=db, schema=schema,
+                       routines=[{"name": "*"}], privileges=["ALL"]))
+    env.run_until_idle()
+    assert env.state("Grant", "g") == "ready"
+    for name in ("one", "two"):
+        assert routine_acl(server, db, schema, name, "", role) == {"EXECUTE": False}
+    env.delete("Grant", "g")
+    env.run_until_idle()
+    for name in ("one", "two"):
+        assert routine_acl(server, db, schema, name, "", role) == {}
+
+
+# ------------------------------------------------------------ revokePublicOnDb
+def test_revoke_public_on_db_keeps_public_out_and_survives_deletion(
+    env: Environment, server: PostgresServer
+) -> None:
+    owner, role, db = hostile("po"), hostile("pr"), unique("pdb") + " ü'"
+    env.apply(manifest("Role", "o", external_name=owner))
+    env.apply(manifest("Role", "r", external_name=role))
+    env.apply(manifest("Database", "d", external_name=db, owner=owner))
+    env.run_until_idle()
+    assert public_on_database(server, db) == {"CONNECT", "TEMPORARY"}
+
+    env.apply(manifest("Grant", "g", role=role, database=db, privileges=["CONNECT"],
+                       revokePublicOnDb=True))
+    env.run_until_idle()
+    assert env.state("Grant", "g") == "ready"
+    assert public_on_database(server, db) == set()
+    assert env.get("Grant", "g")["status"]["atProvider"]["publicOnDb"] is False
+
+    run(server, "postgres", sql.SQL("GRANT CONNECT ON DATABASE {} TO PUBLIC").format(
+        sql.Identifier(db)))
+    env.advance(POLL)
+    assert ("ready", "updating", "update") in env.history("Grant", "g")
+    assert public_on_database(server, db) == set()
+
+    env.delete("Grant", "g")
+    env.run_until_idle()
+    assert not env.exists("Grant", "g")
+    # Deleting the Grant revokes its own privileges and leaves PUBLIC revoked; the
+    # database's owner keeps every privilege it holds by ownership.
+    assert public_on_database(server, db) == set()
+    assert rows(server, "postgres", "SELECT has_database_privilege(%s, %s, 'CONNECT'), "
+                                    "has_database_privilege(%s, %s, 'CONNECT'), "
+                                    "has_database_privilege(%s, %s, 'CREATE, TEMPORARY')",
+                role, db, owner, db, owner, db) == [(False, True, True)]
+
+
+def test_revoke_public_on_db_with_a_schema_grant(env: Environment,
+                                                 server: PostgresServer) -> None:
+    role, db, schema = setup(env, "ps")
+    env.apply(manifest("Grant", "g", role=role, database=db, schema=schema,
+                       privileges=["USAGE"], revokePublicOnDb=True))
+    env.run_until_idle()
+    assert env.state("Grant", "g") == "ready"
+    assert public_on_database(server, db) == set()
+
+
+# ------------------------------------------------------------ DefaultPrivileges
+def test_default_privileges_are_set_repaired_narrowed_and_revoked(
+    env: Environment, server: PostgresServer
+) -> None:
+    role, db, schema = setup(env, "dp")
+    owner = hostile("downer")
+    env.apply(manifest("Role", "o", external_name=owner))
+    env.run_until_idle()
+    run(server, db, sql.SQL("GRANT CREATE, USAGE ON SCHEMA {} TO {}").format(
+        sql.Identifier(schema), sql.Identifier(owner)))
+    env.apply(manifest("DefaultPrivileges", "dp", role=role, targetRole=owner, database=db,
+                       schema=schema, objectType="table", privileges=["SELECT", "INSERT"],
+                       withOption="GRANT", exclusive=True))
+    env.run_until_idle()
+    assert env.state("DefaultPrivileges", "dp") == "ready"
+    both = {"INSERT": True, "SELECT": True}
+    assert default_acl(server, db, owner, schema, "r", role) == both
+
+    # A table the owner creates now gives the role the privileges; the owner keeps all.
+    create_tables(server, db, schema, "new one", owner=owner)
+    assert relation_acl(server, db, schema, "new one", role) == both
+
+    # Drift by hand: repaired at the next poll.
+    run(server, db, sql.SQL("ALTER DEFAULT PRIVILEGES FOR ROLE {} IN SCHEMA {} "
+                            "REVOKE INSERT ON TABLES FROM {}").format(
+        sql.Identifier(owner), sql.Identifier(schema), sql.Identifier(role)),
+        sql.SQL("ALTER DEFAULT PRIVILEGES FOR ROLE {} IN SCHEMA {} "
+                "GRANT DELETE ON TABLES TO {}").format(
+        sql.Identifier(owner), sql.Identifier(schema), sql.Identifier(role)))
+    assert default_acl(server, db, owner, schema, "r", role) == {"SELECT": True,
+                                                                 "DELETE": False}
+    env.advance(POLL)
+    assert ("ready", "updating", "update") in env.history("DefaultPrivileges", "dp")
+    assert default_acl(server, db, owner, schema, "r", role) == both
+
+    # A privilege removed from the spec is revoked.
+    env.apply(manifest("DefaultPrivileges", "dp", role=role, targetRole=owner, database=db,
+                       schema=schema, objectType="table", privileges=["SELECT"],
+                       withOption="GRANT", exclusive=True))
+    env.run_until_idle()
+    assert default_acl(server, db, owner, schema, "r", role) == {"SELECT": True}
+
+    env.delete("DefaultPrivileges", "dp")
+    env.run_until_idle()
+    assert not env.exists("DefaultPrivileges", "dp")
+    assert default_acl(server, db, owner, schema, "r", role) == {}
+    create_tables(server, db, schema, "after", owner=owner)
+    assert relation_acl(server, db, schema, "after", role) == {}
+    # Objects created meanwhile keep what they were given; the owner holds every privilege.
+    assert relation_acl(server, db, schema, "new one", role) == both
+    assert table_privilege(server, db, owner, schema, "after", "SELECT, INSERT, DELETE, TRUNCATE")
+
+
+def test_default_privileges_on_functions_of_the_whole_database(
+    env: Environment, server: PostgresServer
+) -> None:
+    role, db, _ = setup(env, "df")
+    owner = hostile("fowner")
+    env.apply(manifest("Role", "o", external_name=owner))
+    env.apply(manifest("DefaultPrivileges", "dp", role=role, targetRole=owner, database=db,
+                       objectType="FUNCTION", privileges=["ALL"]))
+    env.run_until_idle()
+    assert env.state("DefaultPrivileges", "dp") == "ready"
+    assert default_acl(server, db, owner, None, "f", role) == {"EXECUTE": False}
+    assert env.get("DefaultPrivileges", "dp")["status"]["atProvider"]["privileges"] == [
+        "EXECUTE"]
+
+    env.delete("DefaultPrivileges", "dp")
+    env.run_until_idle()
+    assert default_acl(server, db, owner, None, "f", role) == {}
+    # The owner's own entry is back to the built-in default (no row left behind).
+    assert rows(server, db, "SELECT count(*) FROM pg_default_acl d JOIN pg_roles o "
+                            "ON o.oid = d.defaclrole WHERE o.rolname = %s", owner) == [(0,)]
+
+
+def test_default_privileges_wait_for_their_roles_and_schema(
+    env: Environment, server: PostgresServer
+) -> None:
+    role, db, _ = setup(env, "dw")
+    owner, schema = unique("later"), unique("laters")
+    env.apply(manifest("DefaultPrivileges", "dp", role=role, targetRole=owner, database=db,
+                       schema=schema, objectType="sequence", privileges=["USAGE"]))
+    env.advance(10.0)
+    assert env.condition("DefaultPrivileges", "dp", "Failed").reason == "DependencyMissing"
+
+    env.apply(manifest("Role", "o", external_name=owner))
+    env.apply(manifest("Schema", "s2", external_name=schema, database=db))
+    env.advance(RETRY)
+    env.run_until_idle()
+    assert env.state("DefaultPrivileges", "dp") == "ready"
+    assert default_acl(server, db, owner, schema, "S", role) == {"USAGE": False}
+    env.delete("DefaultPrivileges", "dp")
+    env.run_until_idle()
+    assert default_acl(server, db, owner, schema, "S", role) == {}
