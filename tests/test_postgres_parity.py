@@ -129,6 +129,93 @@ def test_an_unreadable_valid_until_is_a_terminal_condition(env: Environment) -> 
     assert "next tuesday-ish" in failed.message
 
 
+# ------------------------------------------------------- configuration parameters
+def role_settings(server: PostgresServer, role: str) -> dict[str, str]:
+    """The role's own settings for every database (``pg_db_role_setting``, database 0)."""
+    rows = query(server, "SELECT unnest(s.setconfig) FROM pg_db_role_setting s JOIN pg_roles r "
+                         "ON r.oid = s.setrole WHERE s.setdatabase = 0 AND r.rolname = %s", role)
+    return dict(r[0].split("=", 1) for r in rows)
+
+
+#: A custom setting whose value is hostile SQL, stored and compared verbatim.
+HOSTILE_VALUE = "x'; ALTER ROLE lifecycle_admin NOSUPERUSER; -- \"ünï\""
+
+
+def test_configuration_parameters_are_set_repaired_and_reset(
+    env: Environment, server: PostgresServer
+) -> None:
+    settings = [{"name": "statement_timeout", "value": "5s"},
+                {"name": "search_path", "value": '"$user", public, "App Schema"'},
+                {"name": "lifecycle_test.note", "value": HOSTILE_VALUE}]
+    env.apply(manifest("Role", "r", configurationParameters=settings))
+    env.run_until_idle()
+    role = name_of(env, "r")
+    wanted = {"statement_timeout": "5s", "search_path": '"$user", public, "App Schema"',
+              "lifecycle_test.note": HOSTILE_VALUE}
+
+    assert env.state("Role", "r") == "ready"
+    assert role_settings(server, role) == wanted
+    at_provider = env.get("Role", "r")["status"]["atProvider"]["configurationParameters"]
+    assert {e["name"]: e["value"] for e in at_provider} == wanted
+    with server.connect(role, env.secret("r-conn")["password"]) as conn:
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("5s",)
+        assert conn.execute("SELECT current_setting('lifecycle_test.note')").fetchone() == (
+            HOSTILE_VALUE,)
+
+    # By hand: a value changed, one reset, one added. All repaired at the next poll.
+    execute(server, sql.SQL("ALTER ROLE {} SET statement_timeout = '1min'").format(
+        sql.Identifier(role)))
+    execute(server, sql.SQL("ALTER ROLE {} RESET search_path").format(sql.Identifier(role)))
+    execute(server, sql.SQL("ALTER ROLE {} SET work_mem = '8MB'").format(sql.Identifier(role)))
+    env.advance(POLL)
+    assert ("ready", "updating", "update") in env.history("Role", "r")
+    assert role_settings(server, role) == wanted
+    env.advance(POLL)
+    assert env.state("Role", "r") == "ready"  # no update loop: what was written reads back
+
+    # An entry removed from the spec is reset; an empty list resets everything.
+    env.apply(manifest("Role", "r", configurationParameters=settings[:1]))
+    env.run_until_idle()
+    assert role_settings(server, role) == {"statement_timeout": "5s"}
+    env.apply(manifest("Role", "r", configurationParameters=[]))
+    env.run_until_idle()
+    assert role_settings(server, role) == {}
+    # Left out of the spec: settings made by hand are left alone.
+    env.apply(manifest("Role", "r"))
+    env.run_until_idle()
+    execute(server, sql.SQL("ALTER ROLE {} SET work_mem = '8MB'").format(sql.Identifier(role)))
+    env.advance(POLL)
+    assert role_settings(server, role) == {"work_mem": "8MB"}
+    env.delete("Role", "r")
+    env.run_until_idle()
+
+
+@pytest.mark.parametrize(("settings", "expected"), [
+    ([{"name": "work_mem = '1GB'; DROP ROLE lifecycle_admin; --", "value": "1"}],
+     "is not a configuration parameter name"),
+    ([{"name": 'search_path"', "value": "public"}], "is not a configuration parameter name"),
+    ([{"name": "no_such_parameter", "value": "1"}],
+     "'no_such_parameter' is not a configuration parameter of this server"),
+    ([{"name": "work_mem", "value": "1MB"}, {"name": "WORK_MEM", "value": "2MB"}],
+     "names the same parameter twice"),
+    ([{"name": "1work_mem", "value": "1MB"}], "is not a configuration parameter name"),
+    ([{"name": "work_mem", "value": "lots"}], "invalid value for parameter"),
+])
+def test_invalid_configuration_parameters_are_a_clear_condition(
+    env: Environment, server: PostgresServer, settings: list[dict[str, str]], expected: str
+) -> None:
+    role = unique("bad")
+    env.apply(manifest("Role", "bad", external_name=role, configurationParameters=settings))
+    env.run_until_idle()
+
+    failed = env.condition("Role", "bad", "Failed")
+    assert env.state("Role", "bad") == "failed"
+    assert failed.reason in ("InvalidSpec", "InvalidParameter")
+    assert expected in failed.message
+    assert env.pending() == {}  # terminal: not retried until the spec changes
+    assert attributes(server, role) is None  # nothing was created
+
+
 # ---------------------------------------------------------------- superuser
 def test_superuser_is_refused_unless_the_provider_config_allows_it(
     env: Environment, server: PostgresServer

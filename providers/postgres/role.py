@@ -12,9 +12,17 @@ without it the client logs in as the role with the password in one short
 connection (:mod:`lifecycle.providers.postgres.login`), so a password that
 does not work is never reported Ready. ``status.atProvider.passwordCheck``
 says which check ran (``verifier``, ``login`` or ``none``).
+
+``configurationParameters`` are the role's own defaults for run-time
+settings (``ALTER ROLE ... SET name = value``, in every database), read back
+from ``pg_db_role_setting`` (database 0). A list is exact: a setting made by
+hand is reset, a changed value is set again; unset leaves them alone.
 """
 
 from __future__ import annotations
+
+import re
+from typing import Any
 
 import attrs
 from psycopg import sql
@@ -40,6 +48,75 @@ _ATTRIBUTES = (("login", "LOGIN", "NOLOGIN"), ("createdb", "CREATEDB", "NOCREATE
                ("superUser", "SUPERUSER", "NOSUPERUSER"))
 #: Attributes only a superuser may change (PostgreSQL 15 and older refuse even a no-op).
 _SUPERUSER_ONLY = frozenset({"replication", "bypassRls", "superUser"})
+#: A configuration parameter's name: an identifier, or dotted identifiers (a custom one).
+_SETTING_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)*")
+#: Settings whose value is a list of names: the server stores each element quoted as an
+#: identifier, so they are written element by element and compared in that form.
+LIST_SETTINGS = frozenset({"search_path", "temp_tablespaces", "session_preload_libraries",
+                           "local_preload_libraries"})
+
+
+@attrs.frozen
+class RoleSetting:
+    """One entry of ``configurationParameters``: a run-time setting's name and value."""
+
+    name: str
+    value: str
+
+
+def _settings(value: Any) -> tuple[RoleSetting, ...] | None:
+    """``configurationParameters`` as given in the spec: a list of ``{name, value}`` with
+    distinct, well-formed names; None stays None (not managed)."""
+    if value is None:
+        return None
+    problem = "'configurationParameters' must be a list of {name, value} objects"
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise TypeError(problem)
+    out: list[RoleSetting] = []
+    for item in value:
+        if isinstance(item, RoleSetting):
+            out.append(item)
+            continue
+        if not isinstance(item, dict) or set(item) != {"name", "value"}:
+            raise TypeError(problem)
+        name, text = item["name"], item["value"]
+        if not isinstance(name, str) or not isinstance(text, str):
+            raise TypeError("'configurationParameters' names and values must be strings")
+        if not _SETTING_NAME.fullmatch(name) or len(name) > 200:
+            raise ValueError(f"'configurationParameters' name {name[:64]!r} is not a "
+                             "configuration parameter name")
+        if "\x00" in text:
+            raise ValueError(f"'configurationParameters' value of {name!r} contains a NUL")
+        out.append(RoleSetting(name, text))
+    lowered = [s.name.lower() for s in out]
+    if len(set(lowered)) != len(lowered):
+        raise ValueError("'configurationParameters' names the same parameter twice")
+    return tuple(sorted(out, key=lambda s: s.name.lower()))
+
+
+def split_list_setting(value: str) -> list[str]:
+    """The elements of a list setting's value as the server reads it: comma-separated,
+    blanks outside quotes dropped; a double-quoted element keeps its case (``""`` inside
+    quotes is a quote), the rest is folded to lower case."""
+    elements, current, quoted, i = [], "", False, 0
+    while i < len(value):
+        char = value[i]
+        if char == '"':
+            if quoted and value[i + 1:i + 2] == '"':
+                current += '"'
+                i += 1
+            else:
+                quoted = not quoted
+        elif quoted:
+            current += char
+        elif char == ",":
+            elements.append(current)
+            current = ""
+        elif not char.isspace():
+            current += char.lower()
+        i += 1
+    elements.append(current)
+    return elements
 
 
 @attrs.frozen
@@ -66,6 +143,8 @@ class RoleParameters:
     member_of: tuple[str, ...] | None = fields.names("memberOf")
     reassign_owned_to: str | None = fields.text("reassignOwnedTo")
     drop_owned: bool = fields.flag(False, alias="dropOwned")
+    configuration_parameters: tuple[RoleSetting, ...] | None = attrs.field(
+        default=None, converter=_settings, alias="configurationParameters")
 
     def flags(self) -> dict[str, bool]:
         """The boolean attributes keyed by spec key."""
@@ -103,10 +182,13 @@ class RoleClient(SqlClient):
         held = dict(zip([key for key, _, _ in _ATTRIBUTES], row[:7], strict=True))
         member_of = self._memberships(name)
         check, password_ok = self._password_check(name, resource.password, login)
+        settings = self._held_settings(name)
         up_to_date = (
             held == want.flags() and limit == want.connection_limit and bool(expiry_ok)
             and (want.member_of is None or set(want.member_of) == set(member_of))
             and password_ok is not False
+            and (want.configuration_parameters is None
+                 or self._settings_differ(want, settings) == ({}, set()))
         )
         return Observation(
             exists=True,
@@ -115,7 +197,9 @@ class RoleClient(SqlClient):
                                                       self.server.database, "Role"),
             observed={**held, "connectionLimit": limit, "validUntil": expiry,
                       "memberOf": member_of, "passwordChecked": password_ok is not None,
-                      "passwordCheck": check},
+                      "passwordCheck": check,
+                      "configurationParameters": [{"name": n, "value": v}
+                                                  for n, v in settings.values()]},
             owner=owner,
             protected=protected,
         )
@@ -141,6 +225,7 @@ class RoleClient(SqlClient):
                 self.session.execute(marks.comment("ROLE", name, resource.owner_mark),
                                      f"marking role {name!r}")
             self._set_memberships(name, want, [])
+            self._set_settings(name, want, {})
         return Creation(connection=self.server.connection_details(
             name, resource.password, self.server.database, "Role"))
 
@@ -168,6 +253,7 @@ class RoleClient(SqlClient):
                 self.session.execute(marks.comment("ROLE", name, resource.owner_mark),
                                      f"marking role {name!r}")
             self._set_memberships(name, want, self._memberships(name))
+            self._set_settings(name, want, self._held_settings(name))
 
     def delete(self, resource: ManagedResource) -> None:
         """DROP ROLE IF EXISTS, after REASSIGN OWNED / DROP OWNED in every database when the
@@ -246,6 +332,74 @@ class RoleClient(SqlClient):
             self.session.execute(sql.SQL("REVOKE {} FROM {}").format(
                 sql.Identifier(group), sql.Identifier(name)),
                 f"removing role {name!r} from {group!r}")
+
+    def _held_settings(self, name: str) -> dict[str, tuple[str, str]]:
+        """The role's own settings (for every database): lower-case name -> (name, value)."""
+        row = self.session.row(
+            "SELECT s.setconfig FROM pg_catalog.pg_db_role_setting s "
+            "JOIN pg_catalog.pg_roles r ON r.oid = s.setrole "
+            "WHERE s.setdatabase = 0 AND r.rolname = %s", [name],
+            doing=f"observing the settings of role {name!r}")
+        held: dict[str, tuple[str, str]] = {}
+        for entry in (row[0] if row and row[0] else []):
+            key, _, value = entry.partition("=")
+            held[key.lower()] = (key, value)
+        return dict(sorted(held.items()))
+
+    def _wanted_settings(self, want: RoleParameters) -> dict[str, tuple[str, str, Any]]:
+        """lower-case name -> (name, the value as the server will store it, the value as SQL)
+        for each spec setting. A name the server does not know (and that is not a custom
+        ``prefix.name``) is a terminal ``InvalidSpec``."""
+        wanted: dict[str, tuple[str, str, Any]] = {}
+        entries = want.configuration_parameters or ()
+        known = dict(self.session.rows(
+            "SELECT n, s.name FROM unnest(%s::text[]) AS n "
+            "LEFT JOIN pg_catalog.pg_settings s ON s.name = lower(n)",
+            [[e.name for e in entries]], doing="looking up configuration parameters"))
+        for entry in entries:
+            canonical = known.get(entry.name)
+            if canonical is None and "." not in entry.name:
+                raise TerminalError(
+                    f"configurationParameters: {entry.name!r} is not a configuration "
+                    "parameter of this server (custom ones are named prefix.name)",
+                    reason="InvalidSpec")
+            param = canonical or entry.name
+            literal: Any = sql.Literal(entry.value)
+            stored = entry.value
+            if param in LIST_SETTINGS:
+                elements = split_list_setting(entry.value)
+                literal = sql.SQL(", ").join(sql.Literal(e) for e in elements)
+                row = self.session.row(
+                    "SELECT string_agg(pg_catalog.quote_ident(e), ', ' ORDER BY o) "
+                    "FROM unnest(%s::text[]) WITH ORDINALITY AS t(e, o)", [elements],
+                    doing=f"reading the value of {param!r}")
+                stored = row[0] if row else entry.value
+            wanted[param.lower()] = (param, stored, literal)
+        return wanted
+
+    def _settings_differ(self, want: RoleParameters, held: dict[str, tuple[str, str]]
+                         ) -> tuple[dict[str, tuple[str, str, Any]], set[str]]:
+        """The spec settings the role lacks or holds with another value, and the names of
+        the settings it holds that the spec does not list."""
+        wanted = self._wanted_settings(want)
+        changed = {k: v for k, v in wanted.items() if held.get(k, ("", None))[1] != v[1]}
+        return changed, {held[k][0] for k in set(held) - set(wanted)}
+
+    def _set_settings(self, name: str, want: RoleParameters,
+                      held: dict[str, tuple[str, str]]) -> None:
+        """ALTER ROLE ... SET what differs from the spec, RESET what the spec does not list."""
+        if want.configuration_parameters is None:
+            return
+        changed, extra = self._settings_differ(want, held)
+        role = sql.Identifier(name)
+        for param, _, literal in changed.values():
+            self.session.execute(sql.SQL("ALTER ROLE {} SET {} = {}").format(
+                role, sql.Identifier(*param.split(".")), literal),
+                f"setting {param!r} for role {name!r}")
+        for param in sorted(extra):
+            self.session.execute(sql.SQL("ALTER ROLE {} RESET {}").format(
+                role, sql.Identifier(*param.split("."))),
+                f"resetting {param!r} for role {name!r}")
 
     def _statement(self, verb: str, name: str, resource: ManagedResource,
                    keys: set[str], *, expiry: bool) -> tuple[sql.Composed, str | None]:
