@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from lifecycle.cli import UsageError
 from lifecycle.verify import (
+    CONCURRENT,
     SIDES,
     VARIANTS,
     Checked,
@@ -44,21 +45,29 @@ def run_cli(args: argparse.Namespace, out: TextIO | None = None) -> int:
         out.write(f"SKIP {name}: {reason}\n")
     if not chosen:
         raise UsageError("no kind to verify")
+    stale = getattr(args, "stale", 0)
+    if stale < 0:
+        raise UsageError(f"--stale must be 0 (fresh reads) or a number of writes, got {stale}")
+    if args.variant == CONCURRENT and not stale:
+        raise UsageError("--variant concurrent needs --stale K (the user acts while the "
+                         "engine reads a stale cache)")
     sides = SIDES if args.side is None else (args.side,)
-    variants = VARIANTS if args.variant is None else (args.variant,)
-    baselines = _baselines(chosen, args.point) if args.point is not None else {}
+    every = (*VARIANTS, CONCURRENT) if stale else VARIANTS
+    variants = every if args.variant is None else (args.variant,)
+    baselines = _baselines(chosen, args.point, stale) if args.point is not None else {}
     failed = 0
     for target in chosen:
         if args.point is not None:
             failed += _replay(out, target, args.point, sides, variants,
-                              baselines[target.name])
+                              baselines[target.name], stale)
             continue
+        reads = f", reads up to {stale} write(s) stale" if stale else ""
         out.write(f"{target.name}: exploring every side-effect point of "
-                  f"create -> update -> delete\n")
-        report = explore(target, sides=sides, variants=variants,
+                  f"create -> update -> delete{reads}\n")
+        report = explore(target, sides=sides, variants=variants, stale=stale,
                          on_point=lambda c, e: _print_point(out, c, e))
         out.write(f"{target.name}: {report.points} side-effect points, "
-                  f"{len(report.checked)} crash runs "
+                  f"{len(report.checked)} runs "
                   f"({' and '.join(sides)} x {', '.join(variants)}), "
                   f"{len(report.counterexamples)} counterexample(s)\n")
         failed += len(report.counterexamples)
@@ -66,7 +75,7 @@ def run_cli(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 1 if failed else 0
 
 
-def _baselines(chosen: Sequence[Target], index: int) -> dict[str, Any]:
+def _baselines(chosen: Sequence[Target], index: int, stale: int = 0) -> dict[str, Any]:
     """Each target's run without a crash; a :class:`UsageError` when ``index`` is no point of it.
 
     Checked for every target before anything is replayed, so an out-of-range
@@ -76,7 +85,7 @@ def _baselines(chosen: Sequence[Target], index: int) -> dict[str, Any]:
         raise UsageError(f"--point must be 0 (no crash) or a side-effect point, got {index}")
     baselines = {}
     for target in chosen:
-        baseline = run_scenario(target)
+        baseline = run_scenario(target, stale=stale)
         count = baseline.recorder.count
         if index > count:
             raise UsageError(f"--point {index} is out of range for {target.name}: "
@@ -86,13 +95,15 @@ def _baselines(chosen: Sequence[Target], index: int) -> dict[str, Any]:
 
 
 def _replay(out: TextIO, target: Target, index: int, sides: Sequence[str],
-            variants: Sequence[str], baseline: Any = None) -> int:
+            variants: Sequence[str], baseline: Any = None, stale: int = 0) -> int:
     """Replay one point (0: no crash) and print its full trace."""
     if index == 0 and baseline is None:
-        baseline = run_scenario(target)
+        baseline = run_scenario(target, stale=stale)
     replays = ([(None, baseline)] if index == 0 else
-               [(CrashPoint(index, s, v), run_scenario(target, CrashPoint(index, s, v)))
-                for v in variants for s in sides])
+               [(CrashPoint(index, s, v), run_scenario(target, CrashPoint(index, s, v),
+                                                       stale=stale))
+                for v in variants for s in sides
+                if v != CONCURRENT or s == "before"])
     failed = 0
     for point, outcome in replays:
         where = "no crash" if point is None else f"#{index} {point.side} {point.variant}"
@@ -128,7 +139,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--point", type=int, default=None,
                         help="replay one point (0: the run without a crash) with its trace")
     parser.add_argument("--side", choices=SIDES, default=None, help="only this side")
-    parser.add_argument("--variant", choices=VARIANTS, default=None, help="only this variant")
+    parser.add_argument("--variant", choices=(*VARIANTS, CONCURRENT), default=None,
+                        help="only this variant (concurrent: the user's next action lands "
+                             "just before the point; needs --stale)")
+    parser.add_argument("--stale", type=int, default=0, metavar="K",
+                        help="stale-cache mode: the engine reads through the operator's "
+                             "informer cache, every store up to K writes behind the server, "
+                             "watch events late and coalesced; adds the concurrent variant")
     parser.add_argument("--trace", action="store_true",
                         help="with --point: print the trace (always printed on replay)")
     parser.set_defaults(func=run_cli)

@@ -49,6 +49,7 @@ from lifecycle.verify.crashing import (
 )
 from lifecycle.verify.explorer import ScenarioRun, explore, run_scenario
 from lifecycle.verify.model import (
+    CONCURRENT,
     PHASES,
     SIDES,
     VARIANTS,
@@ -67,6 +68,7 @@ from lifecycle.verify.model import (
 from lifecycle.verify.targets import target_for, targets
 
 __all__ = [
+    "CONCURRENT",
     "PHASES",
     "SIDES",
     "VARIANTS",

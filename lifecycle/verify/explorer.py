@@ -10,12 +10,13 @@ import attrs
 
 from lifecycle.core import objects
 from lifecycle.core.conditions import get as get_condition
-from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, Kind
+from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, PROVIDER_CONFIG_KIND, Kind
 from lifecycle.kube.errors import NotFound
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.testing import Environment, VirtualClock
 from lifecycle.verify.crashing import CrashingAPI, CrashingConnector, TracedReconciler
 from lifecycle.verify.model import (
+    CONCURRENT,
     PHASES,
     SIDES,
     VARIANTS,
@@ -28,6 +29,7 @@ from lifecycle.verify.model import (
     Report,
     Target,
 )
+from lifecycle.verify.stale import StaleView
 
 
 @attrs.define
@@ -40,19 +42,33 @@ class ScenarioRun:
 
 
 def _engine(target: Target, api: Any, clock: VirtualClock, connector: CrashingConnector,
-            recorder: Recorder) -> Environment:
+            recorder: Recorder, stale: int = 0) -> Environment:
     """A fresh engine: new reconcilers and an empty work queue over the same store.
 
     The managed-resource reconciler runs ``target.tracking`` (default: the
     target's kind); ``target.extend`` adds the others (a claim reconciler).
+    With ``stale`` the engine reads through the operator's cache over stores
+    lagging up to that many writes (:mod:`lifecycle.verify.stale`); the
+    view is kept as ``env.stale_view`` for :func:`_settle`.
     """
     managed = target.tracking or target.kind
     env = Environment([(managed, connector)], api=api, clock=clock)
-    reconciler = target.reconciler(CrashingAPI(api, recorder), managed, connector,
-                                    clock=clock.now)
+    engine_api: Any = CrashingAPI(api, recorder)
+    view = None
+    if stale:
+        kinds = [managed, target.kind, *target.listed]
+        pairs = [(k.api_version, k.kind) for k in kinds]
+        pairs += [("v1", "Secret"), ("v1", "Namespace"),
+                  *((k.provider_config_api, PROVIDER_CONFIG_KIND) for k in kinds)]
+        view = StaleView(api, pairs, stale, {k.kind for k in kinds},
+                         lambda kind, ns, name: env.enqueue(kind, name, ns))
+        start = clock.now()
+        engine_api = view.cache(engine_api, {}, lambda: (clock.now() - start).total_seconds())
+    env.stale_view = view  # type: ignore[attr-defined]
+    reconciler = target.reconciler(engine_api, managed, connector, clock=clock.now)
     env.reconcilers[managed.kind] = TracedReconciler(reconciler, recorder)  # type: ignore[assignment]
     if target.extend is not None:
-        target.extend(env, CrashingAPI(api, recorder), recorder)
+        target.extend(env, engine_api, recorder)
     return env
 
 
@@ -71,7 +87,18 @@ def _settle(env: Environment, waiting: tuple[str, ...] = ()) -> str | None:
     Objects named in ``waiting`` may be left backing off: the target expects
     them to be refused until another object lets go. With such objects the
     queue runs for ten virtual minutes, then only they may still be queued.
+    With stale reads, an idle engine lets its stores catch up and runs again
+    for what they deliver, until they bring nothing new.
     """
+    view = getattr(env, "stale_view", None)
+    for _ in range(100):
+        failure = _run_queue(env, waiting)
+        if failure is not None or view is None or not view.catch_up():
+            return failure
+    return "did not converge: the stores kept delivering changes"
+
+
+def _run_queue(env: Environment, waiting: tuple[str, ...]) -> str | None:
     try:
         if waiting:
             env.run_until_idle(max_steps=2_000, max_attempts=None, horizon=600.0)
@@ -88,23 +115,43 @@ def _settle(env: Environment, waiting: tuple[str, ...] = ()) -> str | None:
 def run_scenario(
     target: Target,
     crash: CrashPoint | None = None,
+    *,
+    stale: int = 0,
 ) -> ScenarioRun:
-    """Run the scenario once, dying at ``crash`` (if any), and check every invariant."""
+    """Run the scenario once, dying at ``crash`` (if any), and check every invariant.
+
+    ``stale``: the engine reads through caches up to that many writes behind
+    (:mod:`lifecycle.verify.stale`); 0 reads fresh.
+    """
     clock = VirtualClock()
     recorder = Recorder(crash)
     system = target.system()
     try:
-        return _play(target, crash, clock, recorder, system)
+        return _play(target, crash, clock, recorder, system, stale)
     finally:
         if system.close is not None:
             system.close()
 
 
+def _act(env: Environment, target: Target, phase: str,
+         manifests: dict[str, dict[str, Any]]) -> None:
+    """The user's action of ``phase`` on every object of the scenario."""
+    kind = target.kind
+    for name in target.objects:
+        if phase == "create":
+            env.apply(manifests[name])
+        elif phase == "update":
+            manifests[name] = target.update(manifests[name])
+            (target.apply or Environment.apply)(env, manifests[name])
+        else:
+            env.delete(kind.kind, name, _namespace(manifests[name], kind))
+
+
 def _play(target: Target, crash: CrashPoint | None, clock: VirtualClock, recorder: Recorder,
-          system: ExternalSystem) -> ScenarioRun:
+          system: ExternalSystem, stale: int = 0) -> ScenarioRun:
     connector = CrashingConnector(system, recorder)
     api = EmbeddedAPI(clock=clock.now, seed=system.api_seed)
-    env = _engine(target, api, clock, connector, recorder)
+    env = _engine(target, api, clock, connector, recorder, stale)
     env.provider_config(credentials=system.credentials, spec=system.provider_spec or None)
     if target.setup is not None:
         target.setup(env, system)
@@ -113,18 +160,23 @@ def _play(target: Target, crash: CrashPoint | None, clock: VirtualClock, recorde
     problems: list[str] = []
     crashed_in: str | None = None
     deleted_while_down = False
+    early: list[str] = []  # phases whose action the user took early (CONCURRENT)
+    names = [phase.name for phase in PHASES]
+
+    def act_early() -> None:
+        at = names.index(recorder.phase) + 1
+        if at < len(names) and names[at] not in early:
+            early.append(names[at])
+            recorder.trace.append(f"user (engine mid-pass): {names[at]} "
+                                  f"{', '.join(target.objects)}")
+            _act(env, target, names[at], manifests)
+
+    recorder.interject = act_early
     for phase in PHASES:
         recorder.phase = phase.name
-        if not deleted_while_down:
+        if not deleted_while_down and phase.name not in early:
             recorder.trace.append(f"user: {phase.name} {', '.join(target.objects)}")
-            for name in target.objects:
-                if phase.name == "create":
-                    env.apply(manifests[name])
-                elif phase.name == "update":
-                    manifests[name] = target.update(manifests[name])
-                    (target.apply or Environment.apply)(env, manifests[name])
-                else:
-                    env.delete(kind.kind, name, _namespace(manifests[name], kind))
+            _act(env, target, phase.name, manifests)
         try:
             failure = _settle(env, target.waiting)
         except Crash:
@@ -141,13 +193,15 @@ def _play(target: Target, crash: CrashPoint | None, clock: VirtualClock, recorde
             listed = " and ".join(k.kind for k in (target.listed or (kind,)))
             recorder.trace.append(f"engine {recorder.engine} starts: lists and queues every "
                                   f"{listed}")
-            env = _engine(target, api, clock, connector, recorder)
+            env = _engine(target, api, clock, connector, recorder, stale)
             _enqueue_all(env, target.listed or (kind,))
             try:
                 failure = _settle(env, target.waiting)
             except Crash:  # only one crash is ever armed
                 failure = "crashed twice"
-        expect = "gone" if deleted_while_down else phase.expect
+        expect = phase.expect
+        if deleted_while_down or (early and names.index(early[-1]) > names.index(phase.name)):
+            expect = "gone" if deleted_while_down else PHASES[names.index(early[-1])].expect
         found = ([failure] if failure else []) + _check(env, target, manifests, connector, expect)
         problems += [f"after {phase.name}: {p}" for p in found]
         if found:
@@ -218,7 +272,27 @@ def converged_objects(env: Environment, kind: Kind, manifests: Mapping[str, dict
                             f"{status.get('observedGeneration')} != generation {generation}")
         if FINALIZER not in objects.finalizers(obj):
             problems.append(f"{name} is not claimed (no finalizer {FINALIZER})")
+        lost = _lost_fields(manifest.get("spec") or {}, obj.get("spec") or {})
+        if lost:
+            problems.append(f"{name} lost the user's spec change: {', '.join(lost)}")
     return problems
+
+
+def _lost_fields(wanted: Mapping[str, Any], stored: Mapping[str, Any],
+                 prefix: str = "spec") -> list[str]:
+    """Fields the user set in ``wanted`` that ``stored`` does not hold as set.
+
+    Fields the user left out may have been defaulted or late-initialised;
+    a field the user set must keep its value.
+    """
+    lost = []
+    for key, value in wanted.items():
+        path = f"{prefix}.{key}"
+        if isinstance(value, Mapping) and isinstance(stored.get(key), Mapping):
+            lost += _lost_fields(value, stored[key], path)
+        elif stored.get(key) != value:
+            lost.append(f"{path}={value!r} (stored: {stored.get(key)!r})")
+    return lost
 
 
 def explore(
@@ -228,27 +302,33 @@ def explore(
     variants: Sequence[str] = VARIANTS,
     points: Iterable[int] | None = None,
     on_point: Callable[[Checked, Counterexample | None], None] | None = None,
+    stale: int = 0,
 ) -> Report:
     """Explore every side-effect point of ``target``'s scenario; return a :class:`Report`.
 
     A first run without a crash counts the points (and must itself pass);
     then each point (or only ``points``) is replayed for every side and
     variant; ``on_point`` is called with each point's verdict as it is checked.
+    With ``stale`` every run reads through caches up to that many writes
+    behind; the :data:`CONCURRENT` variant is explored on the ``before`` side
+    only (the user acting just after a point is acting just before the next).
     """
     report = Report(target.name)
-    baseline = run_scenario(target)
+    baseline = run_scenario(target, stale=stale)
     report.points = baseline.recorder.count
     report.operations = list(baseline.recorder.operations)
     if baseline.problems:
         report.counterexamples.append(Counterexample(
             target.name, None, "no crash", tuple(baseline.problems),
-            tuple(baseline.recorder.trace)))
+            tuple(baseline.recorder.trace), stale))
     chosen = range(1, report.points + 1) if points is None else points
     for index in chosen:
         for variant in variants:
             for side in sides:
+                if variant == CONCURRENT and side != "before":
+                    continue
                 point = CrashPoint(index, side, variant)
-                outcome = run_scenario(target, point)
+                outcome = run_scenario(target, point, stale=stale)
                 label = outcome.recorder.crashed_at or "(point not reached)"
                 phase = (outcome.recorder.phases[index - 1]
                          if index <= len(outcome.recorder.phases) else "-")
@@ -260,7 +340,7 @@ def explore(
                 example = None
                 if problems:
                     example = Counterexample(target.name, point, label, tuple(problems),
-                                             tuple(outcome.recorder.trace))
+                                             tuple(outcome.recorder.trace), stale)
                     report.counterexamples.append(example)
                 report.checked.append(checked)
                 if on_point is not None:

@@ -25,6 +25,10 @@ from lifecycle.testing import Environment
 SIDES = ("before", "after")
 #: Crash variants: the engine restarts at once, or the objects are deleted while it is down.
 VARIANTS = ("restart", "delete-while-down")
+#: Not a crash: the user's next action (the spec update during the create, the delete
+#: during the update) lands just before the point, while the engine is mid-pass. Explored
+#: with stale reads (``lifecycle verify --stale``), where the engine cannot see it yet.
+CONCURRENT = "concurrent"
 
 
 class Crash(BaseException):
@@ -132,7 +136,11 @@ PHASES = (Phase("create", "ready"), Phase("update", "ready"), Phase("delete", "g
 
 @attrs.frozen
 class CrashPoint:
-    """Die just ``side`` the ``index``-th side-effect point (1-based)."""
+    """Die just ``side`` the ``index``-th side-effect point (1-based).
+
+    With ``variant`` :data:`CONCURRENT` nothing dies: the user's next action
+    is taken just before the point instead.
+    """
 
     index: int
     side: str
@@ -148,19 +156,28 @@ class Counterexample:
     operation: str
     problems: tuple[str, ...]
     trace: tuple[str, ...]
+    #: The lag of the stale-cache mode the run used (0: reads were fresh).
+    stale: int = 0
 
     def replay_command(self) -> str:
         """The command line that replays exactly this run, printing its trace."""
+        stale = f" --stale {self.stale}" if self.stale else ""
         if self.point is None:
-            return f"lifecycle verify {self.target} --point 0 --trace"
+            return f"lifecycle verify {self.target} --point 0{stale} --trace"
         return (f"lifecycle verify {self.target} --point {self.point.index} "
-                f"--side {self.point.side} --variant {self.point.variant} --trace")
+                f"--side {self.point.side} --variant {self.point.variant}{stale} --trace")
 
     def render(self) -> str:
         """The counterexample as text: where, what failed, the trace, how to replay."""
-        where = ("without a crash" if self.point is None else
-                 f"crash {self.point.side} point #{self.point.index} ({self.operation}), "
-                 f"variant {self.point.variant}")
+        if self.point is None:
+            where = "without a crash"
+        elif self.point.variant == CONCURRENT:
+            where = f"user's next action just before point #{self.point.index} ({self.operation})"
+        else:
+            where = (f"crash {self.point.side} point #{self.point.index} ({self.operation}), "
+                     f"variant {self.point.variant}")
+        if self.stale:
+            where += f", reads up to {self.stale} write(s) stale"
         lines = [f"COUNTEREXAMPLE {self.target}: {where}"]
         lines += [f"  problem: {p}" for p in self.problems]
         lines.append("  trace:")
@@ -201,6 +218,8 @@ class Recorder:
 
     def __init__(self, crash: CrashPoint | None) -> None:
         self.crash = crash
+        #: With a :data:`CONCURRENT` point: the user's next action, taken just before it.
+        self.interject: Callable[[], None] | None = None
         self.count = 0
         self.operations: list[str] = []
         self.phases: list[str] = []
@@ -220,6 +239,12 @@ class Recorder:
         self.operations.append(label)
         self.phases.append(self.phase)
         armed = self.crash is not None and self.crash.index == index and self.crashed_at is None
+        if armed and self.crash.variant == CONCURRENT:
+            self.trace.append(f"engine {self.engine}: #{index} {label}  <- the user acts first")
+            self.crashed_at = label
+            if self.interject is not None:
+                self.interject()
+            armed = False
         if armed and self.crash.side == "before":
             self.trace.append(f"engine {self.engine}: #{index} {label}  <- CRASH before")
             self.crashed_at = label
