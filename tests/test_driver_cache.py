@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from lifecycle.core.kind import CONNECTION_SECRET_LABEL
 from lifecycle.driver.cache import CachedCluster, cached_manager
 from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.driver.informer import InformerOptions
@@ -259,6 +260,42 @@ def test_secrets_are_read_from_a_secret_informer_once_synced(server):
         with pytest.raises(NotFound):
             cached.get("v1", "Secret", "default", "absent")
     finally:
+        cached.stop()
+
+
+def test_a_cached_manager_caches_only_the_connection_secrets_it_writes(server):
+    server.api.create({"apiVersion": "v1", "kind": "Secret",
+                       "metadata": {"name": "someone-elses", "namespace": "default"},
+                       "data": {"k": "dg=="}})
+    cluster = KubeCluster(api_client(host=server.url), [DatabaseInstance])
+    cloud = SimCloud(seed=0, create_polls=0, modify_polls=0, delete_polls=0)
+    manager = cached_manager(cluster, [(DatabaseInstance, DatabaseConnector(cloud))],
+                             ManagerOptions(workers=1, informer=FAST), secrets=True)
+    cached = manager.cluster
+    assert isinstance(cached, CachedCluster)
+    manager.start()
+    try:
+        assert manager.wait_synced(10)
+        server.api.create(database_manifest("db-0"))
+
+        def ready() -> bool:
+            obj = server.api.get(DatabaseInstance.api_version, DatabaseInstance.kind,
+                                 "default", "db-0")
+            return (obj.get("status") or {}).get("state") == "ready"
+
+        assert _wait(ready)
+        secret = server.api.get("v1", "Secret", "default", "db-0-conn")
+        assert secret["metadata"]["labels"] == {CONNECTION_SECRET_LABEL: "true"}
+        server.api.reset_stats()
+        hits, misses = cached.hits, cached.misses
+        assert cached.get("v1", "Secret", "default", "db-0-conn")["data"] == secret["data"]
+        assert (cached.hits, cached.misses) == (hits + 1, misses)
+        # A Secret without the label is not in the store: it is read from the server.
+        assert cached.get("v1", "Secret", "default", "someone-elses")["data"] == {"k": "dg=="}
+        assert cached.misses == misses + 1
+        assert server.api.stats["get"] == 1
+    finally:
+        manager.stop()
         cached.stop()
 
 

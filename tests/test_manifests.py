@@ -247,7 +247,7 @@ def test_a_watched_namespace_gets_secrets_there_only(capsys: pytest.CaptureFixtu
     assert not any("secrets" in r["resources"] for r in cluster)
     role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] == "apps")
     assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"],
-                              "verbs": ["create", "delete", "get", "update"]}]
+                              "verbs": ["create", "delete", "get", "list", "update", "watch"]}]
     # The class is read, never written, and is not run.
     assert _allows(cluster, "db.lifecycle.dev", "databaseinstanceclasses", "list")
     assert not _allows(cluster, "db.lifecycle.dev", "databaseinstanceclasses", "update")

@@ -266,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
     from prometheus_client import disable_created_metrics
 
     disable_created_metrics()
-    manager = cached_manager(KubeCluster(client, kinds), pairs, options)
+    manager = cached_manager(KubeCluster(client, kinds), pairs, options, secrets=True)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -283,6 +283,7 @@ def run(args: argparse.Namespace) -> int:
                 break
         manager.stop()
     finally:
+        manager.cluster.stop()  # the Secret informer of the cache
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if server is not None:

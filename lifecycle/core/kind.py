@@ -33,6 +33,9 @@ ADOPT = "lifecycle.dev/adopt"
 
 #: Annotation on a connection Secret naming the uid of the resource it belongs to.
 OWNER_UID = "lifecycle.dev/owner-uid"
+#: Label on every connection Secret the engine writes, so the operator can cache just
+#: those (``lifecycle.dev/connection-secret=true``) instead of every Secret it may read.
+CONNECTION_SECRET_LABEL = "lifecycle.dev/connection-secret"
 
 PROVIDER_CONFIG_API = f"{GROUP}/v1alpha1"
 PROVIDER_CONFIG_KIND = "ProviderConfig"

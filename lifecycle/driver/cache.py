@@ -33,7 +33,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from lifecycle.core.kind import Kind
+from lifecycle.core.kind import CONNECTION_SECRET_LABEL, Kind
 from lifecycle.core.objects import metadata
 from lifecycle.driver.cluster import KubeCluster
 from lifecycle.driver.informer import Informer, InformerOptions
@@ -128,16 +128,21 @@ class CachedCluster:
             self.serve_from(info.api_version, info.kind, controller.informer, complete=complete)
 
     def watch_secrets(self, namespace: str | None = None,
-                      options: InformerOptions | None = None) -> Informer:
+                      options: InformerOptions | None = None, *,
+                      label_selector: str | None = None) -> Informer:
         """Start an informer on Secrets and serve Secret reads from it.
 
         The operator then needs ``list`` and ``watch`` on Secrets besides
-        ``get``; the store holds every Secret of ``namespace`` (or all).
+        ``get``; the store holds every Secret of ``namespace`` (or all) that
+        matches ``label_selector``. With a selector or a namespace the store
+        is partial: a Secret it does not hold is read from the API server.
         """
-        informer = Informer("secrets", self.cluster.list_watcher("v1", "Secret", namespace),
+        informer = Informer("secrets",
+                            self.cluster.list_watcher("v1", "Secret", namespace, label_selector),
                             _Ignore(), options or InformerOptions(resync=0)).start()
         self._informers.append(informer)
-        self.serve_from("v1", "Secret", informer, complete=namespace is None)
+        self.serve_from("v1", "Secret", informer,
+                        complete=namespace is None and label_selector is None)
         return informer
 
     def stop(self) -> None:
@@ -272,13 +277,17 @@ def cached_manager(cluster: KubeCluster, pairs: Sequence[tuple[Kind, Connector]]
     Each kind is read from the manager's own informer for it; everything
     else (namespaces, provider configs, leases, and Secrets unless
     ``secrets``) from the API server. ``secrets`` also starts an informer on
-    the Secrets of the watched namespace (all when none), which needs
-    ``list`` and ``watch`` on Secrets; ``manager.cluster.stop()`` stops it.
+    the connection Secrets the engine writes (labelled
+    ``lifecycle.dev/connection-secret=true``) in the watched namespace (all
+    when none), which needs ``list`` and ``watch`` on Secrets; other Secrets
+    (provider credentials) are still read from the API server.
+    ``manager.cluster.stop()`` stops it.
     """
     options = options or ManagerOptions()
     cached = CachedCluster(cluster)
     manager = Manager(cached, pairs, options, **kwargs)
     cached.use_informers(manager)
     if secrets:
-        cached.watch_secrets(options.namespace)
+        cached.watch_secrets(options.namespace,
+                             label_selector=f"{CONNECTION_SECRET_LABEL}=true")
     return manager

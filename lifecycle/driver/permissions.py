@@ -45,7 +45,8 @@ USES: Mapping[str, tuple[str, ...]] = {
              "delete"),
     "class": ("get", "list", "list_watcher"),
     "children": ("get", "create", "replace", "list_watcher"),
-    "secrets": ("get", "create", "replace", "delete"),
+    # list and watch: the operator caches the connection Secrets it writes.
+    "secrets": ("get", "list_watcher", "create", "replace", "delete"),
     "namespaces": ("get",),
     "providerconfigs": ("get", "list_watcher", "replace", "replace_status"),
     "events": ("record_event",),

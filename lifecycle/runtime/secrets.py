@@ -4,7 +4,9 @@ A kind with ``password=True`` gets a generated password written to its
 connection Secret before the first external call, and every retry reuses it;
 after a successful pass the connection details the provider returned are
 merged into the same Secret. The Secret carries the owner's uid (and, in the
-owner's namespace, a controller ownerReference). A Secret without this
+owner's namespace, a controller ownerReference) and the label
+``lifecycle.dev/connection-secret: "true"``, by which the operator caches its
+own Secrets and no others. A Secret without this
 owner's mark (another resource's, or one the operator did not create) is
 never read, merged, annotated or used as a password source: the pass fails
 with ``ConnectionSecretNotOwned`` instead, and a deletion goes on without it.
@@ -21,7 +23,7 @@ from typing import Any
 
 from lifecycle.core import objects
 from lifecycle.core.errors import HandledError, TerminalError
-from lifecycle.core.kind import OWNER_UID, Kind, connection_secret_ref
+from lifecycle.core.kind import CONNECTION_SECRET_LABEL, OWNER_UID, Kind, connection_secret_ref
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
 from lifecycle.runtime.retry import retry_conflicts
@@ -175,12 +177,14 @@ class ConnectionSecrets:
                 if secret is None:
                     self._seen[(namespace, name)] = self.api.create({
                         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                        "metadata": {"name": name, "namespace": namespace, **ownership},
+                        "metadata": {"name": name, "namespace": namespace, **ownership,
+                                     "labels": {CONNECTION_SECRET_LABEL: "true"}},
                         "data": data,
                     })
                 else:
                     secret["data"] = data
-                    secret["metadata"] = {**secret["metadata"], **ownership}
+                    labels = {**objects.labels(secret), CONNECTION_SECRET_LABEL: "true"}
+                    secret["metadata"] = {**secret["metadata"], **ownership, "labels": labels}
                     self._seen[(namespace, name)] = self.api.replace(secret)
             except AlreadyExists:
                 # Created meanwhile: like a conflict, retried from a fresh read.
