@@ -550,3 +550,23 @@ def test_default_privileges_wait_for_their_roles_and_schema(
     env.delete("DefaultPrivileges", "dp")
     env.run_until_idle()
     assert default_acl(server, db, owner, schema, "S", role) == {}
+
+
+# ------------------------------------------------------------ crash exploration
+def test_default_privileges_crash_exploration_has_no_counterexample(
+    server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lifecycle import verify
+    from lifecycle.providers.postgres.verify import POSTGRES_DSN_ENV
+
+    monkeypatch.setenv(POSTGRES_DSN_ENV, f"postgresql://{server.user}:{server.password}@"
+                                         f"{server.host}:{server.port}/postgres?sslmode=disable")
+    (target,), _ = verify.targets(["lifecycle.machines.postgres:DefaultPrivileges"])
+    report = verify.explore(target)
+    assert report.ok, "\n".join(c.render() for c in report.counterexamples)
+    assert report.points >= 20
+    assert len(report.checked) == report.points * 4
+    assert {c.phase for c in report.checked} == {"create", "update", "delete"}
+    # Every run cleaned up after itself: no throwaway role of this target is left.
+    assert rows(server, "postgres", "SELECT rolname FROM pg_roles WHERE starts_with(rolname, %s)",
+                target.objects[0]) == []

@@ -18,6 +18,8 @@ schema that does not exist yet is retried (``DependencyMissing``).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -116,12 +118,21 @@ class DefaultPrivilegesClient(SqlClient):
 
     subject = "default privileges"
 
+    @contextlib.contextmanager
+    def _database(self, database: str, *, missing_ok: bool = False) -> Iterator[Session | None]:
+        """The admin session when it is on ``database`` already, else a second one there."""
+        if database == self.session.server.database:
+            yield self.session
+            return
+        with in_database(self.session, database, missing_ok=missing_ok) as session:
+            yield session
+
     def observe(self, resource: ManagedResource) -> Observation:
         """The role's entry in the default ACL, compared with the spec."""
         want: DefaultPrivilegesParameters | None = resource.parameters
         if want is None:
             return Observation.absent()
-        with in_database(self.session, want.database, missing_ok=True) as session:
+        with self._database(want.database, missing_ok=True) as session:
             if session is None:
                 return Observation.absent()
             acl = self._acl(session, want)
@@ -144,7 +155,7 @@ class DefaultPrivilegesClient(SqlClient):
     def update(self, resource: ManagedResource) -> None:
         """GRANT the default privileges the role lacks (and revoke others when ``exclusive``)."""
         want: DefaultPrivilegesParameters = resource.parameters
-        with in_database(self.session, want.database) as session:
+        with self._database(want.database) as session:
             assert session is not None
             acl = self._acl(session, want)
             missing = sorted(p for p in want.privileges
@@ -161,7 +172,7 @@ class DefaultPrivilegesClient(SqlClient):
         want: DefaultPrivilegesParameters | None = resource.parameters
         if want is None:
             return
-        with in_database(self.session, want.database, missing_ok=True) as session:
+        with self._database(want.database, missing_ok=True) as session:
             if session is not None and set(self._acl(session, want)) & set(want.privileges):
                 self._alter(session, want, "REVOKE", list(want.privileges))
 

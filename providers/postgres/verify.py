@@ -1,4 +1,5 @@
-"""Crash-explorer targets for the PostgreSQL kinds (Role, Database, Grant) on a real server.
+"""Crash-explorer targets for the PostgreSQL kinds (Role, Database, Grant, DefaultPrivileges) on
+a real server.
 
 The server is named by ``LIFECYCLE_POSTGRES_DSN`` (a libpq URI or
 ``key=value`` string naming an admin that may create roles and databases).
@@ -23,6 +24,7 @@ from psycopg import conninfo, sql
 from lifecycle.core.kind import EXTERNAL_NAME, Kind
 from lifecycle.providers.postgres.config import SESSION_OPTIONS, ServerConfig, Session
 from lifecycle.providers.postgres.database import DatabaseClient
+from lifecycle.providers.postgres.default_privileges import DefaultPrivilegesClient
 from lifecycle.providers.postgres.grant import GrantClient
 from lifecycle.providers.postgres.role import RoleClient
 from lifecycle.runtime.contract import ManagedResource, ProviderConfig
@@ -84,6 +86,10 @@ class PostgresSettings:
 _IDENT = r'("(?:[^"]|"")*"|[^\s,]+)'
 _CREATE = re.compile(r"^CREATE (?:ROLE|DATABASE) " + _IDENT)
 _GRANT = re.compile(r"^GRANT .* ON DATABASE " + _IDENT + r" TO " + _IDENT)
+_DEFAULT = re.compile(r"^ALTER DEFAULT PRIVILEGES FOR ROLE " + _IDENT + r" GRANT .* ON TABLES TO "
+                      + _IDENT)
+#: The external name suffix of the DefaultPrivileges target's object.
+DEFAULTS = "defaults"
 
 
 def _unquote(identifier: str) -> str:
@@ -97,7 +103,9 @@ class _CountingSession:
 
     ``CREATE ROLE``/``CREATE DATABASE`` count for the name they create;
     a ``GRANT`` counts for ``<role>.<database>`` when the role held no
-    explicit privilege on the database before it (it made the grant exist).
+    explicit privilege on the database before it (it made the grant exist),
+    an ``ALTER DEFAULT PRIVILEGES ... GRANT`` on tables for
+    ``<role>.defaults`` when the role held no default privilege of that owner.
     Only statements that returned without an error are counted; the
     statement text (which may carry a password verifier) is never kept.
     """
@@ -114,10 +122,15 @@ class _CountingSession:
         text = statement.as_string(self._session.connection)
         created: str | None = None
         grant = _GRANT.match(text)
+        default = _DEFAULT.match(text)
         if grant:
             database, role = _unquote(grant.group(1)), _unquote(grant.group(2))
             if not _held(self._session.connection, role, database):
                 created = f"{role}.{database}"
+        elif default:
+            owner, role = _unquote(default.group(1)), _unquote(default.group(2))
+            if not _default_held(self._session.connection, owner, role):
+                created = f"{role}.{DEFAULTS}"
         else:
             create = _CREATE.match(text)
             created = _unquote(create.group(1)) if create else None
@@ -136,6 +149,18 @@ def _held(connection: Any, role: str, database: str) -> bool:
         "LATERAL pg_catalog.aclexplode(d.datacl) a "
         "JOIN pg_catalog.pg_roles r ON r.oid = a.grantee "
         "WHERE d.datname = %s AND r.rolname = %s", [database, role]).fetchone()
+    return bool(row and row[0])
+
+
+def _default_held(connection: Any, owner: str, role: str) -> bool:
+    """Whether ``role`` holds a default privilege on tables ``owner`` creates (this database)."""
+    row = connection.execute(
+        "SELECT count(*) FROM pg_catalog.pg_default_acl d "
+        "JOIN pg_catalog.pg_roles o ON o.oid = d.defaclrole, "
+        "LATERAL pg_catalog.aclexplode(d.defaclacl) a "
+        "JOIN pg_catalog.pg_roles r ON r.oid = a.grantee "
+        "WHERE o.rolname = %s AND r.rolname = %s AND d.defaclobjtype = 'r'",
+        [owner, role]).fetchone()
     return bool(row and row[0])
 
 
@@ -161,7 +186,8 @@ class _CountingConnector:
 
 
 def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> Target:
-    """Exercise one PostgreSQL kind (Role, Database or Grant) on a real server.
+    """Exercise one PostgreSQL kind (Role, Database, Grant or DefaultPrivileges) on a real
+    server.
 
     The server outlives every run, so each run gets its own names: the
     target's object is ``verify-<token>`` (random per target) and each run
@@ -169,14 +195,19 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
     ``verify-<token>-<uid8>`` is new in every run. *Leaked* means a role or
     database of this target's prefix that appeared during the run and that
     no stored object's external-name annotation names; for a Grant, the
-    throwaway role of the run still holding a privilege on the database.
+    throwaway role of the run still holding a privilege on the database; for
+    a DefaultPrivileges, that role still holding a default privilege on the
+    tables the admin creates.
     *Created twice* is counted at the client-server boundary: every
     ``CREATE ROLE``/``CREATE DATABASE`` the server acknowledged for a name
-    (and every ``GRANT`` that gave the role its first privilege), and, for
+    (and every ``GRANT`` that gave the role its first privilege, plainly or by
+    default), and, for
     roles and databases, every distinct OID the name was seen with. What a
     run leaves behind is dropped once it has been checked.
     """
-    clients = {"Role": RoleClient, "Database": DatabaseClient, "Grant": GrantClient}
+    clients = {"Role": RoleClient, "Database": DatabaseClient, "Grant": GrantClient,
+               "DefaultPrivileges": DefaultPrivilegesClient}
+    grantees = ("Grant", "DefaultPrivileges")
     if kind.kind not in clients:
         raise ValueError(f"{kind.kind} is not a PostgreSQL kind")
     client_class = clients[kind.kind]
@@ -196,6 +227,9 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
             if kind.kind == "Grant":
                 held = _held(admin, grantee, settings.database)
                 return {f"{grantee}.{settings.database}"} if held else set()
+            if kind.kind == "DefaultPrivileges":
+                held = _default_held(admin, settings.user, grantee)
+                return {f"{grantee}.{DEFAULTS}"} if held else set()
             table, column = (("pg_roles", "rolname") if kind.kind == "Role"
                              else ("pg_database", "datname"))
             rows = admin.execute(f"SELECT {column}, oid FROM pg_catalog.{table} "
@@ -209,9 +243,12 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
 
         def close() -> None:
             try:
-                if kind.kind == "Grant":
+                if kind.kind in grantees:
                     admin.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM {}").format(
                         sql.Identifier(settings.database), sql.Identifier(grantee)))
+                    admin.execute(sql.SQL("ALTER DEFAULT PRIVILEGES FOR ROLE {} REVOKE ALL ON "
+                                          "TABLES FROM {}").format(
+                        sql.Identifier(settings.user), sql.Identifier(grantee)))
                     admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(
                         sql.Identifier(grantee)))
                 else:
@@ -223,7 +260,7 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
                 admin.close()
 
         before: set[str] = set()
-        if kind.kind == "Grant":
+        if kind.kind in grantees:
             admin.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(grantee)))
         else:
             before = names()
@@ -241,12 +278,18 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
             spec = {"forProvider": {"login": True, "createdb": False}}
         elif kind.kind == "Database":
             spec = {"forProvider": {}}
+        elif kind.kind == "DefaultPrivileges":
+            grantee = state["grantee"]
+            spec = {"forProvider": {"role": grantee, "targetRole": settings.user,
+                                    "database": settings.database, "objectType": "table",
+                                    "privileges": ["SELECT"]}}
+            metadata["annotations"] = {EXTERNAL_NAME: f"{grantee}.{DEFAULTS}"}
         else:
             grantee = state["grantee"]
             spec = {"forProvider": {"role": grantee, "database": settings.database,
                                     "privileges": ["CONNECT"]}}
             metadata["annotations"] = {EXTERNAL_NAME: f"{grantee}.{settings.database}"}
-        if kind.kind != "Grant":
+        if kind.kind not in grantees:
             spec["writeConnectionSecretToRef"] = {"name": f"{name}-conn"}
         return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata,
                 "spec": spec}
@@ -258,6 +301,8 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
             params["createdb"] = True
         elif kind.kind == "Database":
             params["connectionLimit"] = 5
+        elif kind.kind == "DefaultPrivileges":
+            params["privileges"] = ["INSERT", "SELECT"]
         else:
             params["privileges"] = ["CONNECT", "CREATE"]
         return changed
