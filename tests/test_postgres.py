@@ -164,7 +164,8 @@ def test_role_database_and_grant_become_ready_with_connection_secrets(
 
     # Server defaults were late-initialised into the spec.
     params = env.get("Database", "db")["spec"]["forProvider"]
-    assert params == {"owner": server.user, "encoding": "UTF8", "connectionLimit": -1}
+    assert params == {"owner": server.user, "encoding": "UTF8", "connectionLimit": -1,
+                      "tablespace": "pg_default"}
     assert {"host", "port", "user", "database", "uri"} <= set(env.secret("db-conn"))
     assert env.secret("db-conn")["database"] == db
 

@@ -8,6 +8,13 @@ existing database cannot change: asking for another one is a terminal
 ``ImmutableField`` error, never a silent drop and re-create; so is a
 different ``lcCollate`` or ``lcCType``. ``allowConnections`` and
 ``isTemplate`` left unset are not managed; set, they are kept.
+
+``tablespace`` (late-initialised like the owner) is where the database
+lives: ``CREATE DATABASE ... TABLESPACE`` at creation and ``ALTER DATABASE
+... SET TABLESPACE`` when the spec or the server changes it. Moving copies
+every file of the database and needs it to have no other sessions (nor the
+admin connected to it): while some remain, the move fails with
+``ObjectInUse`` and is retried.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ class DatabaseParameters:
     lc_ctype: str | None = fields.text("lcCType")
     allow_connections: bool | None = fields.optional_flag("allowConnections")
     is_template: bool | None = fields.optional_flag("isTemplate")
+    tablespace: str | None = fields.name()
 
 
 def same_locale(wanted: str | None, held: str) -> bool:
@@ -57,10 +65,13 @@ class DatabaseClient(SqlClient):
         row = self._current(name, "pg_catalog.pg_get_userbyid(datdba), encoding, "
                                   "pg_catalog.pg_encoding_to_char(encoding), datconnlimit, "
                                   "datistemplate, pg_catalog.shobj_description(oid, 'pg_database'),"
-                                  " datcollate, datctype, datallowconn")
+                                  " datcollate, datctype, datallowconn, "
+                                  "(SELECT spcname FROM pg_catalog.pg_tablespace "
+                                  "WHERE oid = dattablespace)")
         if row is None:
             return Observation.absent()
-        owner, encoding_id, encoding, limit, template, note, collate, ctype, allow = row
+        (owner, encoding_id, encoding, limit, template, note, collate, ctype, allow,
+         tablespace) = row
         mark = marks.mark_of(note)
         protected = marks.database_protection(name, template=template,
                                               admin_database=self.server.database)
@@ -71,7 +82,7 @@ class DatabaseClient(SqlClient):
         want: DatabaseParameters = resource.parameters or DatabaseParameters()
         observed = {"owner": owner, "encoding": encoding, "connectionLimit": limit,
                     "lcCollate": collate, "lcCType": ctype, "allowConnections": allow,
-                    "isTemplate": template}
+                    "isTemplate": template, "tablespace": tablespace}
         if limit == -2:  # PostgreSQL 16+: left invalid by an interrupted DROP DATABASE
             return Observation(exists=True, up_to_date=False, status=ProviderStatus.FAILED,
                                message=f"database {name!r} is invalid (an interrupted DROP "
@@ -83,11 +94,13 @@ class DatabaseClient(SqlClient):
             and (want.encoding is None or self._encoding_id(want.encoding) == encoding_id)
             and same_locale(want.lc_collate, collate) and same_locale(want.lc_ctype, ctype)
             and want.allow_connections in (None, allow) and want.is_template in (None, template)
+            and want.tablespace in (None, tablespace)
         )
         return Observation(
             exists=True,
             up_to_date=up_to_date,
-            late_init={"owner": owner, "encoding": encoding, "connectionLimit": limit},
+            late_init={"owner": owner, "encoding": encoding, "connectionLimit": limit,
+                       "tablespace": tablespace},
             connection=self.server.connection_details(want.owner or owner, None, name,
                                                       "Database"),
             observed=observed,
@@ -115,6 +128,9 @@ class DatabaseClient(SqlClient):
             options.append(sql.SQL("TEMPLATE {}").format(sql.Identifier(want.template)))
         if want.encoding is not None:
             options.append(sql.SQL("ENCODING {}").format(sql.Literal(want.encoding)))
+        if want.tablespace is not None:
+            check_name("tablespace", want.tablespace)
+            options.append(sql.SQL("TABLESPACE {}").format(sql.Identifier(want.tablespace)))
         if want.connection_limit is not None:
             options.append(sql.SQL("CONNECTION LIMIT {}").format(
                 sql.Literal(want.connection_limit)))
@@ -138,7 +154,8 @@ class DatabaseClient(SqlClient):
         """ALTER DATABASE owner and connection limit; a different encoding is terminal."""
         name = self.name(resource)
         want: DatabaseParameters = resource.parameters or DatabaseParameters()
-        row = self._current(name, "encoding, datcollate, datctype")
+        row = self._current(name, "encoding, datcollate, datctype, (SELECT spcname FROM "
+                                  "pg_catalog.pg_tablespace WHERE oid = dattablespace)")
         if row is not None:
             for key, value, held in (("lcCollate", want.lc_collate, row[1]),
                                      ("lcCType", want.lc_ctype, row[2])):
@@ -178,6 +195,15 @@ class DatabaseClient(SqlClient):
                     sql.SQL("ALTER DATABASE {} WITH " + keyword + " {}").format(
                         target, sql.Literal(value)),
                     f"setting {keyword} of database {name!r}")
+        if want.tablespace is not None and row is not None and row[3] != want.tablespace:
+            check_name("tablespace", want.tablespace)
+            # Not in a transaction (the session is autocommit); refused while anyone,
+            # the admin included, is connected to the database.
+            self.session.execute(
+                sql.SQL("ALTER DATABASE {} SET TABLESPACE {}").format(
+                    target, sql.Identifier(want.tablespace)),
+                f"moving database {name!r} to tablespace {want.tablespace!r} (only possible "
+                "while no other session is connected to it; retried)")
 
     def delete(self, resource: ManagedResource) -> None:
         """DROP DATABASE IF EXISTS, ending other sessions on it (PostgreSQL 13+)."""

@@ -163,6 +163,18 @@ class PostgresServer:
                                dbname=dbname, sslmode="disable", connect_timeout=5,
                                autocommit=True)
 
+    def tablespace_directory(self, name: str) -> Path:
+        """A new empty directory, outside the data directory and owned by the user the
+        server runs as, for ``CREATE TABLESPACE ... LOCATION``; removed with the server."""
+        if self.base is None:
+            raise PostgresUnavailable("the server was never initialised")
+        path = self.base / "tablespaces" / name
+        path.mkdir(parents=True)
+        if self._runas is not None:
+            for directory in (path.parent, path):
+                os.chown(directory, self._runas.pw_uid, self._runas.pw_gid)
+        return path
+
     def _initialise(self) -> None:
         base = Path(tempfile.mkdtemp(prefix="lifecycle-pg-"))
         self.base = base
