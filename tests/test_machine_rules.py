@@ -2,7 +2,27 @@
 
 from __future__ import annotations
 
-from lifecycle.core.machine import Timing, camel
+from datetime import UTC, datetime
+
+import pytest
+from statemachine import State
+
+from lifecycle.core.decide import Choice
+from lifecycle.core.errors import ExternalError, MachineDefinitionError
+from lifecycle.core.kind import FINALIZER, OPERATION, OWNER, PAUSED
+from lifecycle.core.machine import (
+    LifecycleMachine,
+    MachineTable,
+    StateSpec,
+    Timing,
+    TransitionSpec,
+    camel,
+    validate,
+)
+from lifecycle.core.plan import OBSERVATIONS, PAUSED_MESSAGE, Plan, describe, plan
+from lifecycle.core.status import Settled
+from lifecycle.core.values import Observation, ProviderStatus, Result
+from lifecycle.machines.managed import ManagedResourceMachine as M
 
 
 def test_timing_defaults_grace_and_waits() -> None:
@@ -24,3 +44,245 @@ def test_camel() -> None:
     assert camel("stuck_in") == "StuckIn"
     assert camel("ready") == "Ready"
     assert camel("a_b_c") == "ABC"
+
+
+# --------------------------------------------------------------------------- the compiled table
+
+
+def test_the_table_keeps_names_conditions_docs_and_actions() -> None:
+    table = M.table()
+    assert table.name == "ManagedResourceMachine"
+    assert table.initial == "unclaimed" and table.finals == ("deleted",)
+    creating = table.states["creating"]
+    assert (creating.name, creating.ready, creating.activity) == (
+        "Creating", ("False", "Creating"), "Creating")
+    assert creating.doc == "external create requested, not yet usable"
+    assert table.states["ready"].activity is None
+    assert table.states["deleted"].doc.startswith("external resource gone")
+    update = table.candidates("ready", "update")
+    assert [(t.target, t.actions) for t in update] == [("updating", ("update_external",))]
+    assert table.candidates("ready", "available")[0].actions == ()
+
+
+class Documented(LifecycleMachine):
+    """A machine with an undocumented state, a negated guard and a state without conditions."""
+
+    ready_condition = {"start": ("Unknown", "Starting")}
+    state_docs = {"start": "first"}
+    start = State(initial=True)
+    middle = State()
+    done = State(final=True)
+    go = start.to(middle, unless="blocked", on="act") | start.to(done, cond="allowed")
+    finish = middle.to(done)
+
+    def blocked(self, facts: object) -> bool:
+        """Never blocked."""
+        return False
+
+    def allowed(self, facts: object) -> bool:
+        """Always allowed."""
+        return True
+
+    def act(self, effects: object) -> None:
+        """Does nothing."""
+
+
+def test_guards_unless_and_defaults_are_compiled_as_declared() -> None:
+    table = Documented.table()
+    first, second = table.candidates("start", "go")
+    assert (first.target, first.guards, first.unless, first.actions) == (
+        "middle", (), ("blocked",), ("act",))
+    assert (second.target, second.guards, second.unless, second.actions) == (
+        "done", ("allowed",), (), ())
+    middle = table.states["middle"]
+    assert (middle.name, middle.ready, middle.activity, middle.doc) == (
+        "Middle", ("False", "Middle"), None, "")
+    assert table.states["start"].ready == ("Unknown", "Starting")
+    assert table.states["start"].doc == "first"
+    # ``unless`` is honoured by ``fire``: a blocking guard skips to the next candidate.
+    assert table.fire("start", "go", lambda name: True).target == "done"
+    assert table.fire("start", "go", lambda name: False).target == "middle"
+
+
+def _refusal(build: object) -> str:
+    with pytest.raises(MachineDefinitionError) as caught:
+        build()  # type: ignore[operator]
+    return str(caught.value)
+
+
+def test_a_guard_that_is_not_a_method_name_is_refused_with_its_name() -> None:
+    def expression() -> None:
+        class Expr(LifecycleMachine):
+            a = State(initial=True)
+            done = State(final=True)
+            go = a.to(done, cond="x and y")
+
+            def x(self, facts: object) -> bool:
+                return True
+
+            def y(self, facts: object) -> bool:
+                return True
+
+    def attribute() -> None:
+        class Attribute(LifecycleMachine):
+            a = State(initial=True)
+            done = State(final=True)
+            go = a.to(done, cond="flag")
+            flag = True
+
+    expected = ("guard 'x and y' must be the name of a method taking (self, facts); "
+                "boolean expressions and callables are not supported")
+    assert _refusal(expression) == f"Expr: {expected}"
+    assert _refusal(attribute) == "Attribute: guard 'flag' is not a method"
+
+
+def test_validate_messages_name_the_machine_and_the_states() -> None:
+    def table(transitions: list[tuple[str, str]], initials: set[str], finals: set[str],
+              states: tuple[str, ...] = ("a", "b", "done")) -> MachineTable:
+        specs = {s: StateSpec(s, s, s in initials, s in finals, ("False", s), None)
+                 for s in states}
+        ts = tuple(TransitionSpec(src, "go", dst) for src, dst in transitions)
+        return MachineTable("T", specs, "a", ("go",), ts, {})
+
+    def message(t: MachineTable) -> str:
+        return _refusal(lambda: validate(t))
+
+    assert message(table([("a", "done")], {"a", "b"}, {"done"})) == (
+        "T: needs exactly one initial state, has ['a', 'b']")
+    assert message(table([("a", "done")], set(), {"done"})) == (
+        "T: needs exactly one initial state, has []")
+    assert message(table([("a", "done")], {"a"}, set())) == (
+        "T: needs a final state (such as 'deleted')")
+    assert message(table([("a", "done"), ("done", "a")], {"a"}, {"done"})) == (
+        "T: final states ['done'] have transitions")
+    assert message(table([("a", "done"), ("b", "done")], {"a"}, {"done"})) == (
+        "T: states ['b'] cannot be reached from 'a'")
+    assert message(table([("a", "b"), ("a", "done"), ("b", "b")], {"a"}, {"done"})) == (
+        "T: no path from ['b'] to a final state ['done']; "
+        "a resource entering them could never be deleted")
+    validate(table([("a", "b"), ("b", "done")], {"a"}, {"done"}))
+
+
+def test_a_machine_python_statemachine_refuses_is_refused_under_its_name() -> None:
+    def no_transitions() -> None:
+        class Empty(LifecycleMachine):
+            a = State(initial=True)
+            done = State(final=True)
+
+    assert _refusal(no_transitions).startswith("Empty: ")
+
+
+def test_a_class_without_states_has_no_table() -> None:
+    assert _refusal(LifecycleMachine.table) == "LifecycleMachine declares no states"
+    host = Documented.guard_host()
+    assert isinstance(host, Documented) and Documented.guard_host() is host
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def stored(state: str | None = "ready", *, generation: int = 2, finalizers: bool = True,
+           deleting: bool = False, status: dict | None = None, **annotations: str) -> dict:
+    """An object as read from the API."""
+    meta: dict = {"name": "x", "uid": "u", "generation": generation,
+                  "finalizers": [FINALIZER] if finalizers else [], "annotations": annotations}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    body = dict(status or {})
+    if state is not None:
+        body["state"] = state
+    return {"metadata": meta, "status": body}
+
+
+def test_a_stopped_pass_keeps_the_state_and_the_stop_message() -> None:
+    p = plan(M, stored("creating", **{}), namespace_annotations={OWNER: "other"},
+             operator_id="me", now=NOW)
+    assert (p.source, p.target, p.transition) == ("creating", "creating", None)
+    assert p.choice == Choice(None, "NotOwned", "namespace None is owned by operator 'other'; "
+                                                "skipped")
+    assert p.result == Result.done("NotOwned")
+    assert p.settled.status == {"state": "creating"} and p.settled.events == ()
+
+
+def test_a_held_pass_writes_the_paused_status_of_its_own_state_and_generation() -> None:
+    p = plan(M, stored("creating", generation=3, deleting=True, **{PAUSED: "True"}), now=NOW)
+    assert (p.source, p.target, p.transition) == ("creating", "creating", None)
+    assert p.choice == Choice(None, "ReconcilePaused")
+    assert p.result == Result.done("Paused")
+    status = p.settled.status
+    assert (status["state"], status["observedGeneration"], status["phase"]) == (
+        "creating", 3, "Terminating")
+    synced = {c["type"]: c for c in status["conditions"]}["Synced"]
+    assert (synced["reason"], synced["message"], synced["observedGeneration"]) == (
+        "ReconcilePaused", PAUSED_MESSAGE, 3)
+    assert PAUSED_MESSAGE == "annotation lifecycle.dev/paused is 'true'"
+
+
+@pytest.mark.parametrize(("obj", "options", "text"), [
+    (stored(), {"observation": OBSERVATIONS["drifted"]},
+     "state:      ready\n"
+     "event:      update (UpdateRequested: external resource differs from spec)\n"
+     "transition: ready -> updating (guards: none; actions: update_external)\n"
+     "Ready:      False (Updating)\n"
+     "Synced:     True (ReconcileSuccess)\n"
+     "phase:      Progressing\n"
+     "result:     requeue-after after 5s (Waiting)"),
+    (stored("failed", status={"failure": {"operation": "update"}}),
+     {"observation": OBSERVATIONS["pending"]},
+     "state:      failed\n"
+     "event:      wait (ProviderPending: provider operation pending)\n"
+     "transition: failed -> updating (guards: failed_during_update; actions: none)\n"
+     "Ready:      False (Updating)\n"
+     "Synced:     True (ReconcileSuccess)\n"
+     "phase:      Progressing\n"
+     "result:     requeue-after after 5s (Waiting)"),
+    (stored(**{PAUSED: "true"}), {},
+     "state:      ready\n"
+     "event:      none (ReconcilePaused)\n"
+     "Ready:      Unknown (ReconcilePaused)\n"
+     "Synced:     False (ReconcilePaused)\n"
+     "phase:      Progressing\n"
+     "result:     done (Paused)"),
+    (stored(**{OPERATION: "ignore"}), {},
+     "state:      ready\n"
+     "event:      none (Ignored)\n"
+     "phase:      -\n"
+     "result:     done (Ignored)"),
+    (stored(), {"error": ExternalError("down")},
+     "state:      ready\n"
+     "event:      none (ExternalError: down)\n"
+     "Ready:      Unknown (GenerationNotObserved)\n"
+     "Synced:     False (ReconcileError)\n"
+     "phase:      Progressing\n"
+     "result:     backoff (ExternalError)"),
+])
+def test_describe_is_exact(obj: dict, options: dict, text: str) -> None:
+    assert describe(plan(M, obj, now=NOW, **options)) == text
+
+
+def test_describe_prints_a_multi_action_transition_and_skips_malformed_conditions() -> None:
+    transition = TransitionSpec("a", "go", "b", guards=("g1", "g2"), actions=("x", "y"))
+    p = Plan("a", Choice("go", "Went", ""), transition,
+             Settled({"conditions": ["junk", {"type": "Ready", "status": "True",
+                                              "reason": "Available"}], "phase": "Ready"}),
+             Result.later(1.5, "Poll"))
+    assert describe(p) == ("state:      a\n"
+                           "event:      go (Went)\n"
+                           "transition: a -> b (guards: g1, g2; actions: x, y)\n"
+                           "Ready:      True (Available)\n"
+                           "phase:      Ready\n"
+                           "result:     requeue-after after 1.5s (Poll)")
+    assert p.target == "b"
+
+
+def test_the_observations_the_plan_command_can_pretend() -> None:
+    assert OBSERVATIONS["absent"] == Observation.absent()
+    assert OBSERVATIONS["available"] == Observation(exists=True)
+    assert OBSERVATIONS["drifted"] == Observation(exists=True, up_to_date=False)
+    assert OBSERVATIONS["pending"] == Observation(
+        exists=True, status=ProviderStatus.PENDING, message="provider operation pending")
+    assert OBSERVATIONS["failed"] == Observation(
+        exists=True, status=ProviderStatus.FAILED, message="provider reports the resource failed")
