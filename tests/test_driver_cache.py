@@ -296,7 +296,7 @@ def test_a_cached_manager_caches_only_the_connection_secrets_it_writes(server):
         assert server.api.stats["get"] == 1
     finally:
         manager.stop()
-        cached.stop()
+    assert not any(t.is_alive() for i in cached._informers for t in i._threads)
 
 
 # ------------------------------------------------ the lean request path

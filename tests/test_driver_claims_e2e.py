@@ -29,6 +29,7 @@ from lifecycle.core.claims import (
     DEFAULT_RESOURCE_NAMESPACE,
     RELEASED,
 )
+from lifecycle.driver.cache import cached_manager
 from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.driver.informer import InformerOptions
 from lifecycle.driver.kinds import controller_spec
@@ -74,8 +75,8 @@ def operator(server: APIServerHTTP, cloud: SimCloud) -> Manager:
     cluster = KubeCluster(api_client(host=server.url), [DatabaseInstance, DatabaseClaim])
     opts = ManagerOptions(informer=FAST, backoff_base=0.05, backoff_cap=1.0, qps=200,
                           burst=200)
-    return Manager(cluster, [(DatabaseInstance, DatabaseConnector(cloud)),
-                             (DATABASE_BINDING, None)], opts)
+    return cached_manager(cluster, [(DatabaseInstance, DatabaseConnector(cloud)),
+                                    (DATABASE_BINDING, None)], opts, secrets=True)
 
 
 def custom(server: APIServerHTTP) -> k8s.CustomObjectsApi:

@@ -23,6 +23,7 @@ import pytest
 from kubernetes import client as k8s
 
 from lifecycle.core.values import Result
+from lifecycle.driver.cache import cached_manager
 from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.driver.informer import InformerOptions
 from lifecycle.driver.manager import Manager, ManagerOptions, engine_reconciler
@@ -131,8 +132,8 @@ def operator(server: APIServerHTTP, cloud: SimCloud, probe: ConcurrencyProbe | N
     opts = ManagerOptions(informer=FAST, backoff_base=0.05, backoff_cap=1.0, qps=200,
                           burst=200, **options)
     kwargs = {"reconciler_factory": probe.factory} if probe else {}
-    return Manager(cluster, [(DatabaseInstance, connector), (CacheInstance, connector)], opts,
-                   **kwargs)
+    return cached_manager(cluster, [(DatabaseInstance, connector), (CacheInstance, connector)],
+                          opts, secrets=True, **kwargs)
 
 
 def test_200_resources_of_two_kinds_converge_through_conflicts_and_dropped_watches(

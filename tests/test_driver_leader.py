@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
+from lifecycle.driver.cache import cached_manager
 from lifecycle.driver.informer import InformerOptions
 from lifecycle.driver.leader import LEASE_API, LeaderElector, LeaseOptions
-from lifecycle.driver.manager import Manager, ManagerOptions
+from lifecycle.driver.manager import ManagerOptions
 from lifecycle.kube.errors import Conflict, ServerError
 from lifecycle.kube.resources import LEASE
 from lifecycle.machines.database import DatabaseInstance
@@ -396,8 +397,9 @@ def test_a_manager_that_loses_the_api_stops_its_workers_and_ends(api: EmbeddedAP
     opts = ManagerOptions(leader_election=True, identity="m", lease_duration=lease_duration,
                           renew_deadline=renew_deadline, retry_period=retry_period, workers=1,
                           informer=InformerOptions(resync=0))
-    manager = Manager(InProcessCluster(api),
-                      [(DatabaseInstance, DatabaseConnector(SimCloud()))], opts).start()
+    manager = cached_manager(InProcessCluster(api),  # type: ignore[arg-type]
+                             [(DatabaseInstance, DatabaseConnector(SimCloud()))], opts,
+                             secrets=True).start()
     # The lease is free, so the first attempt takes it; the loss comes one renew deadline
     # plus at most one retry period after the fault. Budgets are those figures with a wide
     # margin for a loaded machine; the measured times are reported when one is exceeded.

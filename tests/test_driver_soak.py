@@ -24,9 +24,9 @@ from typing import Any
 import attrs
 
 from lifecycle.core.values import Result, ResultKind
+from lifecycle.driver.cache import cached_manager
 from lifecycle.driver.informer import InformerOptions
 from lifecycle.driver.manager import (
-    Manager,
     ManagerOptions,
     add_triggers,
     engine_reconciler,
@@ -252,8 +252,8 @@ def soak(count: int = 500, *, error_rate: float = 0.2, throttle_rate: float = 0.
         workers=workers, backoff_base=0.05, backoff_cap=2.0, qps=200, burst=200,
         informer=InformerOptions(resync=120.0, watch_timeout=30.0, inactivity_timeout=10.0,
                                  backoff_base=0.05, backoff_cap=0.5))
-    manager = Manager(InProcessCluster(api), [(KIND, DatabaseConnector(cloud))], options,
-                      reconciler_factory=probe.factory)
+    manager = cached_manager(InProcessCluster(api), [(KIND, DatabaseConnector(cloud))],  # type: ignore[arg-type]
+                             options, secrets=True, reconciler_factory=probe.factory)
     probe.watch_triggers(manager.controllers[KIND.kind])
     names = [f"db-{i:04d}" for i in range(count)]
     drops = 0

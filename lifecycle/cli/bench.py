@@ -86,10 +86,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--poll", type=float, default=2.0, metavar="SECONDS",
                         help="Ready poll interval of both operators with --e2e (default: 2)")
     parser.add_argument("--operators", nargs="+", metavar="NAME",
-                        choices=["lifecycle", "kopf", "lifecycle-direct", "lifecycle-secrets"],
+                        choices=["lifecycle", "kopf", "lifecycle-direct",
+                                 "lifecycle-uncached-secrets"],
                         help="operators to compare with --e2e (default: lifecycle kopf; "
-                             "lifecycle-direct: without the cached reader; lifecycle-secrets: "
-                             "Secrets cached too)")
+                             "lifecycle is wired as `lifecycle run` is; lifecycle-direct: "
+                             "without the cached reader; lifecycle-uncached-secrets: the "
+                             "cached reader without its Secret informer)")
     parser.set_defaults(func=run)
 
 

@@ -283,7 +283,6 @@ def run(args: argparse.Namespace) -> int:
                 break
         manager.stop()
     finally:
-        manager.cluster.stop()  # the Secret informer of the cache
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if server is not None:

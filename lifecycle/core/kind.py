@@ -71,6 +71,12 @@ class Kind:
     #: object after an interrupted create first resumes the create with its journalled
     #: key to learn the name, so the resource is deleted rather than left behind.
     names_assigned: bool = False
+    #: The provider's create has finished when it returns (a SQL statement, a cloud whose
+    #: create is synchronous): the pass that created the resource observes it once more
+    #: and, when that shows it available, goes on to Ready in the same pass, with one
+    #: status write and one connection-Secret update instead of two of each. An
+    #: observation that shows anything else leaves the pass as it was (wait, then poll).
+    observe_after_create: bool = False
     provider_config_api: str = PROVIDER_CONFIG_API
 
     @property

@@ -280,8 +280,8 @@ def cached_manager(cluster: KubeCluster, pairs: Sequence[tuple[Kind, Connector]]
     the connection Secrets the engine writes (labelled
     ``lifecycle.dev/connection-secret=true``) in the watched namespace (all
     when none), which needs ``list`` and ``watch`` on Secrets; other Secrets
-    (provider credentials) are still read from the API server.
-    ``manager.cluster.stop()`` stops it.
+    (provider credentials) are still read from the API server. The
+    manager's :meth:`~lifecycle.driver.manager.Manager.stop` stops it.
     """
     options = options or ManagerOptions()
     cached = CachedCluster(cluster)
@@ -290,4 +290,5 @@ def cached_manager(cluster: KubeCluster, pairs: Sequence[tuple[Kind, Connector]]
     if secrets:
         cached.watch_secrets(options.namespace,
                              label_selector=f"{CONNECTION_SECRET_LABEL}=true")
+        manager.closers.append(cached.stop)
     return manager

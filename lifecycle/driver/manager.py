@@ -440,6 +440,9 @@ class Manager:
         self._workers_running = False
         self._state_lock = threading.Lock()
         self._done = threading.Event()
+        #: Called last by :meth:`stop` and :meth:`crash`: what the manager's helpers started
+        #: alongside it (the cached reader's Secret informer, for instance).
+        self.closers: list[Callable[[], None]] = []
         self._stopping = False
 
     def _controller(self, name: str, reconciler: Reconciles, source: ListWatcher,
@@ -544,6 +547,8 @@ class Manager:
             controller.stop_informers()
         if self.probes is not None:
             self.probes.stop()
+        for close in self.closers:
+            close()
         self._done.set()
         log.info("operator stopped", extra={"identity": self.options.identity})
 
@@ -558,6 +563,8 @@ class Manager:
             controller.stop_informers(timeout=0.5)
         if self.probes is not None:
             self.probes.stop()
+        for close in self.closers:
+            close()
         self._done.set()
 
     def wait(self, timeout: float | None = None) -> bool:

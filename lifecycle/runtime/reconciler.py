@@ -48,7 +48,7 @@ from typing import Any
 import attrs
 
 from lifecycle.core import objects
-from lifecycle.core.decide import Facts, Gate, ReconcilePolicy, decide, gate
+from lifecycle.core.decide import Decision, Facts, Gate, ReconcilePolicy, decide, gate
 from lifecycle.core.errors import (
     ExternalError,
     HandledError,
@@ -417,6 +417,11 @@ class Reconciler:
             run.notes.extend(informational(exc, run.generation) for exc in notices)
             if effects is not None and effects.external_name:
                 run.external_name = effects.external_name
+        first: tuple[Facts, Decision] | None = None
+        if effects is not None and self.kind.observe_after_create:
+            after = self._observe_created(run, facts, decision, effects)
+            if after is not None:
+                first, (facts, decision) = (facts, decision), after
         observation = facts.observation
         if observation is not None and observation.late_init and not facts.deleting and (
             facts.policy.allows_modify
@@ -437,13 +442,24 @@ class Reconciler:
             except HandledError as exc:
                 decision = decision.failing(exc, "publish")
         old = objects.status(run.obj)
-        concluded = conclude(machine, old, facts, decision, now=self.clock(),
+        events: list[tuple[str, str, str]] = []
+        if first is not None:
+            # The create's own conclusion, then the observation's on top of it.
+            created = conclude(machine, old, first[0], first[1], now=self.clock(),
+                               key=run.obj["metadata"]["uid"], notes=run.notes,
+                               external_name=run.external_name)
+            events += created.settled.events
+            old_for_next = created.settled.status
+        else:
+            old_for_next = old
+        concluded = conclude(machine, old_for_next, facts, decision, now=self.clock(),
                              key=run.obj["metadata"]["uid"], notes=run.notes,
                              external_name=run.external_name, dirty=run.dirty)
+        events += concluded.settled.events
         final = self.table.states[concluded.target].final
         if not final:
             self._mutate(run, lambda m: None)  # commit what is still staged
-        for type_, reason, message in concluded.settled.events:
+        for type_, reason, message in events:
             self._event(run.obj, type_, reason, message)
         if concluded.settled.status != old or run.forced:
             self._status_write(run, concluded.settled.status)
@@ -453,6 +469,35 @@ class Reconciler:
             if isinstance(name, str) and name:
                 self.names.release(run.obj, name)
         return concluded.result
+
+    def _observe_created(self, run: Pass, facts: Facts, decision: Decision,
+                         effects: Effects) -> tuple[Facts, Decision] | None:
+        """After a create that succeeded, observe again; the next facts and decision when
+        the resource is already available, else None (the pass ends as it would have).
+
+        Only progress is taken: a decision that would act again (the resource
+        not visible yet), wait, or fail is dropped, and the pass waits and
+        observes later as without this step.
+        """
+        transition = decision.transition
+        if (transition is None or decision.error is not None or facts.deleting
+                or decision.choice.event != "create" or not transition.actions):
+            return None
+        try:
+            seen = self.guarded_call(lambda: effects.client.observe(effects.resource))
+        except HandledError:
+            return None
+        if not isinstance(seen, Observation) or not seen.exists:
+            return None
+        after = attrs.evolve(facts, state=transition.target, observation=seen, error=None,
+                             failed_operation=None)
+        following = decide(self.kind.machine, after)
+        step = following.transition
+        if (step is None or following.actions or following.error is not None
+                or following.choice.event == "wait" or step.target == transition.target):
+            return None
+        effects.close_observed(seen)
+        return after, following
 
     def _held(self, run: Pass, g: Gate) -> Result:
         """A paused pass: hold the status (Synced False ``ReconcilePaused``), call nothing."""

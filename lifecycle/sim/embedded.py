@@ -23,6 +23,7 @@ from typing import Any
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 from lifecycle.driver.crds import crds, provider_config_apis
 from lifecycle.kube.errors import AlreadyExists
+from lifecycle.kube.resources import ResourceType
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.crds import apply_crd
 from lifecycle.sim.http import APIServerHTTP
@@ -159,6 +160,15 @@ class InProcessCluster:
                      message: str) -> Any:
         """Record a Kubernetes Event about ``involved``."""
         return self.api.record_event(involved, type, reason, message)
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None,
+             label_selector: str | None = None) -> tuple[list[dict[str, Any]], str]:
+        """List objects of a kind (and the list's resourceVersion)."""
+        return self.api.list(api_version, kind, namespace, label_selector)
+
+    def info(self, api_version: str, kind: str) -> ResourceType:
+        """How the API serves a kind (``namespaced`` among others), as a cached reader asks."""
+        return self.api.resource_type(api_version, kind)
 
     def list_watcher(self, api_version: str, kind: str, namespace: str | None = None,
                      label_selector: str | None = None) -> EmbeddedListWatcher:
