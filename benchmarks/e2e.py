@@ -497,6 +497,40 @@ def summary(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def plot(result: dict[str, Any], path: Any) -> None:
+    """Two panels side by side: API calls per object by request type, operator CPU per object.
+
+    Each operator's bar stacks the request types it sent (creates, updates,
+    patches, reads) from absent to Ready and settled; the second panel is the
+    median operator CPU per object. Written as a PNG to ``path``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [n for n in (*OPERATORS, *VARIANTS) if n in result]
+    verbs = sorted({v for n in names for v in result[n]["api_calls_by_verb"]})
+    fig, (calls, cpu) = plt.subplots(1, 2, figsize=(9, 3.6))
+    bottoms = [0.0] * len(names)
+    for verb in verbs:
+        heights = [result[n]["api_calls_by_verb"].get(verb, 0.0) for n in names]
+        calls.bar(names, heights, bottom=bottoms, label=verb)
+        bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+    calls.set_ylabel("API calls per object (absent to Ready)")
+    calls.legend(fontsize=8)
+    cpu.bar(names, [result[n]["operator_cpu_ms_per_object"] for n in names], color="#777")
+    cpu.set_ylabel("operator CPU per object, ms")
+    cfg = result["config"]
+    fig.suptitle(f"N = {cfg['n']}, median of {cfg['rounds']} interleaved rounds; "
+                 f"1-min load up to {result['load_average']['max_1min']:.1f}", fontsize=9)
+    for axis in (calls, cpu):
+        axis.tick_params(axis="x", labelsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def main(argv: list[str]) -> int:
     """Child process entry points: ``server`` or ``lifecycle URL POLL``."""
     if argv[:1] == ["server"]:

@@ -153,6 +153,13 @@ def test_e2e_headline_keys_and_sane_values(e2e_result):
     assert "lifecycle / kopf" in text and "N = 4" in text
 
 
+def test_e2e_plot_is_a_png(e2e_result, tmp_path):
+    path = tmp_path / "e2e.png"
+    e2e.plot(e2e_result, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert path.stat().st_size > 5_000
+
+
 def test_e2e_counting_classifies_requests_by_verb_and_resource():
     from lifecycle.sim.apiserver import EmbeddedAPI
     from lifecycle.sim.http import APIServerHTTP

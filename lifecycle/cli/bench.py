@@ -113,6 +113,7 @@ def _run_e2e(args: argparse.Namespace) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "e2e.json").write_text(json.dumps(result, indent=2) + "\n",
                                            encoding="utf-8")
+        e2e.plot(result, args.out / "e2e.png")
     print(json.dumps(result) if args.json else e2e.summary(result))
     return 0
 
