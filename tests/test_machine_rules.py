@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from statemachine import State
 
-from lifecycle.core.decide import Choice
+from lifecycle.core.decide import Choice, ReconcilePolicy, requeue
 from lifecycle.core.errors import ExternalError, MachineDefinitionError
 from lifecycle.core.kind import FINALIZER, OPERATION, OWNER, PAUSED
 from lifecycle.core.machine import (
@@ -286,3 +286,23 @@ def test_the_observations_the_plan_command_can_pretend() -> None:
         exists=True, status=ProviderStatus.PENDING, message="provider operation pending")
     assert OBSERVATIONS["failed"] == Observation(
         exists=True, status=ProviderStatus.FAILED, message="provider reports the resource failed")
+
+
+def test_plan_passes_the_operator_policy_the_notes_and_the_uid_to_the_pass() -> None:
+    drifted = OBSERVATIONS["drifted"]
+    assert plan(M, stored(), observation=drifted, now=NOW).choice.event == "update"
+    skipped = plan(M, stored(), observation=drifted, policy=ReconcilePolicy.SKIP, now=NOW)
+    assert skipped.choice.event != "update" and skipped.target == "ready"
+    noted = plan(M, stored(**{OPERATION: "bogus"}), observation=drifted, now=NOW)
+    config = {c["type"]: c for c in noted.settled.status["conditions"]}["ConfigValid"]
+    assert (config["status"], config["reason"]) == ("False", "UnknownOperation")
+    # The poll jitter is spread by the object's uid ("" when it has none).
+    for uid in ("u", "another-uid", None):
+        obj = stored()
+        if uid is None:
+            del obj["metadata"]["uid"]
+        else:
+            obj["metadata"]["uid"] = uid
+        p = plan(M, obj, observation=OBSERVATIONS["available"], now=NOW)
+        expected = requeue(state="ready", final=False, timing=M.timing, key=uid or "")
+        assert p.result == expected
