@@ -4,7 +4,10 @@ kind, against the real server of the session fixture (``pytest -m postgres``).
 Each test sets privileges through the kinds, changes them by hand on the server,
 sees them repaired at the next poll, removes a privilege from the spec, deletes,
 and checks that an owner keeps what it holds by ownership. Names are hostile
-(quotes, spaces, unicode) throughout.
+(quotes, spaces, unicode) throughout. The objects granted on are created as the
+Environment's admin (the owner of the Schema it made), since a role that is not a
+superuser grants only on what it owns or holds with the grant option; that is how
+the same tests run under a superuser and a CREATEROLE CREATEDB admin.
 """
 
 from __future__ import annotations
@@ -106,23 +109,30 @@ def public_on_database(server: PostgresServer, db: str) -> set[str]:
                                "WHERE d.datname = %s AND a.grantee = 0", db)}
 
 
-def setup(env: Environment, prefix: str) -> tuple[str, str, str]:
+def setup(env: Environment, prefix: str) -> tuple[str, str, str, str]:
     """Apply Role r, Database d and Schema s (hostile role and schema names), settle, and
-    return (role, database, schema)."""
+    return (role, database, schema, the Environment's admin: the schema's owner)."""
     role, db, schema = hostile(prefix), unique(prefix + "db"), hostile(prefix + "s")
     env.apply(manifest("Role", "r", external_name=role))
     env.apply(manifest("Database", "d", external_name=db))
     env.apply(manifest("Schema", "s", external_name=schema, database=db))
     env.run_until_idle()
     assert env.state("Schema", "s") == "ready"
-    return role, db, schema
+    return role, db, schema, env.get("Schema", "s")["spec"]["forProvider"]["role"]
 
 
 def create_tables(server: PostgresServer, db: str, schema: str, *names: str,
-                  owner: str | None = None) -> None:
-    """Create tables by hand (as ``owner`` when given, else the superuser)."""
+                  owner: str) -> None:
+    """Create tables by hand, owned by ``owner``."""
     run(server, db, *(sql.SQL("CREATE TABLE {} (id int)").format(sql.Identifier(schema, n))
                       for n in names), as_role=owner)
+
+
+def member_of(server: PostgresServer, admin: str, owner: str) -> None:
+    """Make ``admin`` a member of ``owner`` (needed to alter ``owner``'s default privileges
+    unless ``admin`` is a superuser)."""
+    run(server, "postgres", sql.SQL("GRANT {} TO {}").format(sql.Identifier(owner),
+                                                            sql.Identifier(admin)))
 
 
 def parse(kind: Any, **parameters: Any) -> Any:
@@ -199,9 +209,9 @@ def test_default_privileges_specs_that_cannot_work_are_refused(parameters: dict[
 def test_grant_on_named_tables_is_set_repaired_narrowed_and_revoked(
     env: Environment, server: PostgresServer
 ) -> None:
-    role, db, schema = setup(env, "tg")
+    role, db, schema, admin = setup(env, "tg")
     first, second = "t one ü'\"", "t2"
-    create_tables(server, db, schema, first, second)
+    create_tables(server, db, schema, first, second, owner=admin)
     env.apply(manifest("Grant", "g", role=role, database=db, schema=schema,
                        tables=[first, second], privileges=["SELECT", "INSERT"],
                        withOption="GRANT", exclusive=True))
@@ -241,11 +251,11 @@ def test_grant_on_named_tables_is_set_repaired_narrowed_and_revoked(
     assert relation_acl(server, db, schema, first, role) == {}
     assert relation_acl(server, db, schema, second, role) == {}
     # The table's owner kept every privilege it holds by ownership.
-    assert table_privilege(server, db, server.user, schema, first, "SELECT, INSERT, DELETE")
+    assert table_privilege(server, db, admin, schema, first, "SELECT, INSERT, DELETE")
 
 
 def test_a_missing_named_table_is_waited_for(env: Environment, server: PostgresServer) -> None:
-    role, db, schema = setup(env, "tw")
+    role, db, schema, admin = setup(env, "tw")
     env.apply(manifest("Grant", "g", role=role, database=db, schema=schema,
                        tables=["later"], privileges=["SELECT"]))
     env.advance(10.0)
@@ -253,7 +263,7 @@ def test_a_missing_named_table_is_waited_for(env: Environment, server: PostgresS
     assert (env.state("Grant", "g"), failed.reason) == ("failed", "DependencyMissing")
     assert "later" in failed.message
 
-    create_tables(server, db, schema, "later")
+    create_tables(server, db, schema, "later", owner=admin)
     env.advance(RETRY)
     assert env.state("Grant", "g") == "ready"
     assert relation_acl(server, db, schema, "later", role) == {"SELECT": False}
@@ -262,7 +272,7 @@ def test_a_missing_named_table_is_waited_for(env: Environment, server: PostgresS
 def test_a_grant_naming_only_tables_the_role_owns_is_refused(
     env: Environment, server: PostgresServer
 ) -> None:
-    role, db, schema = setup(env, "to")
+    role, db, schema, _ = setup(env, "to")
     run(server, db, sql.SQL("GRANT CREATE ON SCHEMA {} TO {}").format(
         sql.Identifier(schema), sql.Identifier(role)))
     create_tables(server, db, schema, "mine", owner=role)
@@ -283,7 +293,7 @@ def test_a_grant_naming_only_tables_the_role_owns_is_refused(
 def test_every_table_covers_later_tables_and_skips_the_roles_own(
     env: Environment, server: PostgresServer
 ) -> None:
-    role, db, schema = setup(env, "te")
+    role, db, schema, admin = setup(env, "te")
     env.apply(manifest("Grant", "g", role=role, database=db, schema=schema, tables=["*"],
                        privileges=["SELECT"]))
     env.advance(10.0)
@@ -292,9 +302,9 @@ def test_every_table_covers_later_tables_and_skips_the_roles_own(
     assert (env.state("Grant", "g"), failed.reason) == ("failed", "DependencyMissing")
     assert "nothing to grant" in failed.message
 
-    create_tables(server, db, schema, "a")
+    create_tables(server, db, schema, "a", owner=admin)
     run(server, db, sql.SQL("CREATE VIEW {} AS SELECT 1 AS one").format(
-        sql.Identifier(schema, "v ü")))
+        sql.Identifier(schema, "v ü")), as_role=admin)
     env.advance(RETRY)
     assert env.state("Grant", "g") == "ready"
     assert relation_acl(server, db, schema, "a", role) == {"SELECT": False}
@@ -303,7 +313,7 @@ def test_every_table_covers_later_tables_and_skips_the_roles_own(
     # A table created later is covered at the next poll; one the role owns is left alone.
     run(server, db, sql.SQL("GRANT CREATE ON SCHEMA {} TO {}").format(
         sql.Identifier(schema), sql.Identifier(role)))
-    create_tables(server, db, schema, "b")
+    create_tables(server, db, schema, "b", owner=admin)
     create_tables(server, db, schema, "own", owner=role)
     env.advance(POLL)
     assert env.state("Grant", "g") == "ready"
@@ -323,9 +333,10 @@ def test_every_table_covers_later_tables_and_skips_the_roles_own(
 def test_grant_on_sequences_is_set_repaired_and_revoked(
     env: Environment, server: PostgresServer
 ) -> None:
-    role, db, schema = setup(env, "sq")
+    role, db, schema, admin = setup(env, "sq")
     sequence = "seq ü\"'"
-    run(server, db, sql.SQL("CREATE SEQUENCE {}").format(sql.Identifier(schema, sequence)))
+    run(server, db, sql.SQL("CREATE SEQUENCE {}").format(sql.Identifier(schema, sequence)),
+        as_role=admin)
     env.apply(manifest("Grant", "g", role=role, database=db, schema=schema,
                        sequences=[sequence], privileges=["USAGE", "SELECT"]))
     env.run_until_idle()
@@ -353,7 +364,7 @@ def test_grant_on_sequences_is_set_repaired_and_revoked(
 def test_grant_on_routines_picks_the_overload_and_is_repaired_and_revoked(
     env: Environment, server: PostgresServer
 ) -> None:
-    role, db, schema = setup(env, "fn")
+    role, db, schema, admin = setup(env, "fn")
     function = 'f"; ü'
     run(server, db,
         sql.SQL("CREATE FUNCTION {}(a integer, b text) RETURNS int LANGUAGE sql "
@@ -361,7 +372,7 @@ def test_grant_on_routines_picks_the_overload_and_is_repaired_and_revoked(
         sql.SQL("CREATE FUNCTION {}(a bigint) RETURNS int LANGUAGE sql "
                 "AS 'SELECT 2'").format(sql.Identifier(schema, function)),
         sql.SQL("CREATE PROCEDURE {}() LANGUAGE sql AS 'SELECT 3'").format(
-            sql.Identifier(schema, "p")))
+            sql.Identifier(schema, "p")), as_role=admin)
     env.apply(manifest("Grant", "g", role=role, database=db, schema=schema,
                        routines=[{"name": function, "arguments": ["int4", "character varying"]},
                                  {"name": "p"}],
@@ -394,10 +405,10 @@ def test_grant_on_routines_picks_the_overload_and_is_repaired_and_revoked(
 
 
 def test_every_routine_of_a_schema(env: Environment, server: PostgresServer) -> None:
-    role, db, schema = setup(env, "fa")
+    role, db, schema, admin = setup(env, "fa")
     run(server, db, *(sql.SQL("CREATE FUNCTION {}() RETURNS int LANGUAGE sql "
                               "AS 'SELECT 1'").format(sql.Identifier(schema, n))
-                      for n in ("one", "two")))
+                      for n in ("one", "two")), as_role=admin)
     env.apply(manifest("Grant", "g", role=role, database=db, schema=schema,
                        routines=[{"name": "*"}], privileges=["ALL"]))
     env.run_until_idle()
@@ -414,11 +425,11 @@ def test_every_routine_of_a_schema(env: Environment, server: PostgresServer) -> 
 def test_revoke_public_on_db_keeps_public_out_and_survives_deletion(
     env: Environment, server: PostgresServer
 ) -> None:
-    owner, role, db = hostile("po"), hostile("pr"), unique("pdb") + " ü'"
-    env.apply(manifest("Role", "o", external_name=owner))
+    role, db = hostile("pr"), unique("pdb") + " ü'"
     env.apply(manifest("Role", "r", external_name=role))
-    env.apply(manifest("Database", "d", external_name=db, owner=owner))
+    env.apply(manifest("Database", "d", external_name=db))
     env.run_until_idle()
+    owner = env.get("Database", "d")["spec"]["forProvider"]["owner"]
     assert public_on_database(server, db) == {"CONNECT", "TEMPORARY"}
 
     env.apply(manifest("Grant", "g", role=role, database=db, privileges=["CONNECT"],
@@ -448,7 +459,7 @@ def test_revoke_public_on_db_keeps_public_out_and_survives_deletion(
 
 def test_revoke_public_on_db_with_a_schema_grant(env: Environment,
                                                  server: PostgresServer) -> None:
-    role, db, schema = setup(env, "ps")
+    role, db, schema, _ = setup(env, "ps")
     env.apply(manifest("Grant", "g", role=role, database=db, schema=schema,
                        privileges=["USAGE"], revokePublicOnDb=True))
     env.run_until_idle()
@@ -460,10 +471,11 @@ def test_revoke_public_on_db_with_a_schema_grant(env: Environment,
 def test_default_privileges_are_set_repaired_narrowed_and_revoked(
     env: Environment, server: PostgresServer
 ) -> None:
-    role, db, schema = setup(env, "dp")
+    role, db, schema, admin = setup(env, "dp")
     owner = hostile("downer")
     env.apply(manifest("Role", "o", external_name=owner))
     env.run_until_idle()
+    member_of(server, admin, owner)
     run(server, db, sql.SQL("GRANT CREATE, USAGE ON SCHEMA {} TO {}").format(
         sql.Identifier(schema), sql.Identifier(owner)))
     env.apply(manifest("DefaultPrivileges", "dp", role=role, targetRole=owner, database=db,
@@ -512,9 +524,11 @@ def test_default_privileges_are_set_repaired_narrowed_and_revoked(
 def test_default_privileges_on_functions_of_the_whole_database(
     env: Environment, server: PostgresServer
 ) -> None:
-    role, db, _ = setup(env, "df")
+    role, db, _, admin = setup(env, "df")
     owner = hostile("fowner")
     env.apply(manifest("Role", "o", external_name=owner))
+    env.run_until_idle()
+    member_of(server, admin, owner)
     env.apply(manifest("DefaultPrivileges", "dp", role=role, targetRole=owner, database=db,
                        objectType="FUNCTION", privileges=["ALL"]))
     env.run_until_idle()
@@ -534,7 +548,7 @@ def test_default_privileges_on_functions_of_the_whole_database(
 def test_default_privileges_wait_for_their_roles_and_schema(
     env: Environment, server: PostgresServer
 ) -> None:
-    role, db, _ = setup(env, "dw")
+    role, db, _, admin = setup(env, "dw")
     owner, schema = unique("later"), unique("laters")
     env.apply(manifest("DefaultPrivileges", "dp", role=role, targetRole=owner, database=db,
                        schema=schema, objectType="sequence", privileges=["USAGE"]))
@@ -543,6 +557,8 @@ def test_default_privileges_wait_for_their_roles_and_schema(
 
     env.apply(manifest("Role", "o", external_name=owner))
     env.apply(manifest("Schema", "s2", external_name=schema, database=db))
+    env.advance(10.0)
+    member_of(server, admin, owner)
     env.advance(RETRY)
     env.run_until_idle()
     assert env.state("DefaultPrivileges", "dp") == "ready"
