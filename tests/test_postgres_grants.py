@@ -586,3 +586,40 @@ def test_default_privileges_crash_exploration_has_no_counterexample(
     # Every run cleaned up after itself: no throwaway role of this target is left.
     assert rows(server, "postgres", "SELECT rolname FROM pg_roles WHERE starts_with(rolname, %s)",
                 target.objects[0]) == []
+
+
+def test_the_default_privileges_target_sees_leaks_and_counts_creations(
+    server: PostgresServer
+) -> None:
+    from lifecycle.core.values import Creation
+    from lifecycle.machines.postgres import DefaultPrivileges as Kind
+    from lifecycle.providers.postgres.verify import PostgresSettings, postgres_target
+    from lifecycle.runtime.contract import ManagedResource, ProviderConfig
+
+    settings = PostgresSettings(host=server.host, port=server.port, user=server.user,
+                                password=server.password, sslmode="disable")
+    target = postgres_target(Kind, settings)
+    system = target.system()
+    try:
+        assert system.names() == set()
+        data = target.manifest("x")
+        name = data["metadata"]["annotations"]["lifecycle.dev/external-name"]
+        config = ProviderConfig(name="default", spec=dict(system.provider_spec),
+                                credentials=dict(system.credentials))
+        resource = ManagedResource(kind="DefaultPrivileges", namespace="default", name="x",
+                                   uid="u", generation=1, external_name=name,
+                                   parameters=Kind.parse_parameters(data["spec"]))
+        client = system.connector.connect(resource, config)
+        assert client.create(resource) == Creation()
+        assert client.observe(resource).exists
+        client.create(resource)  # granting again creates nothing new
+        assert system.names() == {name}
+        assert system.creations is not None and system.creations(name) == 1
+        # names() follows the server: revoked, the grant is gone.
+        client.delete(resource)
+        assert system.names() == set()
+    finally:
+        assert system.close is not None
+        system.close()
+    assert rows(server, "postgres", "SELECT count(*) FROM pg_roles WHERE starts_with(rolname, "
+                                    "%s)", target.objects[0]) == [(0,)]
