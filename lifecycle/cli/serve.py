@@ -248,15 +248,20 @@ def _run(args: argparse.Namespace, api: Any, face: Any, state: Any,
 
 
 def _operator(url: str, pairs: Sequence[tuple[Kind, Any]], kinds: Sequence[Kind]) -> Any:
-    """The operator for ``pairs``, talking to ``url`` through the official client."""
+    """The operator for ``pairs``, talking to ``url`` through the official client.
+
+    Wired as ``lifecycle run`` wires it: objects and connection Secrets are read
+    from its informers (:func:`~lifecycle.driver.cache.cached_manager`).
+    """
     from prometheus_client import disable_created_metrics
 
+    from lifecycle.driver.cache import cached_manager
     from lifecycle.driver.cluster import KubeCluster, api_client
-    from lifecycle.driver.manager import Manager, ManagerOptions
+    from lifecycle.driver.manager import ManagerOptions
 
     disable_created_metrics()
-    return Manager(KubeCluster(api_client(host=url), kinds), pairs,
-                   ManagerOptions(workers=2, drain_timeout=10.0))
+    return cached_manager(KubeCluster(api_client(host=url), kinds), pairs,
+                          ManagerOptions(workers=2, drain_timeout=10.0), secrets=True)
 
 
 def register(subparsers: Any) -> None:
