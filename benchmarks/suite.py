@@ -91,7 +91,7 @@ def run(config: Config = FULL, progress: Callable[[str], None] | None = None) ->
     say(f"latency-bound scaling, workers = {', '.join(map(str, config.workers))}")
     lat = latency.run(config.workers, latency=config.latency, duration=config.latency_duration)
     say(f"memory, {config.memory_objects} objects")
-    mem = memory.run(config.memory_objects)
+    mem = memory.in_fresh_process(config.memory_objects)
     out: dict[str, Any] = {
         "hot_path_us": hot["hot_path_us"],
         "statemachine_build_send_us": hot["statemachine_build_send_us"],
