@@ -68,6 +68,10 @@ class ManagedResource:
     #: ``update`` when missing (see :mod:`lifecycle.core.ownership`).
     owner_mark: str = ""
     connection: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+    #: What the last successful observation reported (``status.atProvider`` as stored),
+    #: e.g. so a client can undo what an earlier spec asked for and this one no longer
+    #: does. Empty before the first observation, and after the status was lost.
+    observed: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
 
 
 @attrs.frozen

@@ -380,6 +380,7 @@ class Reconciler:
             parameters=parameters,
             password=password,
             owner_mark=owner_mark(self.operator_id or "lifecycle", meta["uid"]),
+            observed=objects.mapping(objects.status(run.obj).get("atProvider")),
         )
 
     def _managed_name(self, run: Pass) -> str:
