@@ -9,6 +9,7 @@ fixtures live in :mod:`postgres_fixtures`, which ``conftest.py`` registers.
 - :func:`query`, :func:`execute`: one statement run out of band as the server's
   superuser (never as the admin the Environment under test uses).
 - :func:`can_login`: whether a role logs in with a password.
+- :func:`act_as`: make a non-superuser admin a member of a role it must act as.
 """
 
 from __future__ import annotations
@@ -49,3 +50,12 @@ def can_login(server: PostgresServer, role: str, password: str) -> bool:
             return conn.execute("SELECT current_user").fetchone() == (role,)
     except psycopg.OperationalError:
         return False
+
+
+def act_as(server: PostgresServer, admin: Any, role: str) -> None:
+    """Make a non-superuser ``admin`` (a :class:`postgres_fixtures.Admin`) a member of
+    ``role``, as PostgreSQL 15 asks before it may make ``role`` an owner or reassign what
+    it owns; nothing for a superuser."""
+    if not admin.superuser:
+        execute(server, psycopg.sql.SQL("GRANT {} TO {}").format(
+            psycopg.sql.Identifier(role), psycopg.sql.Identifier(admin.user)))

@@ -14,7 +14,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from postgres_helpers import POLL, can_login, execute, query, unique
+from postgres_fixtures import Admin, admin_environment
+from postgres_helpers import POLL, act_as, can_login, execute, query, unique
 
 from lifecycle.core.errors import Severity
 from lifecycle.core.kind import EXTERNAL_NAME
@@ -142,7 +143,7 @@ def test_server_errors_map_to_reasons_without_secrets(
 
 # ------------------------------------------------------------ create, ready
 def test_role_database_and_grant_become_ready_with_connection_secrets(
-    env: Environment, server: PostgresServer
+    env: Environment, server: PostgresServer, admin: Admin
 ) -> None:
     role, db = unique("app"), unique("appdb")
     env.apply(manifest("Grant", "g", role=role, database=db, privileges=["connect", "create"]))
@@ -164,7 +165,7 @@ def test_role_database_and_grant_become_ready_with_connection_secrets(
 
     # Server defaults were late-initialised into the spec.
     params = env.get("Database", "db")["spec"]["forProvider"]
-    assert params == {"owner": server.user, "encoding": "UTF8", "connectionLimit": -1,
+    assert params == {"owner": admin.user, "encoding": "UTF8", "connectionLimit": -1,
                       "tablespace": "pg_default"}
     assert {"host", "port", "user", "database", "uri"} <= set(env.secret("db-conn"))
     assert env.secret("db-conn")["database"] == db
@@ -344,6 +345,34 @@ def test_admin_without_superuser_manages_roles_and_checks_passwords_by_logging_i
         execute(server, psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(admin)))
 
 
+def test_createrole_admin_must_be_a_member_of_the_role_it_makes_an_owner(
+    server: PostgresServer, postgres_admins: dict[str, Admin]
+) -> None:
+    admin = postgres_admins["createrole"]
+    env = admin_environment(server, admin)
+    owner, db = unique("own"), unique("owndb")
+    env.apply(manifest("Role", "r", external_name=owner))
+    env.apply(manifest("Database", "d", external_name=db, owner=owner))
+    env.advance(10.0)
+
+    # PostgreSQL 15 lets a CREATEROLE admin create the role but not hand it a database.
+    failed = env.condition("Database", "d", "Failed")
+    assert (env.state("Role", "r"), failed.reason) == ("ready", "InsufficientPrivilege")
+    assert f"creating database {db!r}" in failed.message
+    assert "must be member of role" in failed.message
+    assert not database_exists(server, db)
+
+    act_as(server, admin, owner)
+    env.advance(120.0)
+    assert env.state("Database", "d") == "ready"
+    assert query(server, "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = %s",
+                 db) == [(owner,)]
+    env.delete("Database", "d")
+    env.delete("Role", "r")
+    env.run_until_idle()
+    assert role_attributes(server, owner) is None
+
+
 def test_wrong_admin_password_is_a_credentials_failure(server: PostgresServer) -> None:
     wrong = "not-the-admin-password-" + uuid.uuid4().hex
     env = postgres_environment(server.host, server.port, server.user, wrong, "disable")
@@ -437,10 +466,14 @@ HOSTILE_GRANTEE = "o'brien\\\" OR 1=1; ünï"
 HOSTILE_DB = "db'); DROP DATABASE postgres; -- ünï 名前"
 
 
-def test_hostile_names_are_quoted_everywhere(env: Environment, server: PostgresServer) -> None:
+def test_hostile_names_are_quoted_everywhere(
+    env: Environment, server: PostgresServer, admin: Admin
+) -> None:
     assert len(HOSTILE_DB.encode()) <= 63
     env.apply(manifest("Role", "r", external_name=HOSTILE_ROLE, createdb=True))
     env.apply(manifest("Role", "grantee", external_name=HOSTILE_GRANTEE))
+    env.run_until_idle()
+    act_as(server, admin, HOSTILE_ROLE)
     env.apply(manifest("Database", "d", external_name=HOSTILE_DB, owner=HOSTILE_ROLE))
     env.apply(manifest("Grant", "g", role=HOSTILE_GRANTEE, database=HOSTILE_DB,
                        privileges=["CREATE", "TEMP"]))

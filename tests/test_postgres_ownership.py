@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from postgres_fixtures import Admin
 from postgres_helpers import execute as run
 from postgres_helpers import unique
 from psycopg import sql
@@ -78,11 +79,12 @@ def test_a_superuser_is_never_taken_over(env: Environment, server: PostgresServe
 
 
 def test_the_admin_role_and_server_databases_are_never_adopted(
-        env: Environment, server: PostgresServer) -> None:
+        env: Environment, server: PostgresServer, admin: Admin) -> None:
     env.reconcilers["Role"].allow_adoption = frozenset({"*"})
     env.reconcilers["Database"].allow_adoption = frozenset({"*"})
-    admin = role_row(server, server.user)
-    env.apply(manifest("Role", "admin", external_name=server.user))
+    admin_user = admin.user
+    before = role_row(server, admin_user)
+    env.apply(manifest("Role", "admin", external_name=admin_user))
     template = unique("tmpl")
     run(server, sql.SQL("CREATE DATABASE {} IS_TEMPLATE true").format(sql.Identifier(template)))
     templated = database_row(server, template)
@@ -99,7 +101,7 @@ def test_the_admin_role_and_server_databases_are_never_adopted(
     assert "template" in refused(env, "Database", "t")[1]
     assert "template" in refused(env, "Database", "t1")[1]
     assert "server itself" in refused(env, "Database", "pg")[1]
-    assert role_row(server, server.user) == admin
+    assert role_row(server, admin_user) == before
     for name in ("admin",):
         deleted(env, "Role", name)
     for name in ("t", "t1", "pg"):
@@ -107,7 +109,7 @@ def test_the_admin_role_and_server_databases_are_never_adopted(
     assert database_row(server, template) == templated
     assert database_row(server, "template1") == template1
     assert database_row(server, "postgres") is not None
-    assert role_row(server, server.user) == admin
+    assert role_row(server, admin_user) == before
 
 
 def test_a_database_created_by_hand_is_not_dropped_with_the_tenants_object(

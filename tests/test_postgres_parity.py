@@ -13,7 +13,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from postgres_helpers import POLL, can_login, execute, query, unique
+from postgres_fixtures import Admin
+from postgres_helpers import POLL, act_as, can_login, execute, query, unique
 from psycopg import sql
 
 from lifecycle.core.kind import EXTERNAL_NAME
@@ -74,9 +75,11 @@ def drop_roles(server: PostgresServer, *names: str) -> None:
 
 
 # ------------------------------------------------------------ role attributes
-def test_role_attributes_are_set_and_repaired_after_drift(
-    env: Environment, server: PostgresServer
+def test_superuser_admin_sets_role_attributes_and_repairs_drift(
+    superuser_env: Environment, server: PostgresServer
 ) -> None:
+    # REPLICATION and BYPASSRLS: only a superuser may set them (PostgreSQL 15).
+    env = superuser_env
     env.apply(manifest("Role", "r", inherit=False, replication=True, bypassRls=True,
                        validUntil="2031-05-06T07:08:00Z"))
     env.run_until_idle()
@@ -137,21 +140,24 @@ def role_settings(server: PostgresServer, role: str) -> dict[str, str]:
     return dict(r[0].split("=", 1) for r in rows)
 
 
-#: A custom setting whose value is hostile SQL, stored and compared verbatim.
+#: A setting's value that is hostile SQL, stored and compared verbatim.
 HOSTILE_VALUE = "x'; ALTER ROLE lifecycle_admin NOSUPERUSER; -- \"ünï\""
+#: The same in printable ASCII, as application_name keeps it.
+HOSTILE_ASCII = "x'; ALTER ROLE lifecycle_admin NOSUPERUSER; -- \"\\"
 
 
 def test_configuration_parameters_are_set_repaired_and_reset(
-    env: Environment, server: PostgresServer
+    env: Environment, server: PostgresServer, admin: Admin
 ) -> None:
     settings = [{"name": "statement_timeout", "value": "5s"},
                 {"name": "search_path", "value": '"$user", public, "App Schema"'},
-                {"name": "lifecycle_test.note", "value": HOSTILE_VALUE}]
+                {"name": "application_name", "value": HOSTILE_ASCII}]
+    if admin.superuser:  # PostgreSQL 15 lets only a superuser set a custom setting
+        settings.append({"name": "lifecycle_test.note", "value": HOSTILE_VALUE})
     env.apply(manifest("Role", "r", configurationParameters=settings))
     env.run_until_idle()
     role = name_of(env, "r")
-    wanted = {"statement_timeout": "5s", "search_path": '"$user", public, "App Schema"',
-              "lifecycle_test.note": HOSTILE_VALUE}
+    wanted = {s["name"]: s["value"] for s in settings}
 
     assert env.state("Role", "r") == "ready"
     assert role_settings(server, role) == wanted
@@ -159,8 +165,10 @@ def test_configuration_parameters_are_set_repaired_and_reset(
     assert {e["name"]: e["value"] for e in at_provider} == wanted
     with server.connect(role, env.secret("r-conn")["password"]) as conn:
         assert conn.execute("SHOW statement_timeout").fetchone() == ("5s",)
-        assert conn.execute("SELECT current_setting('lifecycle_test.note')").fetchone() == (
-            HOSTILE_VALUE,)
+        assert conn.execute("SHOW application_name").fetchone() == (HOSTILE_ASCII,)
+        if admin.superuser:
+            assert conn.execute("SELECT current_setting('lifecycle_test.note')").fetchone() == (
+                HOSTILE_VALUE,)
 
     # By hand: a value changed, one reset, one added. All repaired at the next poll.
     execute(server, sql.SQL("ALTER ROLE {} SET statement_timeout = '1min'").format(
@@ -217,9 +225,10 @@ def test_invalid_configuration_parameters_are_a_clear_condition(
 
 
 # ---------------------------------------------------------------- superuser
-def test_superuser_is_refused_unless_the_provider_config_allows_it(
-    env: Environment, server: PostgresServer
+def test_superuser_admin_refuses_superuser_roles_unless_the_provider_config_allows_them(
+    superuser_env: Environment, server: PostgresServer
 ) -> None:
+    env = superuser_env
     role = unique("su")
     env.apply(manifest("Role", "r", external_name=role, superUser=True))
     env.run_until_idle()
@@ -530,8 +539,9 @@ def tablespaces(server: PostgresServer) -> Iterator[tuple[str, str]]:
 
 
 def test_superuser_admin_database_tablespace_is_set_moved_and_repaired(
-    env: Environment, server: PostgresServer, tablespaces: tuple[str, str]
+    superuser_env: Environment, server: PostgresServer, tablespaces: tuple[str, str]
 ) -> None:
+    env = superuser_env
     first, second = tablespaces
     db = unique("tsdb")
     env.apply(manifest("Database", "d", external_name=db, tablespace=first))
@@ -655,10 +665,12 @@ def test_an_exclusive_grant_revokes_privileges_removed_from_it(
 
 
 def test_a_grant_never_revokes_what_the_owner_holds(
-    env: Environment, server: PostgresServer
+    env: Environment, server: PostgresServer, admin: Admin
 ) -> None:
     owner, db = unique("own") + "'", unique("owndb")
     env.apply(manifest("Role", "r", external_name=owner))
+    env.run_until_idle()
+    act_as(server, admin, owner)
     env.apply(manifest("Database", "d", external_name=db, owner=owner))
     env.apply(manifest("Grant", "g", role=owner, database=db, privileges=["CONNECT"],
                        exclusive=True))
@@ -710,7 +722,7 @@ def owned_table(server: PostgresServer, db: str, table: str, owner: str) -> None
 
 @pytest.mark.parametrize("policy", ["reassign", "drop", "none"])
 def test_deleting_a_role_that_owns_objects_follows_its_policy(
-    env: Environment, server: PostgresServer, policy: str
+    env: Environment, server: PostgresServer, admin: Admin, policy: str
 ) -> None:
     role, heir, db = unique("owner") + '"; ünï', unique("heir"), unique("objs")
     create_roles(server, heir)
@@ -730,6 +742,24 @@ def test_deleting_a_role_that_owns_objects_follows_its_policy(
             assert attributes(server, role) is not None
             assert table_owner(server, db, "t") == role
             return
+        if not admin.superuser:
+            # PostgreSQL 15: REASSIGN OWNED and DROP OWNED need membership in the roles.
+            failed = env.condition("Role", "r", "Failed")
+            assert failed is not None and failed.reason == "InsufficientPrivilege"
+            assert f"permission denied to {policy} objects" in failed.message
+            assert table_owner(server, db, "t") == role
+            act_as(server, admin, role)
+            act_as(server, admin, heir)
+            env.advance(300.0)
+            # What a superuser granted the role, only a superuser revokes: still in use.
+            failed = env.condition("Role", "r", "Failed")
+            assert failed is not None and failed.reason == "ObjectInUse"
+            assert "privileges for table" in failed.message
+            for database, table in ((db, "t_x"), ("postgres", f"t_{heir}_x")):
+                with server.connect(dbname=database) as conn:
+                    conn.execute(sql.SQL("REVOKE ALL ON {} FROM {}").format(
+                        sql.Identifier(table), sql.Identifier(role)))
+            env.advance(300.0)
         assert not env.exists("Role", "r")
         assert attributes(server, role) is None
         expected = heir if policy == "reassign" else None
@@ -935,7 +965,7 @@ def schema_row(server: PostgresServer, db: str, schema: str) -> tuple[Any, ...] 
 
 
 def test_schema_is_created_owned_repaired_and_dropped(
-    env: Environment, server: PostgresServer
+    env: Environment, server: PostgresServer, admin: Admin
 ) -> None:
     owner, db, schema = unique("sowner"), unique("sdb"), unique("app") + '"; ünï'
     env.apply(manifest("Schema", "s", external_name=schema, database=db, role=owner,
@@ -944,15 +974,17 @@ def test_schema_is_created_owned_repaired_and_dropped(
     assert env.condition("Schema", "s", "Failed").reason == "DependencyMissing"
     env.apply(manifest("Role", "r", external_name=owner))
     env.apply(manifest("Database", "d", external_name=db))
+    env.advance(10.0)
+    act_as(server, admin, owner)
     env.advance(120.0)
     env.run_until_idle()
 
     assert env.state("Schema", "s") == "ready"
     assert schema_row(server, db, schema) == (owner, False)
     assert schema_row(server, "postgres", schema) is None  # made in its own database
-    with server.connect(dbname=db) as conn:
+    with server.connect(dbname=db) as conn:  # to the admin: one it can take it back from
         conn.execute(sql.SQL("ALTER SCHEMA {} OWNER TO {}").format(
-            sql.Identifier(schema), sql.Identifier(server.user)))
+            sql.Identifier(schema), sql.Identifier(admin.user)))
         conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO PUBLIC").format(
             sql.Identifier(schema)))
     env.advance(POLL)
@@ -976,19 +1008,19 @@ def test_schema_is_created_owned_repaired_and_dropped(
 
 
 def test_schema_owner_is_late_initialised_and_public_kept_by_default(
-    env: Environment, server: PostgresServer
+    env: Environment, server: PostgresServer, admin: Admin
 ) -> None:
     db = unique("sdb")
     env.apply(manifest("Database", "d", external_name=db))
     env.apply(manifest("Schema", "s", database=db))
     env.run_until_idle()
     schema = env.get("Schema", "s")["metadata"]["annotations"][EXTERNAL_NAME]
-    assert env.get("Schema", "s")["spec"]["forProvider"]["role"] == server.user
+    assert env.get("Schema", "s")["spec"]["forProvider"]["role"] == admin.user
     with server.connect(dbname=db) as conn:
         conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO PUBLIC").format(
             sql.Identifier(schema)))
     env.advance(POLL)
-    assert schema_row(server, db, schema) == (server.user, True)
+    assert schema_row(server, db, schema) == (admin.user, True)
     env.delete("Schema", "s")
     env.delete("Database", "d")
     env.run_until_idle()
@@ -1015,9 +1047,12 @@ def extension_row(server: PostgresServer, db: str, extension: str) -> tuple[Any,
             "ON n.oid = e.extnamespace WHERE extname = %s", [extension]).fetchone()
 
 
-def test_extension_is_installed_updated_moved_and_dropped(
-    env: Environment, server: PostgresServer
+def test_superuser_admin_installs_updates_moves_and_drops_an_extension(
+    superuser_env: Environment, server: PostgresServer
 ) -> None:
+    # The objects of a trusted extension a non-superuser installs belong to the bootstrap
+    # superuser: only a superuser admin may move them to another schema.
+    env = superuser_env
     db, schema = unique("edb"), unique("ext") + "'ü"
     env.apply(manifest("Database", "d", external_name=db))
     env.apply(manifest("Schema", "s", external_name=schema, database=db))

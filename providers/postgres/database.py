@@ -128,7 +128,9 @@ class DatabaseClient(SqlClient):
             options.append(sql.SQL("TEMPLATE {}").format(sql.Identifier(want.template)))
         if want.encoding is not None:
             options.append(sql.SQL("ENCODING {}").format(sql.Literal(want.encoding)))
-        if want.tablespace is not None:
+        if want.tablespace is not None and want.tablespace != self._template_tablespace(want):
+            # Naming the template's own tablespace would change nothing but ask for CREATE
+            # on it, which a non-superuser admin lacks on pg_default.
             check_name("tablespace", want.tablespace)
             options.append(sql.SQL("TABLESPACE {}").format(sql.Identifier(want.tablespace)))
         if want.connection_limit is not None:
@@ -221,6 +223,14 @@ class DatabaseClient(SqlClient):
         """``columns`` (fixed SQL text, never user input) of the database, or None."""
         return self.session.row(f"SELECT {columns} FROM pg_catalog.pg_database "
                                 "WHERE datname = %s", [name], doing=f"observing database {name!r}")
+
+    def _template_tablespace(self, want: DatabaseParameters) -> str | None:
+        """The tablespace of the template a new database is copied from (its default)."""
+        row = self.session.row(
+            "SELECT t.spcname FROM pg_catalog.pg_database d JOIN pg_catalog.pg_tablespace t "
+            "ON t.oid = d.dattablespace WHERE d.datname = %s", [want.template or "template1"],
+            doing="looking up the template's tablespace")
+        return row[0] if row else None
 
     def _encoding_id(self, encoding: str) -> int:
         """The server's number for an encoding name, -1 when it knows no such encoding."""
