@@ -2,19 +2,37 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import attrs
 import pytest
 
 from lifecycle.core.claims import (
+    CLAIM_NAME,
+    CLAIM_NAMESPACE,
+    CLASS_NAME,
+    DEFAULT_CLASS,
+    RELEASED,
     ClaimFacts,
+    ClassKind,
     ClassSelection,
     ReclaimPolicy,
+    ResourceClass,
     ResourceView,
     choose_claim_event,
+    claim_reference,
     claim_secret_name,
+    class_problem,
+    class_ref,
+    configure_from_class,
+    configure_object_meta,
     dynamic_name,
+    resource_ref,
+    select_class,
 )
 from lifecycle.core.decide import Choice
-from lifecycle.core.errors import HandledError
+from lifecycle.core.errors import HandledError, Severity, TerminalError
+from lifecycle.machines.claim import DATABASE_BINDING
 
 
 def test_dynamic_name_is_namespace_name_and_uid_prefix() -> None:
@@ -120,3 +138,249 @@ def view(claim_uid: str | None = UID, *, ready: bool = True, deleting: bool = Fa
 ])
 def test_choose_claim_event_is_exact(facts: ClaimFacts, choice: Choice) -> None:
     assert choose_claim_event(facts) == choice
+
+
+# --------------------------------------------------------------------------- scheduling
+
+
+def klass(name: str, labels: dict[str, str] | None = None, default: Any = None) -> dict:
+    """A class object as listed (only metadata matters for selection)."""
+    meta: dict[str, Any] = {"name": name, "labels": labels or {}}
+    if default is not None:
+        meta["annotations"] = {DEFAULT_CLASS: default}
+    return {"metadata": meta}
+
+
+CLASSES = [klass("zeta", {"tier": "gold"}), klass("alpha", {"tier": "gold", "zone": "a"}),
+           klass("mid", {"tier": "silver"}, default="True")]
+
+
+@pytest.mark.parametrize(("selector", "classes", "selection"), [
+    ({"matchLabels": {"tier": "gold"}}, CLASSES,
+     ClassSelection("schedule", "alpha", "ClassScheduled",
+                    "scheduled to class alpha (first by name of 2 matching)")),
+    ({"matchLabels": {"zone": "a", "tier": "gold"}}, CLASSES,
+     ClassSelection("schedule", "alpha", "ClassScheduled", "scheduled to class alpha")),
+    ({"matchLabels": {}}, CLASSES,
+     ClassSelection("schedule", "alpha", "ClassScheduled",
+                    "scheduled to class alpha (first by name of 3 matching)")),
+    ({"matchLabels": None}, CLASSES[:1],
+     ClassSelection("schedule", "zeta", "ClassScheduled", "scheduled to class zeta")),
+    ({}, [],
+     ClassSelection(None, None, "NoMatchingClass",
+                    "no class matches the class selector <everything>")),
+    ({"matchLabels": {"zone": "b", "tier": "gold"}}, CLASSES,
+     ClassSelection(None, None, "NoMatchingClass",
+                    "no class matches the class selector tier=gold,zone=b")),
+    (None, CLASSES, ClassSelection("default", "mid", "ClassDefaulted", "defaulted to class mid")),
+    (None, [klass("a", default="yes"), klass("b", default=True)],
+     ClassSelection("default", "b", "ClassDefaulted", "defaulted to class b")),
+    (None, [klass("a", default=None), klass("b", default="false")],
+     ClassSelection(None, None, "NoDefaultClass",
+                    f"no class is annotated {DEFAULT_CLASS}=true and the claim names no "
+                    "class, selector or resource")),
+])
+def test_select_class_is_exact(selector: Any, classes: list, selection: ClassSelection) -> None:
+    assert select_class(selector, classes) == selection
+    assert select_class(selector, list(reversed(classes))) == selection
+
+
+def test_select_class_orders_by_name_whatever_else_the_objects_hold() -> None:
+    # Objects that do not compare: sorting must look at the names only.
+    first = {"metadata": {"name": "b", "labels": {}}, "x": {1}}
+    second = {"metadata": {"name": "a", "labels": {}}, "x": {2}}
+    assert select_class({}, [first, second]).class_name == "a"
+
+
+@pytest.mark.parametrize(("selector", "message"), [
+    ("gold", "spec.classSelector must be {matchLabels: {key: value}}"),
+    ({"matchLabels": {}, "matchExpressions": []},
+     "spec.classSelector must be {matchLabels: {key: value}}"),
+    ({"matchLabels": ["tier"]}, "spec.classSelector.matchLabels must map strings to strings"),
+    ({"matchLabels": {"tier": 1}}, "spec.classSelector.matchLabels must map strings to strings"),
+    ({"matchLabels": {1: "x"}}, "spec.classSelector.matchLabels must map strings to strings"),
+])
+def test_a_malformed_selector_is_terminal_and_exact(selector: Any, message: str) -> None:
+    with pytest.raises(TerminalError) as caught:
+        select_class(selector, CLASSES)
+    assert caught.value.message == message
+
+
+def test_two_defaults_name_every_default_in_order() -> None:
+    with pytest.raises(HandledError) as caught:
+        select_class(None, [klass("c", default="true"), klass("a", default="TRUE"), klass("b")])
+    error = caught.value
+    assert (error.reason, error.severity) == ("MultipleDefaultClasses", Severity.INFORMATIONAL)
+    assert error.message == (f"2 classes are annotated {DEFAULT_CLASS}=true (a, c); "
+                             "annotate exactly one")
+
+
+def test_class_problem_is_informational() -> None:
+    problem = class_problem("m", "R")
+    assert (problem.message, problem.reason, problem.severity) == (
+        "m", "R", Severity.INFORMATIONAL)
+
+
+# --------------------------------------------------------------------------- classes
+
+
+def test_a_class_is_parsed_with_every_field() -> None:
+    parsed = ResourceClass.from_object({
+        "metadata": {"name": "gold", "uid": "cu"},
+        "specTemplate": {"forProvider": {"engine": "postgres"},
+                         "providerConfigRef": {"name": "aws"}, "reclaimPolicy": "Retain",
+                         "resourceNamespace": "dbs", "deletionPolicy": "Orphan"}})
+    assert parsed == ResourceClass("gold", "cu", {"engine": "postgres"}, "aws",
+                                   ReclaimPolicy.RETAIN, "dbs", "Orphan")
+    assert ResourceClass.from_object({"metadata": {}, "specTemplate": None}) == ResourceClass(
+        "", "", {}, "default", ReclaimPolicy.DELETE, "lifecycle-system", None)
+    assert ResourceClass.from_object({"specTemplate": {"forProvider": None}}).for_provider == {}
+
+
+@pytest.mark.parametrize(("template", "problem"), [
+    ("x", "specTemplate must be an object"),
+    ({"forProvider": []}, "specTemplate.forProvider must be an object"),
+    ({"providerConfigRef": "aws"}, "specTemplate.providerConfigRef must be {name: <string>}"),
+    ({"providerConfigRef": {"name": 3}}, "specTemplate.providerConfigRef must be {name: <string>}"),
+    ({"reclaimPolicy": "Recycle"}, "specTemplate.reclaimPolicy must be Delete or Retain"),
+    ({"resourceNamespace": ""}, "specTemplate.resourceNamespace must be a namespace name"),
+    ({"resourceNamespace": 5}, "specTemplate.resourceNamespace must be a namespace name"),
+    ({"deletionPolicy": "Keep"}, "specTemplate.deletionPolicy must be Delete or Orphan"),
+])
+def test_a_malformed_class_names_itself_and_the_field(template: Any, problem: str) -> None:
+    with pytest.raises(HandledError) as caught:
+        ResourceClass.from_object({"metadata": {"name": "gold"}, "specTemplate": template})
+    error = caught.value
+    assert (error.message, error.reason, error.severity) == (
+        f"class 'gold': {problem}", "InvalidClass", Severity.INFORMATIONAL)
+
+
+def test_a_class_kind_has_its_api_version() -> None:
+    assert ClassKind("g.example", "v2", "K", "ks").api_version == "g.example/v2"
+
+
+# --------------------------------------------------------------------------- managed resources
+
+
+def test_a_resource_view_reads_every_field() -> None:
+    obj = {"metadata": {"name": "db", "namespace": "dbs", "uid": "ru",
+                        "deletionTimestamp": "2026-01-01T00:00:00Z",
+                        "annotations": {RELEASED: "team/old"}},
+           "spec": {"claimRef": {"namespace": "team", "name": "c", "uid": "cu"},
+                    "reclaimPolicy": "Delete",
+                    "writeConnectionSecretToRef": {"name": "s", "namespace": "dbs"}},
+           "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "A"}]}}
+    assert ResourceView.from_object(obj) == ResourceView(
+        "dbs", "db", "ru", "cu", "team/c", True, True, True, ReclaimPolicy.DELETE, ("dbs", "s"))
+    bare = {"metadata": {"name": "db", "uid": "ru"}}
+    assert ResourceView.from_object(bare) == ResourceView(
+        "", "db", "ru", None, "/", False, False, False, ReclaimPolicy.RETAIN,
+        ("default", "db-connection"))
+    odd = {"metadata": {"name": "db", "uid": "ru", "namespace": None},
+           "spec": {"claimRef": {"uid": ""}, "reclaimPolicy": "Recycle"},
+           "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "B"}]}}
+    view_ = ResourceView.from_object(odd)
+    assert (view_.namespace, view_.claim_uid, view_.ready, view_.reclaim_policy) == (
+        "", None, False, ReclaimPolicy.RETAIN)
+
+
+def test_reclaim_delete_reads_the_named_resource() -> None:
+    assert ClaimFacts("bound", UID, resource=view()).reclaim_delete is True
+    assert ClaimFacts("bound", UID, resource=view(policy=ReclaimPolicy.RETAIN)).reclaim_delete \
+        is False
+    assert ClaimFacts("bound", UID).reclaim_delete is False
+
+
+CLAIM = {"apiVersion": "claims.lifecycle.dev/v1alpha1", "kind": "DatabaseClaim",
+         "metadata": {"name": "db", "namespace": "team", "uid": "0123456789"},
+         "spec": {"storageGB": 50}}
+GOLD = ResourceClass("gold", "cu", {"engine": "postgres", "storageGB": 20}, "aws",
+                     ReclaimPolicy.RETAIN, "dbs", "Orphan")
+
+
+def test_the_provisioned_resource_is_built_exactly() -> None:
+    assert DATABASE_BINDING.build_resource(CLAIM, GOLD) == {
+        "apiVersion": "db.lifecycle.dev/v1alpha1",
+        "kind": "DatabaseInstance",
+        "metadata": {"name": "team-db-01234567", "namespace": "dbs",
+                     "labels": {CLAIM_NAME: "db", CLAIM_NAMESPACE: "team"},
+                     "annotations": {CLASS_NAME: "gold"}},
+        "spec": {"claimRef": {"apiVersion": "claims.lifecycle.dev/v1alpha1",
+                              "kind": "DatabaseClaim", "namespace": "team", "name": "db",
+                              "uid": "0123456789"},
+                 "forProvider": {"engine": "postgres", "storageGB": 50},
+                 "providerConfigRef": {"name": "aws"},
+                 "reclaimPolicy": "Retain",
+                 "deletionPolicy": "Orphan",
+                 "writeConnectionSecretToRef": {"namespace": "dbs",
+                                                "name": "team-db-01234567-connection"}},
+    }
+
+
+def test_a_binding_without_configurators_builds_the_bare_object() -> None:
+    bare = attrs.evolve(DATABASE_BINDING, configurators=())
+    assert bare.build_resource(CLAIM, GOLD) == {
+        "apiVersion": "db.lifecycle.dev/v1alpha1", "kind": "DatabaseInstance",
+        "metadata": {}, "spec": {}}
+
+
+def test_configurators_fill_in_a_resource_without_a_spec_and_keep_earlier_parameters() -> None:
+    managed: dict[str, Any] = {"metadata": {"name": "m"}}
+    configure_from_class(CLAIM, attrs.evolve(GOLD, deletion_policy=None), managed)
+    assert managed["spec"] == {"forProvider": {"engine": "postgres", "storageGB": 20},
+                               "providerConfigRef": {"name": "aws"}, "reclaimPolicy": "Retain",
+                               "writeConnectionSecretToRef": {"namespace": "dbs",
+                                                              "name": "m-connection"}}
+    managed = {"metadata": {"name": "m"}, "spec": {"forProvider": {"storageGB": 5, "x": 1}}}
+    configure_from_class(CLAIM, attrs.evolve(GOLD, deletion_policy=None), managed)
+    assert managed["spec"]["forProvider"] == {"engine": "postgres", "storageGB": 5, "x": 1}
+    assert "deletionPolicy" not in managed["spec"]
+    bare: dict[str, Any] = {}
+    configure_object_meta(CLAIM, GOLD, bare)
+    assert bare["spec"] == {"claimRef": claim_reference(CLAIM)}
+
+
+def test_a_class_that_makes_an_invalid_resource_is_reported_as_the_class_problem() -> None:
+    bad = ResourceClass("bad", "u", {"bogus": 1}, "p", ReclaimPolicy.DELETE, "ns")
+    with pytest.raises(HandledError) as caught:
+        DATABASE_BINDING.build_resource(CLAIM, bad)
+    error = caught.value
+    assert (error.reason, error.severity) == ("InvalidClass", Severity.INFORMATIONAL)
+    assert error.message == ("class 'bad' with this claim makes an invalid DatabaseInstance: "
+                             "unknown field(s) in spec.forProvider: bogus")
+
+
+# --------------------------------------------------------------------------- references
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ({}, None), ({"resourceRef": None}, None),
+    ({"resourceRef": {"name": "db"}}, ("team", "db")),
+    ({"resourceRef": {"name": "db", "namespace": "dbs"}}, ("dbs", "db")),
+])
+def test_resource_ref(spec: dict, expected: tuple[str, str] | None) -> None:
+    assert resource_ref(spec, "team") == expected
+
+
+@pytest.mark.parametrize(("ref", "message"), [
+    ("db", "spec.resourceRef must be {name: <string>, namespace: <string>}"),
+    ({}, "spec.resourceRef must be {name: <string>, namespace: <string>}"),
+    ({"name": ""}, "spec.resourceRef must be {name: <string>, namespace: <string>}"),
+    ({"name": 3}, "spec.resourceRef must be {name: <string>, namespace: <string>}"),
+    ({"name": "db", "namespace": ""}, "spec.resourceRef.namespace must be a namespace name"),
+    ({"name": "db", "namespace": 4}, "spec.resourceRef.namespace must be a namespace name"),
+])
+def test_a_malformed_resource_ref_is_terminal(ref: Any, message: str) -> None:
+    with pytest.raises(TerminalError) as caught:
+        resource_ref({"resourceRef": ref}, "team")
+    assert caught.value.message == message
+
+
+def test_class_ref() -> None:
+    assert class_ref({}) is None
+    assert class_ref({"classRef": None}) is None
+    assert class_ref({"classRef": {"name": "gold"}}) == "gold"
+    for bad in ("gold", {}, {"name": ""}, {"name": 1}):
+        with pytest.raises(TerminalError) as caught:
+            class_ref({"classRef": bad})
+        assert caught.value.message == "spec.classRef must be {name: <string>}"
