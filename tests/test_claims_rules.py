@@ -32,6 +32,15 @@ from lifecycle.core.claims import (
 )
 from lifecycle.core.decide import Choice
 from lifecycle.core.errors import HandledError, Severity, TerminalError
+from lifecycle.core.kind import ADOPT
+from lifecycle.core.ownership import (
+    NotOwnedError,
+    Ownership,
+    Verdict,
+    adoption_requested,
+    judge,
+)
+from lifecycle.core.values import Observation
 from lifecycle.machines.claim import DATABASE_BINDING
 
 
@@ -384,3 +393,49 @@ def test_class_ref() -> None:
         with pytest.raises(TerminalError) as caught:
             class_ref({"classRef": bad})
         assert caught.value.message == "spec.classRef must be {name: <string>}"
+
+
+# --------------------------------------------------------------------------- ownership
+
+
+def _verdict(observation: Observation, **options: Any) -> Ownership:
+    given: dict[str, Any] = {"uid": "u-1", "name": "db", "acted_before": False,
+                             "adopt": False, "adoption_allowed": False, "namespace": "team",
+                             **options}
+    return judge(observation, **given)
+
+
+def test_every_refusal_has_its_exact_reason_and_message() -> None:
+    unmarked = Observation(exists=True, owner="")
+    foreign = Observation(exists=True, owner="op/u-2")
+    protected = Observation(exists=True, owner="op/u-2", protected="it is a template")
+    hint = f"to take it over, annotate {ADOPT}=true (the operator must allow adoption)"
+    cases = [
+        (_verdict(protected), "ExternalResourceNotOwned",
+         "external resource 'db' cannot be managed by this object: it is a template"),
+        (_verdict(unmarked), "ExternalResourceNotOwned",
+         f"external resource 'db' exists and was not created by this object; {hint}"),
+        (_verdict(foreign), "ExternalNameConflict",
+         f"external resource 'db' is marked as owned by another object (uid u-2); {hint}"),
+        (_verdict(unmarked, adopt=True), "ExternalResourceNotOwned",
+         "external resource 'db' exists and was not created by this object; adoption is not "
+         "allowed in namespace 'team': the operator must be started with it allowed there"),
+        (_verdict(foreign, adopt=True, namespace=None), "ExternalNameConflict",
+         "external resource 'db' is marked as owned by another object (uid u-2); adoption of "
+         "cluster-scoped resources is not allowed by the operator"),
+    ]
+    for ownership, reason, message in cases:
+        assert ownership.verdict is Verdict.REFUSED
+        error = ownership.error
+        assert isinstance(error, NotOwnedError)
+        assert (error.reason, error.message, error.severity) == (
+            reason, message, Severity.RETRYABLE)
+    assert _verdict(unmarked, acted_before=True) == Ownership(Verdict.MARK)
+    assert _verdict(Observation(exists=True, owner="x/u-1")) == Ownership(Verdict.OWNED)
+
+
+def test_adoption_is_requested_only_by_a_true_annotation() -> None:
+    assert adoption_requested({ADOPT: "true"}) and adoption_requested({ADOPT: "TRUE"})
+    assert adoption_requested({ADOPT: True})
+    for value in ({}, {ADOPT: "yes"}, {ADOPT: None}, {ADOPT: ""}):
+        assert not adoption_requested(value)
