@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -55,6 +55,11 @@ class Kind:
     provider's own group (``aws.example.org/v1alpha1``), so that operators of
     different providers never share one; by default the engine's
     ``lifecycle.dev/v1alpha1``.
+    ``name_scope`` narrows where an external name must be unique: a function
+    of the parsed parameters returning extra scope (say ``(database,)`` for a
+    schema, whose name is unique only within its database). Two objects
+    conflict only when provider config, scope and external name all match;
+    None (the default) scopes names by provider config alone.
     """
 
     group: str
@@ -78,6 +83,7 @@ class Kind:
     #: observation that shows anything else leaves the pass as it was (wait, then poll).
     observe_after_create: bool = False
     provider_config_api: str = PROVIDER_CONFIG_API
+    name_scope: Callable[[Any], tuple[str, ...]] | None = attrs.field(default=None, eq=False)
 
     @property
     def api_version(self) -> str:
@@ -112,6 +118,18 @@ class Kind:
                 if name != key:
                     message = message.replace(f"'{name}'", f"'{key}'")
             raise TerminalError(f"invalid spec.forProvider: {message}") from None
+
+    def scope_of(self, obj: Mapping[str, Any]) -> tuple[str, ...]:
+        """The extra scope of an object's external name (:attr:`name_scope` of its parsed
+        parameters); ``()`` when the kind declares none or the spec does not parse (such an
+        object is refused before it claims a name)."""
+        if self.name_scope is None:
+            return ()
+        try:
+            parameters = self.parse_parameters(obj.get("spec"))
+        except TerminalError:
+            return ()
+        return tuple(str(part) for part in self.name_scope(parameters))
 
     def to_spec(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """``values`` keyed by parameter attribute name, re-keyed as ``spec.forProvider`` spells

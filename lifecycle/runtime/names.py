@@ -1,7 +1,9 @@
 """One owner per external name: the index of names claimed by objects of one kind.
 
 Two objects naming the same external resource (the same external name
-under the same provider config, in any namespaces) would fight over it: each
+under the same provider config and, for a kind that declares
+``Kind.name_scope``, in the same scope such as a database; in any
+namespaces) would fight over it: each
 update undoes the other's, and deleting one deletes what the other still
 uses. The reconciler therefore claims a name in a :class:`NameIndex` before
 it commits the finalizer; a second claimant gets ``ExternalNameConflict``
@@ -29,16 +31,19 @@ from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
 
 __all__ = ["Claimant", "NameIndex", "name_key"]
 
-#: (provider config name, external name)
-NameKey = tuple[str, str]
+#: (provider config name, the kind's extra scope, external name)
+NameKey = tuple[str, tuple[str, ...], str]
+#: The extra scope of an object's external name (``Kind.scope_of``).
+Scope = Callable[[Mapping[str, Any]], tuple[str, ...]]
 #: (uid, namespace, name, creationTimestamp) of the object holding a name.
 Claimant = tuple[str, str | None, str, str]
 
 
-def name_key(obj: Mapping[str, Any], external_name: str) -> NameKey:
-    """The key an object claims: its provider config's name and the external name."""
+def name_key(obj: Mapping[str, Any], external_name: str, scope: Scope | None = None) -> NameKey:
+    """The key an object claims: its provider config's name, its ``scope`` (none unless
+    given) and the external name."""
     ref = objects.mapping(objects.spec(obj).get("providerConfigRef"))
-    return (str(ref.get("name") or "default"), external_name)
+    return (str(ref.get("name") or "default"), scope(obj) if scope else (), external_name)
 
 
 def held_name(obj: Mapping[str, Any]) -> str | None:
@@ -67,13 +72,16 @@ class NameIndex:
     """Claimed external names of one kind, across namespaces (thread-safe).
 
     ``lister`` returns every object of the kind; ``reader(namespace, name)``
-    one object afresh, or None when it is gone.
+    one object afresh, or None when it is gone; ``scope(obj)`` the extra scope
+    of an object's name (the kind's ``Kind.scope_of``; none by default).
     """
 
     def __init__(self, lister: Callable[[], Iterable[Mapping[str, Any]]],
-                 reader: Callable[[str | None, str], Mapping[str, Any] | None]) -> None:
+                 reader: Callable[[str | None, str], Mapping[str, Any] | None],
+                 scope: Scope | None = None) -> None:
         self._lister = lister
         self._reader = reader
+        self._scope = scope
         self._lock = threading.Lock()
         self._holders: dict[NameKey, Claimant] | None = None
 
@@ -84,7 +92,7 @@ class NameIndex:
                 name = held_name(obj)
                 if name is None:
                     continue
-                key, claimant = name_key(obj, name), _claimant(obj)
+                key, claimant = name_key(obj, name, self._scope), _claimant(obj)
                 holders[key] = _older(holders[key], claimant) if key in holders else claimant
             self._holders = holders
         return self._holders
@@ -95,7 +103,7 @@ class NameIndex:
         A holder found in the index is read afresh before it is reported: if
         it is gone, or holds another name, the claim passes to ``obj``.
         """
-        key, mine = name_key(obj, external_name), _claimant(obj)
+        key, mine = name_key(obj, external_name, self._scope), _claimant(obj)
         with self._lock:
             holder = self._load().get(key)
             if holder is None or holder[0] == mine[0]:
@@ -104,7 +112,7 @@ class NameIndex:
         fresh = self._reader(holder[1], holder[2])
         still = (fresh is not None and _claimant(fresh)[0] == holder[0]
                  and (held_name(fresh) or _intended(fresh)) == external_name
-                 and name_key(fresh, external_name) == key)
+                 and name_key(fresh, external_name, self._scope) == key)
         both_hold = (still and fresh is not None and held_name(fresh) == external_name
                      and held_name(obj) == external_name)
         with self._lock:
@@ -123,7 +131,7 @@ class NameIndex:
 
     def release(self, obj: Mapping[str, Any], external_name: str) -> None:
         """Give up ``obj``'s claim on ``external_name`` (its finalizer is being removed)."""
-        key, uid = name_key(obj, external_name), _claimant(obj)[0]
+        key, uid = name_key(obj, external_name, self._scope), _claimant(obj)[0]
         with self._lock:
             holders = self._load()
             if key in holders and holders[key][0] == uid:

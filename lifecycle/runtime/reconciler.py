@@ -142,7 +142,7 @@ class Reconciler:
         lister = getattr(api, "list", None)  # a cluster that cannot list starts empty
         self.names = names if names is not None else NameIndex(
             lambda: lister(kind.api_version, kind.kind)[0] if lister is not None else [],
-            self._read_or_none)
+            self._read_or_none, kind.scope_of)
         self.allow_cross_namespace_secrets = allow_cross_namespace_secrets
         self.reads = TTLCache(reads_ttl)
         self.kind = kind
