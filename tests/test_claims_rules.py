@@ -244,6 +244,8 @@ def test_a_class_is_parsed_with_every_field() -> None:
     assert ResourceClass.from_object({"metadata": {}, "specTemplate": None}) == ResourceClass(
         "", "", {}, "default", ReclaimPolicy.DELETE, "lifecycle-system", None)
     assert ResourceClass.from_object({"specTemplate": {"forProvider": None}}).for_provider == {}
+    deleting = ResourceClass.from_object({"specTemplate": {"deletionPolicy": "Delete"}})
+    assert deleting.deletion_policy == "Delete"
 
 
 @pytest.mark.parametrize(("template", "problem"), [
