@@ -76,6 +76,20 @@ def test_moves_are_delivered_folded_and_through_the_operators_filters() -> None:
     assert queued == [("Secret", "default", "s")]  # a deletion is always delivered
 
 
+def test_a_store_lags_only_within_one_instant_of_the_clock() -> None:
+    api = EmbeddedAPI()
+    clock = [0.0]
+    view = StaleView(api, [("v1", "Secret")], 5, (), lambda *a: None, now=lambda: clock[0])
+    store = view.stores[("v1", "Secret")]
+    api.create(_secret("one"))
+    api.create(_secret("two"))
+    assert store.get(("default", "two")) is not None  # first read of this instant
+    api.create(_secret("three"))
+    assert store.get(("default", "three")) is None  # written in this instant: behind
+    clock[0] = 1.0
+    assert store.get(("default", "three")) is not None  # the clock moved: caught up
+
+
 def test_stale_view_needs_a_lag() -> None:
     with pytest.raises(ValueError, match="at least one write"):
         StaleView(EmbeddedAPI(), [("v1", "Secret")], 0, (), lambda *a: None)

@@ -61,7 +61,7 @@ def _engine(target: Target, api: Any, clock: VirtualClock, connector: CrashingCo
         pairs += [("v1", "Secret"), ("v1", "Namespace"),
                   *((k.provider_config_api, PROVIDER_CONFIG_KIND) for k in kinds)]
         view = StaleView(api, pairs, stale, {k.kind for k in kinds},
-                         lambda kind, ns, name: env.enqueue(kind, name, ns))
+                         lambda kind, ns, name: env.enqueue(kind, name, ns), now=clock.now)
         start = clock.now()
         engine_api = view.cache(engine_api, {}, lambda: (clock.now() - start).total_seconds())
     env.stale_view = view  # type: ignore[attr-defined]

@@ -14,8 +14,11 @@ only as far as ``lag`` writes behind the server's newest resourceVersion
 (the worst an informer that is at most ``lag`` writes late can show), and
 never back. Each move is delivered like a watch: the keys it added, changed
 or removed go through the operator's own event filters and, when they pass,
-are queued. When the engine has nothing left to do, the stores catch up
-(an informer on a quiet server does) and what that delivers is queued in turn.
+are queued. Stores lag only within one instant of the virtual clock: once it has
+moved (a requeue after a wait), they have caught up with what was written
+before, as a real informer, milliseconds behind, has. When the engine has
+nothing left to do, the stores catch up too (an informer on a quiet server
+does) and what that delivers is queued in turn.
 A restarted engine starts with stores caught up, as a fresh informer's list is.
 """
 
@@ -48,12 +51,13 @@ class LaggingStore:
     """
 
     def __init__(self, api: Any, api_version: str, kind: str, lag: int,
-                 deliver: Callable[[str, dict[str, Any] | None, dict[str, Any] | None], None]
-                 ) -> None:
+                 deliver: Callable[[str, dict[str, Any] | None, dict[str, Any] | None], None],
+                 floor: Callable[[], int] = lambda: 0) -> None:
         self.api = api
         self.api_version = api_version
         self.kind = kind
         self.lag = lag
+        self._floor = floor
         self.synced = threading.Event()
         self._deliver = deliver
         self.position = int(api.resource_version)
@@ -93,8 +97,9 @@ class LaggingStore:
         return changed
 
     def get(self, key: Key) -> dict[str, Any] | None:
-        """The object as the store holds it, after moving to at most ``lag`` writes behind."""
-        self.advance(int(self.api.resource_version) - self.lag)
+        """The object as the store holds it, after moving to at most ``lag`` writes behind
+        (and at least to ``floor()``)."""
+        self.advance(max(int(self.api.resource_version) - self.lag, self._floor()))
         found = self._objects.get(key)
         return clone(found) if found is not None else None
 
@@ -105,18 +110,41 @@ class StaleView:
     ``kinds`` are ``(api_version, kind)`` pairs read through the cache;
     changes of the kinds in ``watched`` (kind names) are queued through
     ``enqueue`` when the operator's event filters let them through.
+
+    ``now`` is the virtual clock. An informer falls behind by milliseconds,
+    not by seconds: a store lags only behind the writes of the current
+    instant, so once the clock has moved (a requeue after a wait) it has
+    caught up with everything written before. Without ``now`` only the
+    write count bounds the lag.
     """
 
     def __init__(self, api: Any, kinds: Iterable[tuple[str, str]], lag: int,
-                 watched: Iterable[str], enqueue: Enqueue) -> None:
+                 watched: Iterable[str], enqueue: Enqueue,
+                 now: Callable[[], Any] | None = None) -> None:
         if lag < 1:
             raise ValueError("a stale view lags by at least one write")
         self.lag = lag
+        self.api = api
         self._watched = set(watched)
         self._enqueue = enqueue
-        self.stores = {pair: LaggingStore(api, pair[0], pair[1], lag, self._deliver)
+        self._now = now
+        self._instant: Any = None
+        self._floor = 0
+        self.stores = {pair: LaggingStore(api, pair[0], pair[1], lag, self._deliver,
+                                          self.floor)
                        for pair in dict.fromkeys(kinds)}
         self.delivered = 0
+
+    def floor(self) -> int:
+        """The oldest resourceVersion a store may show now: the newest one written before
+        the current instant (0 without a clock)."""
+        if self._now is None:
+            return 0
+        instant = self._now()
+        if instant != self._instant:
+            self._instant = instant
+            self._floor = int(self.api.resource_version)
+        return self._floor
 
     def _deliver(self, kind: str, before: dict[str, Any] | None,
                  after: dict[str, Any] | None) -> None:
