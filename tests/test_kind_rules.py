@@ -199,3 +199,14 @@ def test_check_references_refuses(spec: dict, message: str) -> None:
 ])
 def test_connection_secret_ref(obj: dict, expected: tuple[str, str]) -> None:
     assert connection_secret_ref(obj) == expected
+
+
+def test_scope_of_applies_the_name_scope_to_the_parsed_parameters() -> None:
+    assert KIND.name_scope is None and KIND.observe_after_create is False
+    assert KIND.scope_of({"spec": {"forProvider": {"region": "us"}}}) == ()
+    scoped = attrs.evolve(KIND, name_scope=lambda p: (p.region, p.size))
+    assert scoped.scope_of({"spec": {"forProvider": {"region": "us", "size": 3}}}) == ("us", "3")
+    assert scoped.scope_of({"spec": {}}) == ("eu", "1")
+    # A spec that does not parse has no scope (the object is refused before it claims a name).
+    assert scoped.scope_of({"spec": {"forProvider": {"bogus": 1}}}) == ()
+    assert scoped.scope_of({}) == ()
