@@ -9,8 +9,12 @@ role``. ``observe`` reads the entry of ``pg_default_acl`` (through a second
 admin session on ``database``, where the entry lives) with ``aclexplode``;
 ``create`` and ``update`` grant what is missing, ``delete`` revokes the
 privileges again. Objects that already exist are not touched (a Grant with
-``tables: ["*"]`` covers those). As with a Grant, privileges beyond the list
-are left alone unless ``exclusive`` makes it exact, ``withOption: GRANT``
+``tables: ["*"]`` covers those). As with a Grant, each observation records
+the spec's privileges the role holds there (``status.atProvider``), and a
+privilege that record holds, that the spec no longer lists and that the
+role still holds is revoked by the next update; privileges beyond the spec
+and the record are left alone unless ``exclusive`` makes the list exact,
+``withOption: GRANT``
 adds the grant option, and a ``role`` equal to ``targetRole`` is refused:
 an owner holds every privilege on what it creates. A role, database or
 schema that does not exist yet is retried (``DependencyMissing``).
@@ -34,6 +38,7 @@ from lifecycle.providers.postgres.grant import (
     SEQUENCE_PRIVILEGES,
     TABLE_PRIVILEGES,
     privilege_list,
+    recorded,
     with_grant_option,
 )
 from lifecycle.providers.postgres.schema import in_database
@@ -112,6 +117,24 @@ class DefaultPrivilegesParameters:
         where = self.database if self.schema is None else f"{self.database}.{self.schema}"
         return f"{OBJECT_TYPES[self.object_type][1].lower()} of {self.target_role!r} in {where}"
 
+    @property
+    def scope(self) -> dict[str, str]:
+        """Whose default privileges where the record in ``status.atProvider`` is about: role,
+        target role, database, schema (when set) and object type."""
+        scope = {"role": self.role, "targetRole": self.target_role, "database": self.database,
+                 "objectType": self.object_type}
+        if self.schema is not None:
+            scope["schema"] = self.schema
+        return scope
+
+
+def _stale(resource: ManagedResource, want: DefaultPrivilegesParameters,
+           acl: dict[str, bool]) -> set[str]:
+    """The privileges the last observation recorded (for the same scope) that the spec no
+    longer lists and the role still holds in the entry: what the next update revokes."""
+    earlier = recorded(resource.observed, want.scope)
+    return (set(earlier) - set(want.privileges)) & set(acl) & set(want.allowed)
+
 
 class DefaultPrivilegesClient(SqlClient):
     """Observes ``pg_default_acl`` of the database; alters default privileges."""
@@ -128,7 +151,8 @@ class DefaultPrivilegesClient(SqlClient):
             yield session
 
     def observe(self, resource: ManagedResource) -> Observation:
-        """The role's entry in the default ACL, compared with the spec."""
+        """The role's entry in the default ACL, compared with the spec and with what the last
+        observation recorded."""
         want: DefaultPrivilegesParameters | None = resource.parameters
         if want is None:
             return Observation.absent()
@@ -137,14 +161,17 @@ class DefaultPrivilegesClient(SqlClient):
                 return Observation.absent()
             acl = self._acl(session, want)
         held = set(acl) & set(want.privileges)
-        if not held:
+        stale = _stale(resource, want, acl)
+        if not held and not stale:
             return Observation.absent()
         up_to_date = held == set(want.privileges) and (
             want.with_option is None or all(acl[p] for p in want.privileges)) and (
-            not want.exclusive or set(acl) <= set(want.privileges))
-        observed: dict[str, Any] = {"privileges": sorted(held),
+            not want.exclusive or set(acl) <= set(want.privileges)) and not stale
+        observed: dict[str, Any] = {"scope": want.scope, "privileges": sorted(held),
                                     "grantable": sorted(p for p in held if acl[p]),
                                     "others": sorted(set(acl) - set(want.privileges))}
+        if stale:
+            observed["revoking"] = sorted(stale)
         return Observation(exists=True, up_to_date=up_to_date, observed=observed)
 
     def create(self, resource: ManagedResource) -> Creation:
@@ -153,7 +180,8 @@ class DefaultPrivilegesClient(SqlClient):
         return Creation()
 
     def update(self, resource: ManagedResource) -> None:
-        """GRANT the default privileges the role lacks (and revoke others when ``exclusive``)."""
+        """GRANT the default privileges the role lacks; REVOKE those the last observation
+        recorded that the spec no longer lists (and, when ``exclusive``, every other)."""
         want: DefaultPrivilegesParameters = resource.parameters
         with self._database(want.database) as session:
             assert session is not None
@@ -162,19 +190,22 @@ class DefaultPrivilegesClient(SqlClient):
                              if p not in acl or (want.with_option and not acl[p]))
             if missing:
                 self._alter(session, want, "GRANT", missing)
-            extra = sorted(set(acl) - set(want.privileges))
-            if want.exclusive and extra:
-                self._alter(session, want, "REVOKE", extra)
+            extra = set(acl) - set(want.privileges) if want.exclusive else set()
+            revoke = sorted(extra | _stale(resource, want, acl))
+            if revoke:
+                self._alter(session, want, "REVOKE", revoke)
 
     def delete(self, resource: ManagedResource) -> None:
-        """ALTER DEFAULT PRIVILEGES ... REVOKE the privileges; objects created meanwhile keep
-        what they were given, and a missing database, role or schema leaves nothing to do."""
+        """ALTER DEFAULT PRIVILEGES ... REVOKE the privileges (the spec's, and those the last
+        observation recorded); objects created meanwhile keep what they were given, and a
+        missing database, role or schema leaves nothing to do."""
         want: DefaultPrivilegesParameters | None = resource.parameters
         if want is None:
             return
+        ours = set(want.privileges) | recorded(resource.observed, want.scope)
         with self._database(want.database, missing_ok=True) as session:
-            if session is not None and set(self._acl(session, want)) & set(want.privileges):
-                self._alter(session, want, "REVOKE", list(want.privileges))
+            if session is not None and set(self._acl(session, want)) & ours:
+                self._alter(session, want, "REVOKE", sorted(ours))
 
     @staticmethod
     def _acl(session: Session, want: DefaultPrivilegesParameters) -> dict[str, bool]:

@@ -8,9 +8,14 @@ schema holds at each observation). ``observe`` reads the catalog ACLs
 (``aclexplode`` over ``pg_database``, ``pg_namespace``, ``pg_class`` and
 ``pg_proc``, the owner's implicit privileges included), ``create`` and
 ``update`` grant what is missing, ``delete`` revokes the Grant's
-privileges. Privileges the role holds beyond the Grant's are left alone, so
-two Grants on one pair never fight, unless ``exclusive`` asks for the list
-to be exact. A role's privileges on what it owns are ownership's, never a
+privileges. Each observation records in ``status.atProvider`` the spec's
+privileges the role holds there (``privileges``, with the ``scope`` they are
+for); a privilege that record holds, that the spec no longer lists and that
+the role still holds is revoked by the next update (``revoking`` until it
+is), so removing a privilege from the spec revokes it. Privileges the role
+holds beyond the spec and the record are left alone, so two Grants on one
+pair do not fight, unless ``exclusive`` asks for the list to be exact. A
+role's privileges on what it owns are ownership's, never a
 Grant's: a Grant naming the owner of its database or schema, or of every
 object it names, is refused (terminal ``InvalidSpec``), and objects the role
 owns are skipped by a ``"*"`` Grant. ``withOption: GRANT`` adds the grant
@@ -24,7 +29,7 @@ what it names.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -76,6 +81,20 @@ def privilege_list(value: Any, known: frozenset[str] = _KNOWN) -> tuple[str, ...
     if not out:
         raise ValueError("'privileges' must name at least one privilege")
     return tuple(sorted(out))
+
+
+def recorded(observed: Mapping[str, Any], scope: Mapping[str, str]) -> frozenset[str]:
+    """The privileges an earlier observation recorded as held by this resource
+    (``privileges``) or still to revoke (``revoking``), when it recorded them for the same
+    ``scope``; empty for a first observation, a lost status or another scope."""
+    if observed.get("scope") != dict(scope):
+        return frozenset()
+    out: set[str] = set()
+    for key in ("privileges", "revoking"):
+        value = observed.get(key)
+        if isinstance(value, list):
+            out.update(v for v in value if isinstance(v, str) and v in _KNOWN)
+    return frozenset(out)
 
 
 def with_grant_option(_: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -220,6 +239,15 @@ class GrantParameters:
         """The name of the database or schema, as shown in messages."""
         return self.database if self.schema is None else f"{self.database}.{self.schema}"
 
+    @property
+    def scope(self) -> dict[str, str]:
+        """Whose privileges on what the Grant's record in ``status.atProvider`` is about:
+        role, database, schema (when set) and the kind of object."""
+        scope = {"role": self.role, "on": self.keyword, "database": self.database}
+        if self.schema is not None:
+            scope["schema"] = self.schema
+        return scope
+
 
 #: Per target: (FROM clause, owner column, ACL column, acldefault type, name column); fixed
 #: SQL text, never user input.
@@ -245,30 +273,65 @@ class SchemaObject:
     acl: dict[str, bool]
 
 
+@attrs.frozen
+class Earlier:
+    """What the last observation recorded as a Grant's (its ``status.atProvider``): the
+    privileges it held or was revoking, and, for named objects, which objects it covered."""
+
+    #: The privileges recorded for the Grant's current scope; empty without a record.
+    privileges: frozenset[str] = frozenset()
+    #: The labels of the objects the record covered; None when it covered every one (or
+    #: was not about objects).
+    names: frozenset[str] | None = None
+
+    @classmethod
+    def of(cls, resource: ManagedResource, want: GrantParameters) -> Earlier:
+        """The record of ``resource.observed``, when it is about ``want``'s scope."""
+        privileges = recorded(resource.observed, want.scope)
+        names = resource.observed.get("names")
+        if not privileges or not isinstance(names, list):
+            return cls(privileges)
+        return cls(privileges, frozenset(n for n in names if isinstance(n, str)))
+
+    def stale(self, acl: Mapping[str, bool], want: GrantParameters,
+              item: SchemaObject | None = None) -> set[str]:
+        """The recorded privileges the spec no longer lists that ``acl`` still holds (none on
+        an object the record did not cover): what removing them from the spec revokes."""
+        if item is not None and self.names is not None and item.label not in self.names:
+            return set()
+        return (set(self.privileges) - set(want.privileges)) & set(acl) & set(want.allowed)
+
+
 class GrantClient(SqlClient):
     """Observes catalog ACLs through ``aclexplode``; grants and revokes privileges."""
 
     subject = "grant"
 
     def observe(self, resource: ManagedResource) -> Observation:
-        """The role's explicit privileges on the target, compared with the spec."""
+        """The role's explicit privileges on the target, compared with the spec and with what
+        the last observation recorded as the Grant's."""
         want: GrantParameters | None = resource.parameters
         if want is None:  # an unreadable spec being deleted: nothing we could revoke
             return Observation.absent()
+        earlier = Earlier.of(resource, want)
         if want.on_objects:
-            return self._observe_objects(want)
+            return self._observe_objects(want, earlier)
         with self._session(want, missing_ok=True) as session:
             if session is None:
                 return Observation.absent()
             acl, owner = self._acl(session, want)
             public = want.revoke_public_on_db and self._public_holds(session, want)
         held = set(acl) & set(want.privileges)
-        if not held or owner:  # the owner's rights are ownership's, never a Grant's
+        stale = earlier.stale(acl, want)
+        if owner or not (held or stale):  # the owner's rights are ownership's, never a Grant's
             return Observation.absent()
         up_to_date = held == set(want.privileges) and (
             want.with_option is None or all(acl[p] for p in want.privileges)) and (
-            not want.exclusive or set(acl) <= set(want.privileges)) and not public
-        observed: dict[str, Any] = {"privileges": sorted(held)}
+            not want.exclusive or set(acl) <= set(want.privileges)) and not public and (
+            not stale)
+        observed: dict[str, Any] = {"scope": want.scope, "privileges": sorted(held)}
+        if stale:
+            observed["revoking"] = sorted(stale)
         if want.with_option or want.exclusive:
             observed["grantable"] = sorted(p for p in held if acl[p])
             observed["others"] = sorted(set(acl) - set(want.privileges))
@@ -288,24 +351,25 @@ class GrantClient(SqlClient):
                     f"role {want.role!r} owns {want.keyword.lower()} {want.target!r} and holds "
                     "every privilege on it by ownership; a Grant to the owner is not managed",
                     reason="InvalidSpec")
-            self._update(session, want)
+            self._update(session, want, Earlier.of(resource, want))
         return Creation()
 
     def update(self, resource: ManagedResource) -> None:
-        """GRANT the privileges the role lacks (and revoke others when ``exclusive``)."""
+        """GRANT the privileges the role lacks; REVOKE those the last observation recorded as
+        the Grant's that the spec no longer lists (and, when ``exclusive``, every other)."""
         want: GrantParameters = resource.parameters
         with self._session(want) as session:
             assert session is not None
-            self._update(session, want)
+            self._update(session, want, Earlier.of(resource, want))
 
-    def _update(self, session: Session, want: GrantParameters) -> None:
+    def _update(self, session: Session, want: GrantParameters, earlier: Earlier) -> None:
         if want.revoke_public_on_db and self._public_holds(session, want):
             check_name("database", want.database)
             session.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(
                 sql.Identifier(want.database)),
                 f"revoking PUBLIC's privileges on database {want.database!r}")
         if want.on_objects:
-            self._update_objects(session, want)
+            self._update_objects(session, want, earlier)
             return
         acl, owner = self._acl(session, want)
         if owner:
@@ -317,62 +381,84 @@ class GrantClient(SqlClient):
         target = sql.Identifier(want.schema or want.database)
         if missing:
             self._change(session, "GRANT", missing, want, [target], want.target)
-        extra = sorted(set(acl) - set(want.privileges))
-        if want.exclusive and extra:
-            self._change(session, "REVOKE", extra, want, [target], want.target)
+        extra = set(acl) - set(want.privileges) if want.exclusive else set()
+        revoke = sorted(extra | earlier.stale(acl, want))
+        if revoke:
+            self._change(session, "REVOKE", revoke, want, [target], want.target)
 
     def delete(self, resource: ManagedResource) -> None:
-        """REVOKE the Grant's privileges; a missing role, database, schema or object leaves
-        nothing to revoke, and an owner keeps what it holds by ownership. PUBLIC's privileges
-        revoked by ``revokePublicOnDb`` stay revoked."""
+        """REVOKE the Grant's privileges (those of the spec, and those the last observation
+        recorded as the Grant's); a missing role, database, schema or object leaves nothing
+        to revoke, and an owner keeps what it holds by ownership. PUBLIC's privileges revoked
+        by ``revokePublicOnDb`` stay revoked."""
         want: GrantParameters | None = resource.parameters
         if want is None:
             return
+        earlier = Earlier.of(resource, want)
         with self._session(want, missing_ok=True) as session:
             if session is None:
                 return
             if want.on_objects:
                 if not self._role_exists(session, want.role):
                     return
-                held = [o for o in self._objects(session, want)[0]
-                        if not o.owned and set(o.acl) & set(want.privileges)]
-                if held:
-                    self._change(session, "REVOKE", list(want.privileges), want,
-                                 [o.ident for o in held], _labels(held))
+                revokes: dict[tuple[str, ...], list[SchemaObject]] = {}
+                for item in self._objects(session, want)[0]:
+                    held = set(item.acl) & set(want.privileges) | earlier.stale(
+                        item.acl, want, item)
+                    if held and not item.owned:
+                        revokes.setdefault(tuple(sorted(held)), []).append(item)
+                for privileges, items in sorted(revokes.items()):
+                    self._change(session, "REVOKE", list(privileges), want,
+                                 [o.ident for o in items], _labels(items))
                 return
             acl, owner = self._acl(session, want)
             if not acl or owner:  # nothing to revoke, or rights the owner holds by ownership
                 return
-            self._change(session, "REVOKE", list(want.privileges), want,
-                         [sql.Identifier(want.schema or want.database)], want.target)
+            self._change(session, "REVOKE", sorted(set(want.privileges) | earlier.privileges),
+                         want, [sql.Identifier(want.schema or want.database)], want.target)
 
     # ------------------------------------------------------------ objects in a schema
-    def _observe_objects(self, want: GrantParameters) -> Observation:
-        """Exists when the role holds a wanted privilege on one of the objects (it never
-        does on none: a Grant covering nothing is absent); up to date when it holds all of
-        them on every object it does not own, and every named object exists."""
+    def _observe_objects(self, want: GrantParameters, earlier: Earlier) -> Observation:
+        """Exists when the role holds a wanted privilege on one of the objects, or one the
+        last observation recorded that is to be revoked (it never does on none: a Grant
+        covering nothing is absent); up to date when it holds all of them on every object it
+        does not own, every named object exists and nothing recorded is left to revoke."""
         with self._session(want, missing_ok=True) as session:
             if session is None or not self._role_exists(session, want.role):
                 return Observation.absent()
             objects, missing = self._objects(session, want)
             public = want.revoke_public_on_db and self._public_holds(session, want)
         covered = [o for o in objects if not o.owned]
-        if not any(set(o.acl) & set(want.privileges) for o in covered):
+        held = {p for o in covered for p in set(o.acl) & set(want.privileges)}
+        stale = {p for o in covered for p in earlier.stale(o.acl, want, o)}
+        if not held and not stale:
             return Observation.absent()
         lacking = [o for o in covered if not self._complete(o, want)]
         observed: dict[str, Any] = {
+            "scope": want.scope, "privileges": sorted(held),
             "objects": len(covered), "lacking": _labels(lacking, limit=10),
             "owned": _labels([o for o in objects if o.owned], limit=10),
             "missing": missing[:10]}
+        if not want.every:
+            observed["names"] = sorted(o.label for o in covered)
+        if stale:
+            observed["revoking"] = sorted(stale)
+            # Until they are revoked, the record stays about the objects it was about, so an
+            # object the spec names only now never loses what another grant gave it.
+            observed.pop("names", None)
+            if earlier.names is not None:
+                observed["names"] = sorted(earlier.names)
         if want.revoke_public_on_db:
             observed["publicOnDb"] = public
-        return Observation(exists=True, up_to_date=not lacking and not missing and not public,
-                           observed=observed)
+        return Observation(exists=True, up_to_date=not lacking and not missing and not public
+                           and not stale, observed=observed)
 
-    def _update_objects(self, session: Session, want: GrantParameters) -> None:
+    def _update_objects(self, session: Session, want: GrantParameters,
+                        earlier: Earlier) -> None:
         """Grant what each object lacks (grouped into one statement per set of privileges),
-        revoke extras when ``exclusive``; a missing named object or a Grant covering nothing
-        is retried, one naming only objects the role owns refused."""
+        revoke what the last observation recorded that the spec no longer lists (and extras
+        when ``exclusive``); a missing named object or a Grant covering nothing is retried,
+        one naming only objects the role owns refused."""
         if not self._role_exists(session, want.role):
             raise ExternalError(f"role {want.role!r} does not exist (yet)",
                                 reason="DependencyMissing")
@@ -390,9 +476,11 @@ class GrantClient(SqlClient):
                                 if p not in item.acl or (want.with_option and not item.acl[p])))
             if lack:
                 grants.setdefault(lack, []).append(item)
-            extra = tuple(sorted(set(item.acl) & set(want.allowed) - set(want.privileges)))
-            if want.exclusive and extra:
-                revokes.setdefault(extra, []).append(item)
+            extra = (set(item.acl) & set(want.allowed) - set(want.privileges)
+                     if want.exclusive else set())
+            extra |= earlier.stale(item.acl, want, item)
+            if extra:
+                revokes.setdefault(tuple(sorted(extra)), []).append(item)
         for privileges, items in sorted(grants.items()):
             self._change(session, "GRANT", list(privileges), want, [o.ident for o in items],
                          _labels(items))
