@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
@@ -29,8 +30,9 @@ from lifecycle.core.claims import (
     dynamic_name,
     resource_ref,
     select_class,
+    settle_claim,
 )
-from lifecycle.core.decide import Choice
+from lifecycle.core.decide import Choice, Decision
 from lifecycle.core.errors import HandledError, Severity, TerminalError
 from lifecycle.core.kind import ADOPT
 from lifecycle.core.ownership import (
@@ -40,8 +42,9 @@ from lifecycle.core.ownership import (
     adoption_requested,
     judge,
 )
+from lifecycle.core.status import Outcome
 from lifecycle.core.values import Observation
-from lifecycle.machines.claim import DATABASE_BINDING
+from lifecycle.machines.claim import DATABASE_BINDING, ClaimMachine
 
 
 def test_dynamic_name_is_namespace_name_and_uid_prefix() -> None:
@@ -441,3 +444,78 @@ def test_adoption_is_requested_only_by_a_true_annotation() -> None:
     assert adoption_requested({ADOPT: True})
     for value in ({}, {ADOPT: "yes"}, {ADOPT: None}, {ADOPT: ""}):
         assert not adoption_requested(value)
+
+
+# --------------------------------------------------------------------------- the claim's status
+
+
+NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+WHEN = "2026-01-01T12:00:00Z"
+TABLE = ClaimMachine.table()
+
+
+def condition(type_: str, status: str, reason: str, message: str, generation: int,
+              when: str = WHEN) -> dict[str, Any]:
+    """A condition in the API's form."""
+    return {"type": type_, "status": status, "reason": reason, "message": message,
+            "observedGeneration": generation, "lastTransitionTime": when}
+
+
+def settle(state: str, old: dict[str, Any], choice: Choice, event: str | None = None,
+           error: HandledError | None = None, generation: int = 4) -> Any:
+    transition = TABLE.candidates(state, event)[0] if event else None
+    facts = ClaimFacts(state, "u", generation=generation, resource_ref=("ns", "db"))
+    decision = Decision(state, choice, transition, error)
+    return settle_claim(ClaimMachine, old, Outcome(facts, decision, transition), NOW)
+
+
+def test_binding_records_the_transition_the_history_and_the_resource() -> None:
+    old = {"state": "binding", "stateSince": "2026-01-01T11:00:00Z", "custom": 1,
+           "conditions": "junk",
+           "history": [{"from": "unbound", "to": "binding", "event": "claim",
+                        "reason": "ClaimRequested", "time": "t0"}, {"bad": 1}]}
+    settled = settle("binding", old, Choice("bind", "ResourceReady", "bound to ns/db"), "bind")
+    assert settled.events == (("Normal", "Bind", "binding -> bound: bound to ns/db"),)
+    assert settled.status == {
+        "state": "bound", "stateSince": WHEN, "custom": 1, "bindingPhase": "Bound",
+        "observedGeneration": 4, "phase": "Ready",
+        "conditions": [condition("Ready", "True", "Bound", "", 4),
+                       condition("Synced", "True", "ReconcileSuccess", "", 4)],
+        "history": [old["history"][0],
+                    {"from": "binding", "to": "bound", "event": "bind",
+                     "reason": "ResourceReady", "time": WHEN}],
+        "resourceRef": {"namespace": "ns", "name": "db"},
+    }
+
+
+def test_a_refusal_is_a_warning_and_keeps_the_state_time_and_unchanged_conditions() -> None:
+    kept = condition("Synced", "True", "ReconcileSuccess", "", 2, "2026-01-01T09:00:00Z")
+    old = {"state": "unbound", "stateSince": "2026-01-01T10:00:00Z", "conditions": [kept]}
+    choice = Choice("pending", "ResourceBoundElsewhere", "ns/db is bound to claim a/b")
+    settled = settle("unbound", old, choice, "pending", generation=2)
+    assert settled.events == (("Warning", "ResourceBoundElsewhere",
+                               "ns/db is bound to claim a/b"),)
+    assert settled.status == {
+        "state": "unbound", "stateSince": "2026-01-01T10:00:00Z", "bindingPhase": "Unbound",
+        "observedGeneration": 2, "phase": "Progressing", "history": [],
+        "conditions": [kept, condition("Ready", "False", "ResourceBoundElsewhere",
+                                       "ns/db is bound to claim a/b", 2)],
+    }
+
+
+def test_an_error_is_reported_on_synced_and_on_ready_unless_ready_is_true() -> None:
+    broken = HandledError("broken", reason="InvalidClass")
+    bound = settle("bound", {"state": "bound", "stateSince": "garbage"},
+                   Choice(None, "InvalidClass", "broken"), error=broken, generation=3)
+    assert bound.events == (("Warning", "InvalidClass", "broken"),)
+    assert bound.status["conditions"] == [
+        condition("Ready", "True", "Bound", "", 3),
+        condition("Synced", "False", "ReconcileError", "broken", 3)]
+    assert bound.status["stateSince"] == WHEN
+    unbound = settle("unbound", {}, Choice(None, "Other", "other"), error=broken)
+    assert unbound.status["conditions"][0] == condition(
+        "Ready", "False", "InvalidClass", "broken", 4)
+    quiet = settle("unbound", {}, Choice(None, "", ""))
+    assert quiet.events == ()
+    assert quiet.status["conditions"][0] == condition("Ready", "False", "Unbound", "", 4)
+    assert "resourceRef" not in quiet.status
