@@ -130,6 +130,13 @@ def test_a_guard_that_is_not_a_method_name_is_refused_with_its_name() -> None:
             go = a.to(done, cond="flag")
             flag = True
 
+    def missing() -> None:
+        class Missing(LifecycleMachine):
+            a = State(initial=True)
+            done = State(final=True)
+            go = a.to(done, cond="nowhere")
+
+    assert _refusal(missing) == "Missing: guard 'nowhere' is not a method"
     expected = ("guard 'x and y' must be the name of a method taking (self, facts); "
                 "boolean expressions and callables are not supported")
     assert _refusal(expression) == f"Expr: {expected}"
