@@ -13,8 +13,10 @@ from typing import Any
 
 import attrs
 
+from lifecycle.core.errors import ExternalError
 from lifecycle.core.kind import INTENT
-from lifecycle.core.values import ResultKind
+from lifecycle.core.plan import after_create, created
+from lifecycle.core.values import Observation, ProviderStatus, ResultKind
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.harness import database_manifest
@@ -99,3 +101,40 @@ def test_crash_safe_at_every_point_with_fresh_and_stale_reads() -> None:
     # Secret update less per create.
     two_passes = explore(_synchronous_cloud_target(DatabaseInstance), points=())
     assert fresh.points == two_passes.points - 2
+
+
+# ------------------------------------------------------------- the pure decision
+
+def _create_decision() -> tuple[Any, Any]:
+    from lifecycle.core.decide import Facts, decide
+
+    facts = Facts(state="unclaimed", observation=Observation.absent())
+    return facts, decide(DatabaseInstance.machine, facts)
+
+
+def test_only_an_available_resource_moves_the_pass_on() -> None:
+    facts, decision = _create_decision()
+    assert created(decision, facts)
+    machine = DatabaseInstance.machine
+    moved = after_create(machine, facts, decision, Observation(exists=True))
+    assert moved is not None
+    after, following = moved
+    assert after.state == "creating"
+    assert (following.transition.source, following.transition.target) == ("creating", "ready")
+    assert after_create(machine, facts, decision, Observation.absent()) is None
+    pending = Observation(exists=True, status=ProviderStatus.PENDING, message="building")
+    assert after_create(machine, facts, decision, pending) is None
+    assert after_create(machine, facts, decision, "not an observation") is None
+    drifted = Observation(exists=True, up_to_date=False)  # would act again: update
+    assert after_create(machine, facts, decision, drifted) is None
+
+
+def test_a_pass_that_did_not_create_is_not_followed() -> None:
+    from lifecycle.core.decide import Facts, decide
+
+    facts = Facts(state="creating", observation=Observation(exists=True))
+    assert not created(decide(DatabaseInstance.machine, facts), facts)  # available, no create
+    facts, decision = _create_decision()
+    failed = decision.failing(ExternalError("boom", reason="ProviderError"), "create")
+    assert not created(failed, facts)
+    assert not created(decision, attrs.evolve(facts, deleting=True))

@@ -43,8 +43,8 @@ from lifecycle.core.machine import LifecycleMachine, TransitionSpec
 from lifecycle.core.status import Outcome, Settled, paused, settle
 from lifecycle.core.values import Condition, Observation, ProviderStatus, Result
 
-__all__ = ["OBSERVATIONS", "PAUSED_MESSAGE", "Plan", "Settler", "conclude", "describe", "gather",
-           "held", "plan", "restore", "stopped"]
+__all__ = ["OBSERVATIONS", "PAUSED_MESSAGE", "Plan", "Settler", "after_create", "conclude",
+           "created", "describe", "gather", "held", "plan", "restore", "stopped"]
 
 #: A status builder: ``(machine, stored status, outcome, now) -> Settled``.
 #: :func:`lifecycle.core.status.settle` builds the status of managed resources.
@@ -163,6 +163,35 @@ def conclude(
                      waiting=decision.choice.event == "wait" if waiting is None else waiting,
                      deleting=facts.deleting)
     return Plan(decision.source, decision.choice, transition, settled, result)
+
+
+def created(decision: Decision, facts: Facts) -> bool:
+    """Whether the pass decided (and so far carried out) a create: the ``create`` event,
+    a transition with actions, no error, not deleting."""
+    transition = decision.transition
+    return (transition is not None and bool(transition.actions) and decision.error is None
+            and not facts.deleting and decision.choice.event == "create")
+
+
+def after_create(machine: type[LifecycleMachine], facts: Facts, decision: Decision,
+                 seen: Any) -> tuple[Facts, Decision] | None:
+    """The facts and decision of observing ``seen`` right after a create, when they move the
+    resource on; None otherwise (the pass then ends as the create left it).
+
+    Only progress is taken: a decision that would act again (the resource
+    not visible yet), wait on a pending operation, fail, or stay put is dropped.
+    """
+    if decision.transition is None or not isinstance(seen, Observation) or not seen.exists:
+        return None
+    state = decision.transition.target
+    after = attrs.evolve(facts, state=state, observation=seen, error=None,
+                         failed_operation=None)
+    following = decide(machine, after)
+    step = following.transition
+    if (step is None or following.actions or following.error is not None
+            or following.choice.event == "wait" or step.target == state):
+        return None
+    return after, following
 
 
 def plan(

@@ -71,7 +71,7 @@ from lifecycle.core.ownership import (
     judge,
     owner_mark,
 )
-from lifecycle.core.plan import conclude, gather, held
+from lifecycle.core.plan import after_create, conclude, created, gather, held
 from lifecycle.core.values import Observation, Result, now
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.errors import ApiError, NotFound, TooManyRequests
@@ -420,7 +420,7 @@ class Reconciler:
                 run.external_name = effects.external_name
         first: tuple[Facts, Decision] | None = None
         if effects is not None and self.kind.observe_after_create:
-            after = self._observe_created(run, facts, decision, effects)
+            after = self._observe_created(facts, decision, effects)
             if after is not None:
                 first, (facts, decision) = (facts, decision), after
         observation = facts.observation
@@ -444,16 +444,13 @@ class Reconciler:
                 decision = decision.failing(exc, "publish")
         old = objects.status(run.obj)
         events: list[tuple[str, str, str]] = []
-        if first is not None:
-            # The create's own conclusion, then the observation's on top of it.
-            created = conclude(machine, old, first[0], first[1], now=self.clock(),
-                               key=run.obj["metadata"]["uid"], notes=run.notes,
-                               external_name=run.external_name)
-            events += created.settled.events
-            old_for_next = created.settled.status
-        else:
-            old_for_next = old
-        concluded = conclude(machine, old_for_next, facts, decision, now=self.clock(),
+        if first is not None:  # the create's own conclusion, then the observation's on it
+            made = conclude(machine, old, first[0], first[1], now=self.clock(),
+                            key=run.obj["metadata"]["uid"], notes=run.notes,
+                            external_name=run.external_name)
+            events += made.settled.events
+        concluded = conclude(machine, old if first is None else made.settled.status,
+                             facts, decision, now=self.clock(),
                              key=run.obj["metadata"]["uid"], notes=run.notes,
                              external_name=run.external_name, dirty=run.dirty)
         events += concluded.settled.events
@@ -471,34 +468,20 @@ class Reconciler:
                 self.names.release(run.obj, name)
         return concluded.result
 
-    def _observe_created(self, run: Pass, facts: Facts, decision: Decision,
+    def _observe_created(self, facts: Facts, decision: Decision,
                          effects: Effects) -> tuple[Facts, Decision] | None:
-        """After a create that succeeded, observe again; the next facts and decision when
-        the resource is already available, else None (the pass ends as it would have).
-
-        Only progress is taken: a decision that would act again (the resource
-        not visible yet), wait, or fail is dropped, and the pass waits and
-        observes later as without this step.
-        """
-        transition = decision.transition
-        if (transition is None or decision.error is not None or facts.deleting
-                or decision.choice.event != "create" or not transition.actions):
+        """After a create that succeeded, observe again: the next facts and decision when
+        they move the resource on (:func:`~lifecycle.core.plan.after_create`), else None."""
+        if not created(decision, facts):
             return None
         try:
             seen = self.guarded_call(lambda: effects.client.observe(effects.resource))
         except HandledError:
             return None
-        if not isinstance(seen, Observation) or not seen.exists:
-            return None
-        after = attrs.evolve(facts, state=transition.target, observation=seen, error=None,
-                             failed_operation=None)
-        following = decide(self.kind.machine, after)
-        step = following.transition
-        if (step is None or following.actions or following.error is not None
-                or following.choice.event == "wait" or step.target == transition.target):
-            return None
-        effects.close_observed(seen)
-        return after, following
+        following = after_create(self.kind.machine, facts, decision, seen)
+        if following is not None:
+            effects.close_observed(seen)
+        return following
 
     def _held(self, run: Pass, g: Gate) -> Result:
         """A paused pass: hold the status (Synced False ``ReconcilePaused``), call nothing."""
