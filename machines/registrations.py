@@ -57,11 +57,9 @@ DATABASE = (Registration(DatabaseInstance, connector=simulated_connector,
                          verify_target=_database_target),)
 
 #: The PostgreSQL kinds, each with its connector (none without psycopg, the ``postgres``
-#: extra); the crash explorer covers Role, Database and Grant.
+#: extra); the crash explorer covers every one of them.
 POSTGRES = () if postgres_kinds is None else tuple(
-    Registration(kind, connector=lambda c=connector: c,
-                 verify_target=None if kind.kind in ("Schema", "Extension")
-                 else _postgres_target)
+    Registration(kind, connector=lambda c=connector: c, verify_target=_postgres_target)
     for kind, connector in postgres_kinds())
 
 #: The DatabaseClaim, bound to DatabaseInstances made from DatabaseInstanceClasses, and

@@ -15,7 +15,9 @@ import pytest
 
 from lifecycle import verify
 from lifecycle.cli import main
+from lifecycle.providers.postgres.extension import ExtensionClient
 from lifecycle.providers.postgres.role import RoleClient
+from lifecycle.providers.postgres.schema import SchemaClient
 from lifecycle.providers.postgres.testing import (
     PostgresServer,
     postgres_server,  # noqa: F401  (the session fixture)
@@ -26,8 +28,9 @@ from tests.test_verify import LateFinalizerReconciler
 pytestmark = pytest.mark.postgres
 
 KINDS = ("lifecycle.machines.postgres:Role", "lifecycle.machines.postgres:Database",
-         "lifecycle.machines.postgres:Grant")
-NAMES = ("Role", "Database", "Grant")
+         "lifecycle.machines.postgres:Grant", "lifecycle.machines.postgres:Schema",
+         "lifecycle.machines.postgres:Extension")
+NAMES = ("Role", "Database", "Grant", "Schema", "Extension")
 
 
 @pytest.fixture
@@ -82,14 +85,15 @@ def test_postgres_kind_has_no_counterexample(spec: str, dsn: str,
     assert leftovers(server, target.objects[0]) == []
 
 
-def _role_target() -> verify.Target:
-    (target,), _ = verify.targets(["lifecycle.machines.postgres:Role"])
+def _target(kind: str = "Role") -> verify.Target:
+    (target,), _ = verify.targets([f"lifecycle.machines.postgres:{kind}"])
     return target
 
 
-def test_broken_late_finalizer_leaks_a_role_and_is_caught(dsn: str,
-                                                          server: PostgresServer) -> None:
-    target = attrs.evolve(_role_target(), reconciler=LateFinalizerReconciler)
+@pytest.mark.parametrize("kind", ["Role", "Schema", "Extension"])
+def test_broken_late_finalizer_leaks_and_is_caught(kind: str, dsn: str,
+                                                   server: PostgresServer) -> None:
+    target = attrs.evolve(_target(kind), reconciler=LateFinalizerReconciler)
     assert verify.run_scenario(target).problems == []
     ops = verify.run_scenario(target).recorder.operations
     create = next(i for i, op in enumerate(ops, 1) if op.startswith("external.create"))
@@ -99,29 +103,73 @@ def test_broken_late_finalizer_leaks_a_role_and_is_caught(dsn: str,
     example = report.counterexamples[0]
     assert any("leaked: no object tracks it" in p for p in example.problems), example.problems
     assert "CRASH after" in example.render()
-    # The leaked role was removed once the run had been checked.
+    # What leaked was removed once the run had been checked (a schema or an extension with
+    # the run's database).
     assert leftovers(server, target.objects[0]) == []
 
 
-class RecreatingRoleClient(RoleClient):
-    """Deliberately broken: create drops and creates the role again."""
+def recreating(client_class: type) -> type:
+    """Deliberately broken: create drops what it made and creates it again."""
 
-    def create(self, resource: Any) -> Any:
-        super().create(resource)
-        self.delete(resource)
-        return super().create(resource)
+    class Recreating(client_class):  # type: ignore[misc, valid-type]
+        def create(self, resource: Any) -> Any:
+            super().create(resource)
+            self.delete(resource)
+            return super().create(resource)
+
+    return Recreating
 
 
-def test_role_created_twice_is_caught(dsn: str) -> None:
-    base = _role_target()
+@pytest.mark.parametrize(("kind", "client_class"), [
+    ("Role", RoleClient), ("Schema", SchemaClient), ("Extension", ExtensionClient)])
+def test_created_twice_is_caught(kind: str, client_class: type, dsn: str,
+                                 server: PostgresServer) -> None:
+    base = _target(kind)
 
     def system() -> verify.ExternalSystem:
         built = base.system()
-        built.connector.client_class = RecreatingRoleClient
+        built.connector.client_class = recreating(client_class)
         return built
 
     run = verify.run_scenario(attrs.evolve(base, system=system))
     assert any("was created 2 times" in p for p in run.problems), run.problems
+    assert leftovers(server, base.objects[0]) == []
+
+
+@pytest.mark.parametrize("kind", ["Schema", "Extension"])
+def test_the_schema_and_extension_targets_follow_the_server(kind: str, dsn: str,
+                                                            server: PostgresServer) -> None:
+    from lifecycle.runtime.contract import ManagedResource, ProviderConfig
+
+    target = _target(kind)
+    system = target.system()
+    try:
+        assert system.names() == set()
+        data = target.manifest(target.objects[0])
+        name = data["metadata"].get("annotations", {}).get(
+            "lifecycle.dev/external-name", f"{target.objects[0]}-0123abcd")
+        config = ProviderConfig(name="default", spec=dict(system.provider_spec),
+                                credentials=dict(system.credentials))
+        resource = ManagedResource(kind=kind, namespace="default", name=target.objects[0],
+                                   uid="u", generation=1, external_name=name,
+                                   parameters=target.kind.parse_parameters(data["spec"]))
+        client = system.connector.connect(resource, config)
+        client.create(resource)
+        assert client.observe(resource).exists
+        client.create(resource)  # creating what exists creates nothing new
+        assert system.names() == {name}
+        assert system.creations is not None and system.creations(name) == 1
+        moved = target.kind.parse_parameters(target.update(data)["spec"])
+        client.update(attrs.evolve(resource, parameters=moved))
+        assert client.observe(attrs.evolve(resource, parameters=moved)).up_to_date
+        assert system.creations(name) == 1
+        # names() follows the server: deleted, it is gone.
+        client.delete(resource)
+        assert system.names() == set()
+    finally:
+        assert system.close is not None
+        system.close()
+    assert leftovers(server, target.objects[0]) == []
 
 
 def test_cli_covers_a_postgres_kind(dsn: str, capsys: pytest.CaptureFixture[str]) -> None:

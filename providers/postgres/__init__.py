@@ -1,13 +1,18 @@
-"""The PostgreSQL provider: roles, databases, grants, schemas and extensions on a real server.
+"""The PostgreSQL provider: roles, databases, grants, schemas, extensions and default
+privileges on a real server.
 
 * :mod:`lifecycle.providers.postgres.config`: the ProviderConfig reader, the admin
   session, error translation and the connector;
 * :mod:`lifecycle.providers.postgres.role`, :mod:`lifecycle.providers.postgres.database`,
   :mod:`lifecycle.providers.postgres.grant`, :mod:`lifecycle.providers.postgres.schema`,
-  :mod:`lifecycle.providers.postgres.extension`: one small client per kind;
+  :mod:`lifecycle.providers.postgres.extension`,
+  :mod:`lifecycle.providers.postgres.default_privileges`: one small client per kind;
+* :mod:`lifecycle.providers.postgres.fields`, :mod:`lifecycle.providers.postgres.marks`:
+  the spec field helpers and the ownership marks kept in comments;
 * :mod:`lifecycle.providers.postgres.scram`: password verifiers as PostgreSQL stores them;
 * :mod:`lifecycle.providers.postgres.login`: the password check by logging in;
 * :mod:`lifecycle.providers.postgres.testing`: a throwaway server for tests and demos;
+* :mod:`lifecycle.providers.postgres.verify`: the crash explorer's targets on a real server;
 * :mod:`lifecycle.providers.postgres.demo`: the ``lifecycle demo --provider postgres`` scenario.
 
 The kinds themselves (machines and ``Kind`` declarations) live in

@@ -1,20 +1,23 @@
-"""Crash-explorer targets for the PostgreSQL kinds (Role, Database, Grant, DefaultPrivileges) on
-a real server.
+"""Crash-explorer targets for the PostgreSQL kinds (Role, Database, Grant, DefaultPrivileges,
+Schema and Extension) on a real server.
 
 The server is named by ``LIFECYCLE_POSTGRES_DSN`` (a libpq URI or
 ``key=value`` string naming an admin that may create roles and databases).
 Without it :func:`verify_target` raises :class:`~lifecycle.verify.Unavailable`,
 so exploring every kind lists these as skipped. Creations are counted at the
-client-server boundary by a session that wraps the provider's own.
+client-server boundary: by a session that wraps the provider's own, and, for
+the statements a client runs in a second session on another database (Schema,
+Extension), by the cursors of that session's connection.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -25,8 +28,10 @@ from lifecycle.core.kind import EXTERNAL_NAME, Kind
 from lifecycle.providers.postgres.config import SESSION_OPTIONS, ServerConfig, Session
 from lifecycle.providers.postgres.database import DatabaseClient
 from lifecycle.providers.postgres.default_privileges import DefaultPrivilegesClient
+from lifecycle.providers.postgres.extension import ExtensionClient
 from lifecycle.providers.postgres.grant import GrantClient
 from lifecycle.providers.postgres.role import RoleClient
+from lifecycle.providers.postgres.schema import SchemaClient
 from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 from lifecycle.verify import ExternalSystem, Target, Unavailable, VerifyError
 
@@ -90,6 +95,12 @@ _DEFAULT = re.compile(r"^ALTER DEFAULT PRIVILEGES FOR ROLE " + _IDENT + r" GRANT
                       + _IDENT)
 #: The external name suffix of the DefaultPrivileges target's object.
 DEFAULTS = "defaults"
+_CREATE_IN = re.compile(r"^CREATE (SCHEMA|EXTENSION) " + _IDENT)
+#: The extension the Extension target installs: shipped with PostgreSQL (contrib), trusted
+#: (a database owner may install it without being a superuser) and relocatable.
+EXTENSION = "pg_trgm"
+#: The schema of the run's database the Extension target's update moves it to.
+MOVED = "verify_moved"
 
 
 def _unquote(identifier: str) -> str:
@@ -164,6 +175,44 @@ def _default_held(connection: Any, owner: str, role: str) -> bool:
     return bool(row and row[0])
 
 
+class _CountingCursor(psycopg.Cursor[Any]):
+    """A cursor counting each ``CREATE SCHEMA``/``CREATE EXTENSION`` that returned without an
+    error: for a schema under its name, for an extension as ``<extension>.<database>``.
+    Each run makes a subclass whose ``counts`` is the run's."""
+
+    counts: dict[str, int] = {}
+
+    def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+        """Run the statement, then count it if it created a schema or an extension."""
+        text = query.as_string(self.connection) if isinstance(query, sql.Composable) else ""
+        found = _CREATE_IN.match(text)
+        result = super().execute(query, params, **options)
+        if found:
+            name = _unquote(found.group(2))
+            if found.group(1) == "EXTENSION":
+                name = f"{name}.{self.connection.info.dbname}"
+            self.counts[name] = self.counts.get(name, 0) + 1
+        return result
+
+
+@attrs.frozen
+class _CountingServer(ServerConfig):
+    """A server config whose connections count creations with ``cursor``.
+
+    A client reaching objects of another database (Schema, Extension) opens a
+    second session from its admin session's config (``attrs.evolve`` keeps
+    this class); the cursor class rides along with the connection options.
+    """
+
+    cursor: type[_CountingCursor] | None = attrs.field(default=None, eq=False, repr=False)
+
+    @contextlib.contextmanager
+    def tls_files(self) -> Iterator[dict[str, Any]]:
+        """The TLS options, plus the counting cursor class for the connection."""
+        with ServerConfig.tls_files(self) as options:
+            yield {**options, "cursor_factory": self.cursor} if self.cursor else options
+
+
 class _CountingConnector:
     """Builds a kind's client on the run's admin connection, its session counting creations.
 
@@ -178,36 +227,45 @@ class _CountingConnector:
         self.client_class = client_class
         self.counts = counts
         self.connection = connection
+        self.cursor = type("RunCursor", (_CountingCursor,), {"counts": counts})
 
     def connect(self, resource: ManagedResource, config: ProviderConfig) -> Any:
         """A client whose session counts creations and whose close keeps the connection."""
-        session = Session(ServerConfig.from_provider_config(config), self.connection)
+        server = ServerConfig.from_provider_config(config)
+        counting = _CountingServer(**attrs.asdict(server, recurse=False), cursor=self.cursor)
+        session = Session(counting, self.connection)
         return self.client_class(_CountingSession(session, self.counts))
 
 
 def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> Target:
-    """Exercise one PostgreSQL kind (Role, Database, Grant or DefaultPrivileges) on a real
-    server.
+    """Exercise one PostgreSQL kind (Role, Database, Grant, DefaultPrivileges, Schema or
+    Extension) on a real server.
 
     The server outlives every run, so each run gets its own names: the
     target's object is ``verify-<token>`` (random per target) and each run
     seeds the embedded API's uids at random, so the default external name
-    ``verify-<token>-<uid8>`` is new in every run. *Leaked* means a role or
-    database of this target's prefix that appeared during the run and that
-    no stored object's external-name annotation names; for a Grant, the
+    ``verify-<token>-<uid8>`` is new in every run. A Schema or Extension run
+    works in a database of its own, ``verify-<token>-d<run>``, made for the
+    run (the Extension, ``pg_trgm``, has one name everywhere; its external
+    name is ``pg_trgm.<database>``). *Leaked* means a role, database or
+    schema of this target's prefix that appeared during the run and that no
+    stored object's external-name annotation names; for a Grant, the
     throwaway role of the run still holding a privilege on the database; for
     a DefaultPrivileges, that role still holding a default privilege on the
-    tables the admin creates.
+    tables the admin creates; for an Extension, the extension still installed
+    in the run's database.
     *Created twice* is counted at the client-server boundary: every
-    ``CREATE ROLE``/``CREATE DATABASE`` the server acknowledged for a name
-    (and every ``GRANT`` that gave the role its first privilege, plainly or by
-    default), and, for
-    roles and databases, every distinct OID the name was seen with. What a
-    run leaves behind is dropped once it has been checked.
+    ``CREATE ROLE``/``CREATE DATABASE``/``CREATE SCHEMA``/``CREATE
+    EXTENSION`` the server acknowledged for a name (and every ``GRANT`` that
+    gave the role its first privilege, plainly or by default), and, for
+    roles, databases, schemas and extensions, every distinct OID the name was
+    seen with. What a run leaves behind is dropped once it has been checked.
     """
     clients = {"Role": RoleClient, "Database": DatabaseClient, "Grant": GrantClient,
-               "DefaultPrivileges": DefaultPrivilegesClient}
+               "DefaultPrivileges": DefaultPrivilegesClient, "Schema": SchemaClient,
+               "Extension": ExtensionClient}
     grantees = ("Grant", "DefaultPrivileges")
+    in_database = ("Schema", "Extension")
     if kind.kind not in clients:
         raise ValueError(f"{kind.kind} is not a PostgreSQL kind")
     client_class = clients[kind.kind]
@@ -221,7 +279,14 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
         admin = settings.connect()
         run_token = secrets.token_hex(3)
         grantee = f"{prefix}-r{run_token}"
-        state["grantee"] = grantee
+        database = f"{prefix}-d{run_token}"
+        state["grantee"], state["database"] = grantee, database
+        inside: Any = None  # the admin's connection to the run's database
+
+        def seen(rows: list[tuple[Any, ...]]) -> set[str]:
+            for name, oid in rows:
+                oids.setdefault(name, set()).add(int(oid))
+            return {name for name, _ in rows}
 
         def names() -> set[str]:
             if kind.kind == "Grant":
@@ -230,28 +295,41 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
             if kind.kind == "DefaultPrivileges":
                 held = _default_held(admin, settings.user, grantee)
                 return {f"{grantee}.{DEFAULTS}"} if held else set()
+            if kind.kind == "Schema":
+                return seen(inside.execute(
+                    "SELECT nspname, oid FROM pg_catalog.pg_namespace "
+                    "WHERE starts_with(nspname, %s)", [prefix + "-"]).fetchall())
+            if kind.kind == "Extension":
+                return seen(inside.execute(
+                    "SELECT extname || '.' || current_database(), oid "
+                    "FROM pg_catalog.pg_extension WHERE extname = %s",
+                    [EXTENSION]).fetchall())
             table, column = (("pg_roles", "rolname") if kind.kind == "Role"
                              else ("pg_database", "datname"))
             rows = admin.execute(f"SELECT {column}, oid FROM pg_catalog.{table} "
                                  f"WHERE starts_with({column}, %s)", [prefix + "-"]).fetchall()
-            for name, oid in rows:
-                oids.setdefault(name, set()).add(int(oid))
-            return {name for name, _ in rows if name not in before}
+            return seen(rows) - before
 
         def creations(name: str) -> int:
             return max(counts.get(name, 0), len(oids.get(name, ())))
 
         def close() -> None:
             try:
-                if kind.kind in grantees:
-                    admin.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM {}").format(
-                        sql.Identifier(settings.database), sql.Identifier(grantee)))
-                    admin.execute(sql.SQL("ALTER DEFAULT PRIVILEGES FOR ROLE {} REVOKE ALL ON "
-                                          "TABLES FROM {}").format(
-                        sql.Identifier(settings.user), sql.Identifier(grantee)))
+                if kind.kind in in_database:
+                    if inside is not None:
+                        inside.close()
+                    admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                        sql.Identifier(database)))
+                if kind.kind in grantees or kind.kind == "Schema":
+                    if kind.kind in grantees:
+                        admin.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM {}").format(
+                            sql.Identifier(settings.database), sql.Identifier(grantee)))
+                        admin.execute(sql.SQL("ALTER DEFAULT PRIVILEGES FOR ROLE {} REVOKE ALL "
+                                              "ON TABLES FROM {}").format(
+                            sql.Identifier(settings.user), sql.Identifier(grantee)))
                     admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(
                         sql.Identifier(grantee)))
-                else:
+                elif kind.kind not in in_database:
                     for name in names():
                         verb = "ROLE" if kind.kind == "Role" else "DATABASE"
                         admin.execute(sql.SQL("DROP {} IF EXISTS {}").format(
@@ -260,9 +338,21 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
                 admin.close()
 
         before: set[str] = set()
-        if kind.kind in grantees:
+        if kind.kind in grantees or kind.kind == "Schema":
             admin.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(grantee)))
-        else:
+        if kind.kind in in_database:
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+            inside = attrs.evolve(settings, database=database).connect()
+        if kind.kind == "Schema":
+            # The update hands the schema to the run's role: the admin must be able to act
+            # as it, and the role to create in the database.
+            admin.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(grantee),
+                                                           sql.Identifier(settings.user)))
+            admin.execute(sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(
+                sql.Identifier(database), sql.Identifier(grantee)))
+        elif kind.kind == "Extension":
+            inside.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(MOVED)))
+        elif kind.kind not in grantees:
             before = names()
         return ExternalSystem(
             _CountingConnector(client_class, counts, admin), names, creations,
@@ -278,6 +368,11 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
             spec = {"forProvider": {"login": True, "createdb": False}}
         elif kind.kind == "Database":
             spec = {"forProvider": {}}
+        elif kind.kind == "Schema":
+            spec = {"forProvider": {"database": state["database"]}}
+        elif kind.kind == "Extension":
+            spec = {"forProvider": {"extension": EXTENSION, "database": state["database"]}}
+            metadata["annotations"] = {EXTERNAL_NAME: f"{EXTENSION}.{state['database']}"}
         elif kind.kind == "DefaultPrivileges":
             grantee = state["grantee"]
             spec = {"forProvider": {"role": grantee, "targetRole": settings.user,
@@ -289,7 +384,7 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
             spec = {"forProvider": {"role": grantee, "database": settings.database,
                                     "privileges": ["CONNECT"]}}
             metadata["annotations"] = {EXTERNAL_NAME: f"{grantee}.{settings.database}"}
-        if kind.kind not in grantees:
+        if kind.kind in ("Role", "Database"):
             spec["writeConnectionSecretToRef"] = {"name": f"{name}-conn"}
         return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata,
                 "spec": spec}
@@ -301,6 +396,10 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
             params["createdb"] = True
         elif kind.kind == "Database":
             params["connectionLimit"] = 5
+        elif kind.kind == "Schema":
+            params["role"] = state["grantee"]
+        elif kind.kind == "Extension":
+            params["schema"] = MOVED
         elif kind.kind == "DefaultPrivileges":
             params["privileges"] = ["INSERT", "SELECT"]
         else:
