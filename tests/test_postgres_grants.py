@@ -655,6 +655,50 @@ def test_without_a_record_nothing_is_revoked(env: Environment, server: PostgresS
     assert env.get("Grant", "g")["status"]["atProvider"]["privileges"] == ["CONNECT"]
 
 
+def test_a_revoke_still_to_do_stays_in_the_record(server: PostgresServer) -> None:
+    from lifecycle.providers.postgres.config import ServerConfig, Session
+    from lifecycle.providers.postgres.grant import GrantClient
+    from lifecycle.runtime.contract import ManagedResource
+
+    role, db = hostile("rk"), unique("rkdb")
+    run(server, "postgres", sql.SQL("CREATE ROLE {}").format(sql.Identifier(role)),
+        sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)),
+        sql.SQL("GRANT CONNECT, CREATE ON DATABASE {} TO {}").format(sql.Identifier(db),
+                                                                      sql.Identifier(role)))
+    want = parse(Grant, role=role, database=db, privileges=["CONNECT"])
+    client = GrantClient(Session.open(ServerConfig(
+        host=server.host, port=server.port, username=server.user, password=server.password,
+        sslmode="disable")))
+
+    def resource(observed: dict[str, Any]) -> ManagedResource:
+        return ManagedResource(kind="Grant", namespace="default", name="g", uid="u",
+                               generation=2, external_name="g", parameters=want,
+                               observed=observed)
+
+    try:
+        # A record of another scope says nothing about this Grant: nothing to revoke.
+        elsewhere = {"scope": {**want.scope, "database": "other"},
+                     "privileges": ["CONNECT", "CREATE"]}
+        assert client.observe(resource(elsewhere)).up_to_date
+        first = client.observe(resource({"scope": want.scope,
+                                         "privileges": ["CONNECT", "CREATE"]}))
+        assert not first.up_to_date
+        assert (first.observed["privileges"], first.observed["revoking"]) == (
+            ["CONNECT"], ["CREATE"])
+        # The update failed (or never ran): the next observation, handed that record, still
+        # knows CREATE is the Grant's to revoke.
+        second = client.observe(resource(dict(first.observed)))
+        assert not second.up_to_date and second.observed["revoking"] == ["CREATE"]
+        client.update(resource(dict(second.observed)))
+        assert database_acl(server, db, role) == {"CONNECT"}
+        third = client.observe(resource(dict(second.observed)))
+        assert third.up_to_date and "revoking" not in third.observed
+    finally:
+        client.close()
+        run(server, "postgres", sql.SQL("DROP DATABASE {}").format(sql.Identifier(db)),
+            sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
 def test_two_grants_on_one_role_and_database(env: Environment, server: PostgresServer) -> None:
     role, db = hostile("r2"), unique("r2db")
     env.apply(manifest("Role", "r", external_name=role))
