@@ -2,8 +2,11 @@
 Extension and DefaultPrivileges.
 
 Each kind is the standard managed lifecycle with PostgreSQL's timing: every
-statement completes before it returns, so a pending state is re-observed
-after a second, and a Ready object is polled every minute for drift. The
+statement completes before it returns, so the pass that creates an object
+observes it again and reaches Ready at once (``Kind.observe_after_create``),
+a pending state is re-observed after a second, and a Ready object is polled
+every minute for drift. A schema's or an extension's name is unique within
+its database only, so their names are claimed per database (``Kind.name_scope``). The
 clients live in :mod:`lifecycle.providers.postgres`.
 """
 
@@ -30,6 +33,11 @@ SQL_TIMING = Timing(poll=60.0, wait={"creating": 1.0, "updating": 1.0, "deleting
                     max_in_state={"creating": 600.0, "updating": 600.0, "deleting": 600.0})
 
 
+def _in_database(parameters: SchemaParameters | ExtensionParameters) -> tuple[str, ...]:
+    """Where a schema's or an extension's name must be unique: its database."""
+    return (parameters.database,)
+
+
 class RoleMachine(ManagedResourceMachine):
     """The lifecycle of a PostgreSQL role."""
 
@@ -50,10 +58,10 @@ class GrantMachine(ManagedResourceMachine):
 
 Role = Kind(group=GROUP, version="v1alpha1", kind="Role", plural="roles",
             machine=RoleMachine, parameters=RoleParameters, password=True,
-            short_names=("pgrole",), external_name_max=63)
+            short_names=("pgrole",), external_name_max=63, observe_after_create=True)
 Database = Kind(group=GROUP, version="v1alpha1", kind="Database", plural="databases",
                 machine=DatabaseMachine, parameters=DatabaseParameters,
-                short_names=("pgdb",), external_name_max=63)
+                short_names=("pgdb",), external_name_max=63, observe_after_create=True)
 class SchemaMachine(ManagedResourceMachine):
     """The lifecycle of a schema in a PostgreSQL database."""
 
@@ -73,16 +81,18 @@ class DefaultPrivilegesMachine(ManagedResourceMachine):
 
 
 Grant = Kind(group=GROUP, version="v1alpha1", kind="Grant", plural="grants",
-             machine=GrantMachine, parameters=GrantParameters, short_names=("pggrant",))
+             machine=GrantMachine, parameters=GrantParameters, short_names=("pggrant",),
+             observe_after_create=True)
 Schema = Kind(group=GROUP, version="v1alpha1", kind="Schema", plural="schemas",
               machine=SchemaMachine, parameters=SchemaParameters, short_names=("pgschema",),
-              external_name_max=63)
+              external_name_max=63, observe_after_create=True, name_scope=_in_database)
 Extension = Kind(group=GROUP, version="v1alpha1", kind="Extension", plural="extensions",
                  machine=ExtensionMachine, parameters=ExtensionParameters,
-                 short_names=("pgext",))
+                 short_names=("pgext",), observe_after_create=True, name_scope=_in_database)
 DefaultPrivileges = Kind(group=GROUP, version="v1alpha1", kind="DefaultPrivileges",
                          plural="defaultprivileges", machine=DefaultPrivilegesMachine,
-                         parameters=DefaultPrivilegesParameters, short_names=("pgdefpriv",))
+                         parameters=DefaultPrivilegesParameters, short_names=("pgdefpriv",),
+                         observe_after_create=True)
 
 
 def kinds() -> list[tuple[Kind, PostgresConnector]]:

@@ -37,8 +37,14 @@ class LateFinalizerReconciler(Reconciler):
     def _mutate(self, pass_: Any, change: Any) -> None:
         def late(meta: dict[str, Any]) -> None:
             change(meta)
-            if not _create_committed(meta) and FINALIZER in (meta.get("finalizers") or []):
-                meta["finalizers"] = [f for f in meta["finalizers"] if f != FINALIZER]
+            finalizers = meta.get("finalizers") or []
+            if not _create_committed(meta):
+                if FINALIZER in finalizers:
+                    meta["finalizers"] = [f for f in finalizers if f != FINALIZER]
+            elif FINALIZER not in finalizers and not meta.get("deletionTimestamp"):
+                # Committed with the write that records the create (in the create's own
+                # pass for a kind that observes right after creating).
+                meta["finalizers"] = [*finalizers, FINALIZER]
 
         super()._mutate(pass_, late)
 

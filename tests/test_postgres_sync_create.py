@@ -1,0 +1,52 @@
+"""PostgreSQL kinds reach Ready in the pass that creates them (``Kind.observe_after_create``).
+
+Every statement has finished when it returns, so the pass that runs
+``CREATE ROLE`` observes the role at once and concludes Ready: one pass, one
+status write, against two of each for a provider whose create is pending.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from postgres_helpers import unique
+
+from lifecycle.machines.postgres import Database, Extension, Role, Schema
+from lifecycle.providers.postgres.testing import manifest
+
+pytestmark = pytest.mark.postgres
+
+
+def test_postgres_kinds_declare_a_synchronous_create() -> None:
+    assert all(kind.observe_after_create for kind in (Role, Database, Schema, Extension))
+
+
+@pytest.mark.parametrize(("kind", "params"), [
+    ("Role", {"login": True}),
+    ("Database", {}),
+])
+def test_a_role_or_database_is_ready_after_one_pass_and_one_status_write(
+        env: Any, kind: str, params: dict[str, Any]) -> None:
+    env.apply(manifest(kind, "x", external_name=unique("sync"), **params))
+    env.api.reset_stats()
+    steps = env.run_until_idle()
+    assert [(s.before, s.after) for s in steps] == [(None, "ready")]
+    assert env.api.stats["replace_status"] == 1
+    assert [e["reason"] for e in env.events("x")] == ["Create", "Available"]
+    obj = env.get(kind, "x")
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+    assert '"outcome": "succeeded"' in obj["metadata"]["annotations"]["lifecycle.dev/intent"]
+
+
+def test_schemas_of_one_name_in_two_databases_do_not_conflict(env: Any) -> None:
+    for db in ("a", "b"):
+        env.apply(manifest("Database", f"db-{db}", external_name=unique(f"scope{db}")))
+    env.run_until_idle()
+    name = unique("shared")
+    for db in ("a", "b"):
+        database = env.get("Database", f"db-{db}")["metadata"]["annotations"][
+            "lifecycle.dev/external-name"]
+        env.apply(manifest("Schema", f"s-{db}", external_name=name, database=database))
+    env.run_until_idle()
+    assert env.state("Schema", "s-a") == env.state("Schema", "s-b") == "ready"
