@@ -26,6 +26,7 @@ from lifecycle.driver.permissions import (
     secret_rules,
     verbs_for,
 )
+from lifecycle.driver.structural import check_crd, check_structural
 
 # --------------------------------------------------------------------------- filters
 
@@ -174,3 +175,112 @@ def test_rules_without_secrets_and_the_separate_roles() -> None:
     assert rules([])[-len(secret_rules()):] == secret_rules()
     assert secret_rules() == [_rule("", ["secrets"], "secrets")]
     assert lease_rules() == [_rule("coordination.k8s.io", ["leases"], "leases")]
+
+
+# --------------------------------------------------------------------------- structural schemas
+
+
+def crd_doc(schema: Any = None, **spec: Any) -> dict[str, Any]:
+    """A valid CRD document, with ``spec`` fields replaced."""
+    version = {"name": "v1", "served": True, "storage": True,
+               "schema": {"openAPIV3Schema": schema or {"type": "object"}}}
+    body: dict[str, Any] = {"group": "g.io", "names": {"plural": "things", "kind": "Thing"},
+                            "scope": "Namespaced", "versions": [version]}
+    body.update(spec)
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "things.g.io"}, "spec": body}
+
+
+def test_junctor_branches_must_restate_fields_and_items_specified_outside() -> None:
+    spec = {"type": "object",
+            "properties": {"a": {"type": "string"},
+                           "l": {"type": "array", "items": {
+                               "type": "object", "properties": {"x": {"type": "string"}}}}},
+            "anyOf": [{"properties": {"a": {"minLength": 1}}},
+                      {"properties": {"b": {"minLength": 1}}},
+                      {"properties": {"l": {"items": {"properties": {"x": {"minLength": 1},
+                                                                     "y": {}}}}}},
+                      {"properties": {"a": {"items": {}}}},
+                      "not-a-branch"]}
+    where = "openAPIV3Schema.properties[spec].anyOf"
+    problems = check_structural({"type": "object", "properties": {"spec": spec}})
+    covered = [p for p in problems if "outside the logical junctor" in p]
+    assert covered == [
+        f"{where}[1].properties[b]: must be specified outside the logical junctor too",
+        f"{where}[2].properties[l].items.properties[y]: must be specified outside the "
+        "logical junctor too",
+        f"{where}[3].properties[a].items: must be specified outside the logical junctor too",
+    ]
+    fine = {"type": "object", "properties": {"a": {"type": "string"}},
+            "oneOf": [{"properties": {"a": {"minLength": 1}}}]}
+    assert check_structural(fine) == []
+
+
+def test_metadata_may_restrict_only_name_and_generate_name() -> None:
+    allowed = {"type": "object", "description": "d",
+               "properties": {"name": {"type": "string", "maxLength": 5},
+                              "generateName": {"type": "string"}}}
+    schema = {"type": "object", "properties": {"metadata": allowed}}
+    assert check_structural(schema) == []
+    where = "openAPIV3Schema.properties[metadata]"
+    bad = {"type": "object", "required": ["name"],
+           "properties": {"labels": {"type": "object"}}}
+    problems = check_structural({"type": "object", "properties": {"metadata": bad}})
+    assert problems == [
+        f"{where}.required: only restrictions on name and generateName are allowed in metadata",
+        f"{where}.properties[labels]: only name and generateName may be restricted in metadata",
+    ]
+    # Only the root's metadata is special.
+    nested = {"type": "object", "properties": {"spec": {"type": "object",
+                                                         "properties": {"metadata": bad}}}}
+    assert check_structural(nested) == []
+
+
+def test_a_null_default_needs_nullable_wherever_it_is() -> None:
+    root = "spec.versions[0].schema.openAPIV3Schema"
+    schema = {"type": "object", "properties": {
+        "a": {"type": "string", "default": None},
+        "b": {"type": "string", "default": None, "nullable": True},
+        "l": {"type": "array", "items": {"type": "string", "default": None}},
+        "m": {"type": "object", "additionalProperties": {"type": "string", "default": None}},
+        "c": {"type": "string", "default": "x"}}}
+    assert check_crd(crd_doc(schema)) == [
+        f"{root}.properties[a].default: null default needs nullable: true",
+        f"{root}.properties[l].items.default: null default needs nullable: true",
+        f"{root}.properties[m].additionalProperties.default: null default needs nullable: true",
+    ]
+
+
+def test_check_crd_accepts_a_valid_document_and_names_each_problem() -> None:
+    assert check_crd(crd_doc()) == []
+    assert check_crd(crd_doc(scope="Cluster")) == []
+    assert check_crd([]) == ["document: must be a mapping"]
+    assert check_crd({"apiVersion": "v1", "kind": "X"}) == [
+        "apiVersion: must be apiextensions.k8s.io/v1", "kind: must be CustomResourceDefinition",
+        "spec: Required value"]
+    bad = crd_doc(group="nodot", names={"plural": "Things"}, scope="Global", versions=[
+        {"name": "v1", "storage": True, "schema": {"openAPIV3Schema": {"type": "object"}},
+         "subresources": {"status": {}, "other": {}},
+         "additionalPrinterColumns": [{"name": "Age", "jsonPath": ".x", "type": "date"},
+                                      {"name": "Bad", "jsonPath": ".y", "type": "time"}]},
+        {"name": "", "storage": True},
+        "v3"])
+    assert check_crd(bad) == [
+        "spec.group: Invalid value 'nodot': a DNS subdomain with a dot",
+        "spec.names.kind: Required value",
+        "spec.names.plural: Invalid value 'Things'",
+        "metadata.name: must be spec.names.plural+'.'+spec.group (Things.nodot), "
+        "got 'things.g.io'",
+        "spec.scope: must be Namespaced or Cluster",
+        "spec.versions: exactly one version must be the storage version",
+        "spec.versions[0].subresources: only status and scale are allowed",
+        "spec.versions[0].additionalPrinterColumns: invalid column "
+        "{'name': 'Bad', 'jsonPath': '.y', 'type': 'time'}",
+        "spec.versions[1].name: Required value",
+        "spec.versions[1].schema.openAPIV3Schema: Required value",
+        "spec.versions[2]: must be a mapping",
+    ]
+    assert check_crd(crd_doc(versions=[])) == ["spec.versions: must have at least one version"]
+    assert check_crd(crd_doc(names={})) == [
+        "spec.names.plural: Required value", "spec.names.kind: Required value",
+        "metadata.name: must be spec.names.plural+'.'+spec.group (.g.io), got 'things.g.io'"]
