@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import urllib.error
+import urllib.request
 import zlib
 from typing import Any
 
 import pytest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from lifecycle.core.kind import OPERATION, PAUSED, RECONCILE_POLICY
 from lifecycle.driver.filters import (
@@ -17,6 +20,7 @@ from lifecycle.driver.filters import (
     shard_of,
     update_triggers,
 )
+from lifecycle.driver.metrics import OperatorMetrics, ProbeServer
 from lifecycle.driver.permissions import (
     CALL_VERBS,
     FINALIZERS_VERB,
@@ -284,3 +288,204 @@ def test_check_crd_accepts_a_valid_document_and_names_each_problem() -> None:
     assert check_crd(crd_doc(names={})) == [
         "spec.names.plural: Required value", "spec.names.kind: Required value",
         "metadata.name: must be spec.names.plural+'.'+spec.group (.g.io), got 'things.g.io'"]
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+HELP = {
+    "controller_runtime_reconcile_total": ("counter",
+                                           "Total number of reconciliations per controller"),
+    "controller_runtime_reconcile_errors_total": (
+        "counter", "Total number of reconciliation errors per controller"),
+    "controller_runtime_reconcile_time_seconds": (
+        "histogram", "Length of time per reconciliation per controller"),
+    "controller_runtime_active_workers": (
+        "gauge", "Number of currently used workers per controller"),
+    "controller_runtime_max_concurrent_reconciles": (
+        "gauge", "Maximum number of concurrent reconciles per controller"),
+    "workqueue_depth": ("gauge", "Current depth of workqueue"),
+    "workqueue_adds_total": ("counter", "Total number of adds handled by workqueue"),
+    "workqueue_retries_total": ("counter", "Total number of retries handled by workqueue"),
+    "workqueue_queue_duration_seconds": (
+        "histogram", "How long in seconds an item stays in workqueue before being requested"),
+    "workqueue_work_duration_seconds": (
+        "histogram", "How long in seconds processing an item from workqueue takes"),
+    "workqueue_unfinished_work_seconds": (
+        "gauge", "How many seconds of work has been done that is in progress"),
+    "workqueue_longest_running_processor_seconds": (
+        "gauge", "How many seconds has the longest running processor for workqueue been running"),
+    "leader_election_master_status": (
+        "gauge", "Whether this replica is the leader (1) or not (0)"),
+    "lifecycle_resources": ("gauge", "Objects per kind and lifecycle machine state"),
+    "lifecycle_stuck_resources": (
+        "gauge", "Objects held in a state longer than its maximum time"),
+    "lifecycle_watch_relists_total": ("counter", "Re-lists after a watch expired (410 Gone)"),
+    "lifecycle_watch_errors_total": ("counter", "Failed list or watch requests"),
+}
+
+
+class _Queue:
+    def __len__(self) -> int:
+        return 3
+
+    def in_flight(self) -> dict[str, float]:
+        return {"a": 1.5, "b": 4.0}
+
+
+class _Stats:
+    relists_after_gone = 2
+    errors = 5
+
+
+class _Informer:
+    stats = _Stats()
+
+    def __init__(self, items: list[Any]) -> None:
+        self._items = items
+
+    def items(self) -> list[Any]:
+        return self._items
+
+
+def _metrics_text(metrics: OperatorMetrics) -> str:
+    return metrics.render().decode()
+
+
+def test_every_metric_is_exposed_with_controller_runtime_s_name_type_and_help() -> None:
+    metrics = OperatorMetrics()
+    metrics.controller("db", 4)
+    metrics.watch_queue("db", _Queue())
+    metrics.leader.labels(name="lease").set(1)
+    metrics.watch_informer("thing", _Informer([]))
+    text = _metrics_text(metrics)
+    for name, (kind, help_) in HELP.items():
+        assert f"# HELP {name} {help_}\n" in text, name
+        assert f"# TYPE {name} {kind}\n" in text, name
+
+
+def test_a_controller_s_series_exist_at_zero_and_count_each_result() -> None:
+    metrics = OperatorMetrics()
+    metrics.controller("db", 4)
+    value = metrics.registry.get_sample_value
+    assert value("controller_runtime_max_concurrent_reconciles", {"controller": "db"}) == 4
+    assert value("controller_runtime_active_workers", {"controller": "db"}) == 0
+    for result in ("success", "error", "requeue", "requeue_after"):
+        assert value("controller_runtime_reconcile_total",
+                     {"controller": "db", "result": result}) == 0
+    assert value("controller_runtime_reconcile_errors_total", {"controller": "db"}) == 0
+    metrics.reconciled("db", "error", 0.3)
+    metrics.reconciled("db", "success", 0.02)
+    assert value("controller_runtime_reconcile_total",
+                 {"controller": "db", "result": "error"}) == 1
+    assert value("controller_runtime_reconcile_total",
+                 {"controller": "db", "result": "success"}) == 1
+    assert value("controller_runtime_reconcile_errors_total", {"controller": "db"}) == 1
+    assert value("controller_runtime_reconcile_time_seconds_count", {"controller": "db"}) == 2
+    assert value("controller_runtime_reconcile_time_seconds_sum", {"controller": "db"}) == 0.32
+    assert value("controller_runtime_reconcile_time_seconds_bucket",
+                 {"controller": "db", "le": "0.025"}) == 1
+    assert value("controller_runtime_reconcile_time_seconds_bucket",
+                 {"controller": "db", "le": "60.0"}) == 2
+    buckets = [s.labels["le"] for s in metrics.reconcile_time.collect()[0].samples
+               if s.name.endswith("_bucket")]
+    assert (buckets[0], buckets[-2], len(buckets)) == ("0.005", "60.0", 41)
+
+
+def test_a_watched_queue_exports_its_depth_in_flight_work_adds_and_retries() -> None:
+    metrics = OperatorMetrics()
+    metrics.watch_queue("q", _Queue())
+    value = metrics.registry.get_sample_value
+    assert value("workqueue_depth", {"name": "q"}) == 3
+    assert value("workqueue_unfinished_work_seconds", {"name": "q"}) == 5.5
+    assert value("workqueue_longest_running_processor_seconds", {"name": "q"}) == 4.0
+    assert value("workqueue_adds_total", {"name": "q"}) == 0
+    assert value("workqueue_retries_total", {"name": "q"}) == 0
+    metrics.queue_added("q")
+    metrics.queue_added("q")
+    metrics.queue_retried("q")
+    metrics.queue_started("q", 0.5)
+    metrics.queue_finished("q", 2.0)
+    assert value("workqueue_adds_total", {"name": "q"}) == 2
+    assert value("workqueue_retries_total", {"name": "q"}) == 1
+    assert value("workqueue_queue_duration_seconds_sum", {"name": "q"}) == 0.5
+    assert value("workqueue_queue_duration_seconds_bucket", {"name": "q", "le": "1.0"}) == 1
+    assert value("workqueue_queue_duration_seconds_bucket", {"name": "q", "le": "0.1"}) == 0
+    assert value("workqueue_work_duration_seconds_sum", {"name": "q"}) == 2.0
+    assert value("workqueue_work_duration_seconds_bucket", {"name": "q", "le": "1e-08"}) == 0
+    assert value("workqueue_work_duration_seconds_bucket", {"name": "q", "le": "10.0"}) == 1
+    idle = OperatorMetrics()
+
+    class Empty(_Queue):
+        def in_flight(self) -> dict[str, float]:
+            return {}
+
+    idle.watch_queue("q", Empty())
+    assert idle.registry.get_sample_value("workqueue_longest_running_processor_seconds",
+                                          {"name": "q"}) == 0.0
+
+
+def test_informer_gauges_count_states_and_stuck_objects_per_kind() -> None:
+    def obj(state: Any, *conditions: Any) -> dict[str, Any]:
+        return {"status": {"state": state, "conditions": list(conditions)}}
+
+    stuck = {"type": "Stuck", "status": "True"}
+    metrics = OperatorMetrics()
+    metrics.watch_informer("b", _Informer([obj("ready"), obj(None, stuck)]))
+    metrics.watch_informer("a", _Informer([
+        obj("creating", stuck), obj("creating", {"type": "Stuck", "status": "False"}),
+        obj("creating", {"type": "Ready", "status": "True"}, "junk"), {"status": "x"},
+        {"status": {"state": "ready", "conditions": "junk"}}]))
+    assert [k for k, _ in metrics.informers()] == ["b", "a"]
+    value = metrics.registry.get_sample_value
+    assert value("lifecycle_resources", {"kind": "a", "state": "creating"}) == 3
+    assert value("lifecycle_resources", {"kind": "a", "state": "unknown"}) == 1
+    assert value("lifecycle_resources", {"kind": "a", "state": "ready"}) == 1
+    assert value("lifecycle_resources", {"kind": "b", "state": "unknown"}) == 1
+    assert value("lifecycle_stuck_resources", {"kind": "a", "state": "creating"}) == 1
+    assert value("lifecycle_stuck_resources", {"kind": "b", "state": "unknown"}) == 1
+    assert value("lifecycle_stuck_resources", {"kind": "b", "state": "ready"}) is None
+    assert value("lifecycle_watch_relists_total", {"kind": "a"}) == 2
+    assert value("lifecycle_watch_errors_total", {"kind": "b"}) == 5
+    text = _metrics_text(metrics)
+    assert text.index('lifecycle_resources{kind="a",state="creating"}') < text.index(
+        'lifecycle_resources{kind="a",state="ready"}') < text.index(
+        'lifecycle_resources{kind="a",state="unknown"}')
+
+
+def test_the_probe_server_answers_each_path() -> None:
+    state = {"healthy": True, "ready": False}
+
+    def ready() -> bool:
+        if state["ready"] is None:
+            raise RuntimeError("secret detail")
+        return bool(state["ready"])
+
+    metrics = OperatorMetrics()
+    metrics.controller("db", 1)
+    server = ProbeServer(metrics, healthy=lambda: state["healthy"], ready=ready).start()
+    try:
+        assert server.url.startswith("http://127.0.0.1:")
+
+        def get(path: str) -> tuple[int, str, str]:
+            try:
+                with urllib.request.urlopen(server.url + path, timeout=10) as answer:
+                    return answer.status, answer.headers["Content-Type"], answer.read().decode()
+            except urllib.error.HTTPError as error:
+                return error.code, error.headers["Content-Type"], error.read().decode()
+
+        status, kind, body = get("/metrics?x=1")
+        assert (status, kind) == (200, CONTENT_TYPE_LATEST)
+        assert "controller_runtime_max_concurrent_reconciles" in body
+        plain = "text/plain; charset=utf-8"
+        assert get("/healthz") == (200, plain, "ok")
+        assert get("/livez") == (200, plain, "ok")
+        assert get("/readyz") == (500, plain, "not ready")
+        assert get("/nowhere") == (404, plain, "not found")
+        state.update(healthy=False, ready=True)
+        assert get("/healthz") == (500, plain, "unhealthy")
+        assert get("/readyz") == (200, plain, "ok")
+        state["ready"] = None
+        assert get("/readyz") == (500, plain, "probe failed: RuntimeError")
+    finally:
+        server.stop()
