@@ -270,12 +270,19 @@ class RoleClient(SqlClient):
 
     def _release_owned(self, name: str, want: RoleParameters) -> None:
         """REASSIGN OWNED BY the role (to ``reassignOwnedTo``) and DROP OWNED BY it in each
-        database that accepts connections: both act on the current database only."""
+        database where it owns or holds something (``pg_shdepend``), and in the admin's own
+        database for what is shared (databases, tablespaces): both act on the current
+        database only. Databases where the role has nothing are not visited, so one the
+        admin may not connect to does not block the deletion."""
         if want.reassign_owned_to is not None:
             check_name("reassignOwnedTo role", want.reassign_owned_to)
         databases = [r[0] for r in self.session.rows(
-            "SELECT datname FROM pg_catalog.pg_database WHERE datallowconn ORDER BY 1",
-            doing="listing databases")]
+            "SELECT d.datname FROM pg_catalog.pg_database d WHERE d.datallowconn AND ("
+            "d.datname = pg_catalog.current_database() OR d.oid IN ("
+            "SELECT s.dbid FROM pg_catalog.pg_shdepend s JOIN pg_catalog.pg_roles r "
+            "ON s.refobjid = r.oid WHERE s.refclassid = 'pg_catalog.pg_authid'::regclass "
+            "AND r.rolname = %s)) ORDER BY 1", [name],
+            doing=f"listing the databases where role {name!r} owns or holds something")]
         role = sql.Identifier(name)
         for database in databases:
             session = Session.open(attrs.evolve(self.server, database=database))
