@@ -1,13 +1,14 @@
-"""The Grant kind's client: privileges of one role on a database, a schema, or objects in a
-schema.
+"""The Grant kind's client: privileges of one role on a database, a schema, objects in a
+schema, or columns of a table.
 
 A Grant makes sure ``role`` holds ``privileges`` on its target: ``database``
 alone, a ``schema`` of it, or, with ``tables``, ``sequences`` or
 ``routines``, objects of that schema (named, or ``"*"`` for every one the
-schema holds at each observation). ``observe`` reads the catalog ACLs
-(``aclexplode`` over ``pg_database``, ``pg_namespace``, ``pg_class`` and
-``pg_proc``, the owner's implicit privileges included), ``create`` and
-``update`` grant what is missing, ``delete`` revokes the Grant's
+schema holds at each observation), or, with ``columns`` and ``tables``
+naming one table, those columns of it. ``observe`` reads the catalog ACLs
+(``aclexplode`` over ``pg_database``, ``pg_namespace``, ``pg_class``,
+``pg_proc`` and ``pg_attribute``, the owner's implicit privileges
+included), ``create`` and ``update`` grant what is missing, ``delete`` revokes the Grant's
 privileges. Each observation records in ``status.atProvider`` the spec's
 privileges the role holds there (``privileges``, with the ``scope`` they are
 for); a privilege that record holds, that the spec no longer lists and that
@@ -19,7 +20,10 @@ role's privileges on what it owns are ownership's, never a
 Grant's: a Grant naming the owner of its database or schema, or of every
 object it names, is refused (terminal ``InvalidSpec``), and objects the role
 owns are skipped by a ``"*"`` Grant. ``withOption: GRANT`` adds the grant
-option, observed through ``aclexplode``'s ``is_grantable``.
+option, observed through ``aclexplode``'s ``is_grantable`` and recorded
+(``grantOption``); once the spec drops ``withOption``, the next update takes
+back the option on what that record holds (``REVOKE GRANT OPTION FOR``,
+``revokingGrantOption`` until it is done), the privileges kept.
 ``revokePublicOnDb: true`` keeps PUBLIC without CONNECT and TEMPORARY on the
 database. A role, database, schema or named object that does not exist yet
 is retried (``DependencyMissing``), so a Grant can be applied together with
@@ -53,10 +57,12 @@ TABLE_PRIVILEGES = ("DELETE", "INSERT", "REFERENCES", "SELECT", "TRIGGER", "TRUN
 SEQUENCE_PRIVILEGES = ("SELECT", "UPDATE", "USAGE")
 #: The privileges a routine (function, procedure, aggregate) has.
 ROUTINE_PRIVILEGES = ("EXECUTE",)
+#: The privileges a column of a table has.
+COLUMN_PRIVILEGES = ("INSERT", "REFERENCES", "SELECT", "UPDATE")
 #: Per target keyword, the privileges it has.
 PRIVILEGES_OF = {"DATABASE": DATABASE_PRIVILEGES, "SCHEMA": SCHEMA_PRIVILEGES,
                  "TABLE": TABLE_PRIVILEGES, "SEQUENCE": SEQUENCE_PRIVILEGES,
-                 "ROUTINE": ROUTINE_PRIVILEGES}
+                 "ROUTINE": ROUTINE_PRIVILEGES, "COLUMN": COLUMN_PRIVILEGES}
 _KNOWN = frozenset(p for privileges in PRIVILEGES_OF.values() for p in privileges)
 _ALIASES = {"TEMP": "TEMPORARY", "ALL PRIVILEGES": "ALL"}
 #: The value of ``tables``, ``sequences`` or a routine's ``name`` that means every one.
@@ -83,14 +89,23 @@ def privilege_list(value: Any, known: frozenset[str] = _KNOWN) -> tuple[str, ...
     return tuple(sorted(out))
 
 
-def recorded(observed: Mapping[str, Any], scope: Mapping[str, str]) -> frozenset[str]:
-    """The privileges an earlier observation recorded as held by this resource
-    (``privileges``) or still to revoke (``revoking``), when it recorded them for the same
-    ``scope``; empty for a first observation, a lost status or another scope."""
+#: The keys of a record listing the privileges held, and those still to revoke.
+HELD = ("privileges", "revoking")
+#: The keys of a Grant's record listing the privileges it holds with the grant option, and
+#: those whose grant option is still to revoke.
+HELD_WITH_OPTION = ("grantOption", "revokingGrantOption")
+
+
+def recorded(observed: Mapping[str, Any], scope: Mapping[str, str],
+             keys: tuple[str, ...] = HELD) -> frozenset[str]:
+    """The privileges an earlier observation recorded under ``keys`` (by default: held by
+    this resource, ``privileges``, or still to revoke, ``revoking``), when it recorded them
+    for the same ``scope``; empty for a first observation, a lost status or another
+    scope."""
     if observed.get("scope") != dict(scope):
         return frozenset()
     out: set[str] = set()
-    for key in ("privileges", "revoking"):
+    for key in keys:
         value = observed.get(key)
         if isinstance(value, list):
             out.update(v for v in value if isinstance(v, str) and v in _KNOWN)
@@ -117,6 +132,20 @@ def _object_names(alias: str) -> Any:
             raise ValueError(f"'{alias}': \"*\" (every one in the schema) stands alone")
         return tuple(sorted(set(value)))
     return attrs.field(default=None, converter=convert, alias=alias)
+
+
+def _columns(value: Any) -> tuple[str, ...] | None:
+    """An optional list of column names, sorted and without duplicates."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise TypeError("'columns' must be a list of column names")
+    if not value or not all(isinstance(v, str) and v for v in value):
+        raise TypeError("'columns' must be a non-empty list of non-empty names")
+    if EVERY in value:
+        raise ValueError("'columns' names columns; for every column, grant on the table "
+                         "(leave 'columns' out)")
+    return tuple(sorted(set(value)))
 
 
 def _arguments(value: Any) -> tuple[str, ...]:
@@ -167,9 +196,11 @@ def _routines(value: Any) -> tuple[Routine, ...] | None:
 @attrs.frozen
 class GrantParameters:
     """``spec.forProvider`` of a Grant: which role gets which privileges on which database,
-    schema, or tables, sequences or routines of a schema.
+    schema, or tables, sequences, routines or columns of a table of a schema.
 
-    ``withOption: GRANT`` also gives the right to grant them on. ``exclusive:
+    ``columns`` (with ``tables`` naming exactly one table) puts the privileges on
+    those columns of it. ``withOption: GRANT`` also gives the right to grant them
+    on. ``exclusive:
     true`` makes the list exact: privileges the role holds on the target
     beyond it are revoked (never from the owner). ``revokePublicOnDb: true``
     keeps PUBLIC without privileges on the database.
@@ -185,11 +216,12 @@ class GrantParameters:
     tables: tuple[str, ...] | None = _object_names("tables")
     sequences: tuple[str, ...] | None = _object_names("sequences")
     routines: tuple[Routine, ...] | None = attrs.field(default=None, converter=_routines)
+    columns: tuple[str, ...] | None = attrs.field(default=None, converter=_columns)
     revoke_public_on_db: bool = fields.flag(False, alias="revokePublicOnDb")
 
     def __attrs_post_init__(self) -> None:
-        """Check the target is one kind of object in a schema at most, expand ALL and check
-        each privilege against the target."""
+        """Check the target is one kind of object in a schema at most (columns of one named
+        table), expand ALL and check each privilege against the target."""
         given = [key for key, value in (("tables", self.tables), ("sequences", self.sequences),
                                         ("routines", self.routines)) if value is not None]
         if len(given) > 1:
@@ -197,6 +229,10 @@ class GrantParameters:
                              f"{' and '.join(repr(g) for g in given)}; use one Grant each")
         if given and self.schema is None:
             raise ValueError(f"'{given[0]}' needs 'schema': the schema the objects are in")
+        if self.columns is not None and (self.tables is None or len(self.tables) != 1
+                                         or self.tables == (EVERY,)):
+            raise ValueError("'columns' needs 'tables' naming exactly one table (not \"*\"): "
+                             "the table the columns are of; use one Grant per table")
         allowed = self.allowed
         expanded = set(allowed) if "ALL" in self.privileges else set(self.privileges)
         wrong = sorted(expanded - set(allowed))
@@ -207,8 +243,10 @@ class GrantParameters:
 
     @property
     def keyword(self) -> str:
-        """What the privileges are on: ``DATABASE``, ``SCHEMA``, ``TABLE``, ``SEQUENCE`` or
-        ``ROUTINE``."""
+        """What the privileges are on: ``DATABASE``, ``SCHEMA``, ``TABLE``, ``SEQUENCE``,
+        ``ROUTINE`` or ``COLUMN``."""
+        if self.columns is not None:
+            return "COLUMN"
         if self.tables is not None:
             return "TABLE"
         if self.sequences is not None:
@@ -219,8 +257,9 @@ class GrantParameters:
 
     @property
     def on_objects(self) -> bool:
-        """Whether the privileges are on tables, sequences or routines of the schema."""
-        return self.keyword in ("TABLE", "SEQUENCE", "ROUTINE")
+        """Whether the privileges are on tables, sequences, routines or columns of the
+        schema."""
+        return self.keyword in ("TABLE", "SEQUENCE", "ROUTINE", "COLUMN")
 
     @property
     def every(self) -> bool:
@@ -240,12 +279,20 @@ class GrantParameters:
         return self.database if self.schema is None else f"{self.database}.{self.schema}"
 
     @property
+    def table(self) -> str | None:
+        """The table whose columns the Grant is on; None unless ``columns`` is set."""
+        return self.tables[0] if self.columns is not None and self.tables else None
+
+    @property
     def scope(self) -> dict[str, str]:
         """Whose privileges on what the Grant's record in ``status.atProvider`` is about:
-        role, database, schema (when set) and the kind of object."""
+        role, database, schema (when set), the kind of object and, for columns, their
+        table."""
         scope = {"role": self.role, "on": self.keyword, "database": self.database}
         if self.schema is not None:
             scope["schema"] = self.schema
+        if self.table is not None:
+            scope["table"] = self.table
         return scope
 
 
@@ -276,22 +323,27 @@ class SchemaObject:
 @attrs.frozen
 class Earlier:
     """What the last observation recorded as a Grant's (its ``status.atProvider``): the
-    privileges it held or was revoking, and, for named objects, which objects it covered."""
+    privileges it held or was revoking, those it held with the grant option, and, for
+    named objects, which objects it covered."""
 
     #: The privileges recorded for the Grant's current scope; empty without a record.
     privileges: frozenset[str] = frozenset()
     #: The labels of the objects the record covered; None when it covered every one (or
     #: was not about objects).
     names: frozenset[str] | None = None
+    #: The privileges recorded as held with the grant option the Grant asked for, or whose
+    #: grant option was still to revoke.
+    options: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, resource: ManagedResource, want: GrantParameters) -> Earlier:
         """The record of ``resource.observed``, when it is about ``want``'s scope."""
         privileges = recorded(resource.observed, want.scope)
+        options = recorded(resource.observed, want.scope, HELD_WITH_OPTION)
         names = resource.observed.get("names")
-        if not privileges or not isinstance(names, list):
-            return cls(privileges)
-        return cls(privileges, frozenset(n for n in names if isinstance(n, str)))
+        if not (privileges or options) or not isinstance(names, list):
+            return cls(privileges, options=options)
+        return cls(privileges, frozenset(n for n in names if isinstance(n, str)), options)
 
     def stale(self, acl: Mapping[str, bool], want: GrantParameters,
               item: SchemaObject | None = None) -> set[str]:
@@ -300,6 +352,19 @@ class Earlier:
         if item is not None and self.names is not None and item.label not in self.names:
             return set()
         return (set(self.privileges) - set(want.privileges)) & set(acl) & set(want.allowed)
+
+    def stale_option(self, acl: Mapping[str, bool], want: GrantParameters,
+                     item: SchemaObject | None = None) -> set[str]:
+        """The privileges the record held with the grant option that ``acl`` still holds
+        with it, now that the spec no longer asks for the option (none on an object the
+        record did not cover, nor for a privilege revoked whole): what ``REVOKE GRANT OPTION
+        FOR`` takes back, the privilege itself kept."""
+        if want.with_option is not None:
+            return set()
+        if item is not None and self.names is not None and item.label not in self.names:
+            return set()
+        held = {p for p in self.options & set(want.allowed) if acl.get(p)}
+        return held - self.stale(acl, want, item)
 
 
 class GrantClient(SqlClient):
@@ -323,15 +388,20 @@ class GrantClient(SqlClient):
             public = want.revoke_public_on_db and self._public_holds(session, want)
         held = set(acl) & set(want.privileges)
         stale = earlier.stale(acl, want)
-        if owner or not (held or stale):  # the owner's rights are ownership's, never a Grant's
+        option = earlier.stale_option(acl, want)
+        if owner or not (held or stale or option):  # an owner's rights are never a Grant's
             return Observation.absent()
         up_to_date = held == set(want.privileges) and (
             want.with_option is None or all(acl[p] for p in want.privileges)) and (
             not want.exclusive or set(acl) <= set(want.privileges)) and not public and (
-            not stale)
+            not stale) and not option
         observed: dict[str, Any] = {"scope": want.scope, "privileges": sorted(held)}
         if stale:
             observed["revoking"] = sorted(stale)
+        if want.with_option:
+            observed["grantOption"] = sorted(p for p in held if acl[p])
+        if option:
+            observed["revokingGrantOption"] = sorted(option)
         if want.with_option or want.exclusive:
             observed["grantable"] = sorted(p for p in held if acl[p])
             observed["others"] = sorted(set(acl) - set(want.privileges))
@@ -385,6 +455,9 @@ class GrantClient(SqlClient):
         revoke = sorted(extra | earlier.stale(acl, want))
         if revoke:
             self._change(session, "REVOKE", revoke, want, [target], want.target)
+        option = sorted(earlier.stale_option(acl, want) - set(revoke))
+        if option:
+            self._change(session, OPTION, option, want, [target], want.target)
 
     def delete(self, resource: ManagedResource) -> None:
         """REVOKE the Grant's privileges (those of the spec, and those the last observation
@@ -431,7 +504,8 @@ class GrantClient(SqlClient):
         covered = [o for o in objects if not o.owned]
         held = {p for o in covered for p in set(o.acl) & set(want.privileges)}
         stale = {p for o in covered for p in earlier.stale(o.acl, want, o)}
-        if not held and not stale:
+        option = {p for o in covered for p in earlier.stale_option(o.acl, want, o)}
+        if not held and not stale and not option:
             return Observation.absent()
         lacking = [o for o in covered if not self._complete(o, want)]
         observed: dict[str, Any] = {
@@ -441,8 +515,14 @@ class GrantClient(SqlClient):
             "missing": missing[:10]}
         if not want.every:
             observed["names"] = sorted(o.label for o in covered)
+        if want.with_option:
+            observed["grantOption"] = sorted(
+                {p for o in covered for p in want.privileges if o.acl.get(p)})
         if stale:
             observed["revoking"] = sorted(stale)
+        if option:
+            observed["revokingGrantOption"] = sorted(option)
+        if stale or option:
             # Until they are revoked, the record stays about the objects it was about, so an
             # object the spec names only now never loses what another grant gave it.
             observed.pop("names", None)
@@ -451,7 +531,7 @@ class GrantClient(SqlClient):
         if want.revoke_public_on_db:
             observed["publicOnDb"] = public
         return Observation(exists=True, up_to_date=not lacking and not missing and not public
-                           and not stale, observed=observed)
+                           and not stale and not option, observed=observed)
 
     def _update_objects(self, session: Session, want: GrantParameters,
                         earlier: Earlier) -> None:
@@ -465,12 +545,14 @@ class GrantClient(SqlClient):
         objects, missing = self._objects(session, want)
         covered = [o for o in objects if not o.owned]
         if not covered and objects and not want.every:
+            what = (f"table {want.table!r}, whose columns the Grant names," if want.table
+                    else f"every {want.keyword.lower()} the Grant names")
             raise TerminalError(
-                f"role {want.role!r} owns every {want.keyword.lower()} the Grant names and "
-                "holds every privilege on them by ownership; a Grant to the owner is not "
-                "managed", reason="InvalidSpec")
+                f"role {want.role!r} owns {what} and holds every privilege on them by "
+                "ownership; a Grant to the owner is not managed", reason="InvalidSpec")
         grants: dict[tuple[str, ...], list[SchemaObject]] = {}
         revokes: dict[tuple[str, ...], list[SchemaObject]] = {}
+        options: dict[tuple[str, ...], list[SchemaObject]] = {}
         for item in covered:
             lack = tuple(sorted(p for p in want.privileges
                                 if p not in item.acl or (want.with_option and not item.acl[p])))
@@ -481,15 +563,18 @@ class GrantClient(SqlClient):
             extra |= earlier.stale(item.acl, want, item)
             if extra:
                 revokes.setdefault(tuple(sorted(extra)), []).append(item)
-        for privileges, items in sorted(grants.items()):
-            self._change(session, "GRANT", list(privileges), want, [o.ident for o in items],
-                         _labels(items))
-        for privileges, items in sorted(revokes.items()):
-            self._change(session, "REVOKE", list(privileges), want, [o.ident for o in items],
-                         _labels(items))
+            option = earlier.stale_option(item.acl, want, item) - extra
+            if option:
+                options.setdefault(tuple(sorted(option)), []).append(item)
+        for verb, changes in (("GRANT", grants), ("REVOKE", revokes), (OPTION, options)):
+            for privileges, items in sorted(changes.items()):
+                self._change(session, verb, list(privileges), want, [o.ident for o in items],
+                             _labels(items))
         if missing:
+            where = (f"table {want.table!r} of schema {want.target!r}" if want.table
+                     else f"schema {want.target!r}")
             raise ExternalError(f"{want.keyword.lower()}(s) {', '.join(missing[:10])} not found "
-                                f"in schema {want.target!r} (yet)", reason="DependencyMissing")
+                                f"in {where} (yet)", reason="DependencyMissing")
         if not covered:
             raise ExternalError(f"schema {want.target!r} holds no {want.keyword.lower()} the "
                                 f"role does not own (yet); nothing to grant",
@@ -510,6 +595,8 @@ class GrantClient(SqlClient):
         check_name("schema", want.schema)
         if want.keyword == "ROUTINE":
             return self._routine_objects(session, want)
+        if want.keyword == "COLUMN":
+            return self._column_objects(session, want)
         relkinds, default = _RELATIONS[want.keyword]
         names = list(want.tables or want.sequences or ())
         for name in names:
@@ -535,6 +622,40 @@ class GrantClient(SqlClient):
                 item.acl[privilege] = item.acl.get(privilege, False) or bool(grantable)
         missing = [] if want.every else [n for n in names if n not in objects]
         return list(objects.values()), missing
+
+    @staticmethod
+    def _column_objects(session: Session,
+                        want: GrantParameters) -> tuple[list[SchemaObject], list[str]]:
+        """The named columns of the Grant's table, each with the role's privileges on it
+        (the column's own ACL, ``pg_attribute.attacl``: what a table-wide grant gives is not
+        in it) and owned when the role owns the table; the named columns not found (every
+        one when the table is not)."""
+        assert want.schema is not None and want.table is not None and want.columns
+        check_name("table", want.table)
+        for column in want.columns:
+            check_name("column", column)
+        rows = session.rows(
+            "SELECT a.attname, c.relowner = r.oid, x.privilege_type, x.is_grantable "
+            "FROM pg_catalog.pg_class c "
+            "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "JOIN pg_catalog.pg_roles r ON r.rolname = %s "
+            "LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 "
+            "AND NOT a.attisdropped AND a.attname = ANY(%s) "
+            "LEFT JOIN LATERAL pg_catalog.aclexplode(a.attacl) x ON x.grantee = r.oid "
+            "WHERE n.nspname = %s AND c.relname = %s AND c.relkind = ANY(%s::\"char\"[]) "
+            "ORDER BY a.attname",
+            [want.role, list(want.columns), want.schema, want.table, _RELATIONS["TABLE"][0]],
+            doing=f"observing the privileges of {want.role!r} on the columns of table "
+                  f"{want.table!r} in {want.target!r}")
+        objects: dict[str, SchemaObject] = {}
+        for name, owned, privilege, grantable in rows:
+            if name is None:  # the table, without any of the named columns
+                continue
+            item = objects.setdefault(name, SchemaObject(
+                label=name, ident=sql.Identifier(name), owned=bool(owned), acl={}))
+            if privilege is not None:
+                item.acl[privilege] = item.acl.get(privilege, False) or bool(grantable)
+        return list(objects.values()), [c for c in want.columns if c not in objects]
 
     def _routine_objects(self, session: Session,
                          want: GrantParameters) -> tuple[list[SchemaObject], list[str]]:
@@ -654,15 +775,24 @@ class GrantClient(SqlClient):
     @staticmethod
     def _change(session: Session, verb: str, privileges: list[str], want: GrantParameters,
                 targets: list[sql.Composable], label: str) -> None:
-        """GRANT (with the grant option when asked) or REVOKE ``privileges`` on ``targets``."""
+        """GRANT (with the grant option when asked), REVOKE, or REVOKE the grant option
+        (:data:`OPTION`) for ``privileges`` on ``targets`` (columns: of the Grant's
+        table)."""
         # Keywords come only from the fixed lists above, never from the spec's text.
         known = [p for p in privileges if p in want.allowed]
         if not known:
             return
-        keywords = sql.SQL(", ").join(sql.SQL(p) for p in known)
+        if want.table is not None:
+            assert want.schema is not None
+            columns = sql.SQL(", ").join(targets)
+            keywords = sql.SQL(", ").join(sql.SQL("{} ({})").format(sql.SQL(p), columns)
+                                          for p in known)
+            objects: sql.Composable = sql.Identifier(want.schema, want.table)
+        else:
+            keywords = sql.SQL(", ").join(sql.SQL(p) for p in known)
+            objects = sql.SQL(", ").join(targets)
         statement = sql.SQL("{} {} ON {} {} {} {}").format(
-            sql.SQL("GRANT" if verb == "GRANT" else "REVOKE"), keywords,
-            sql.SQL(PRIVILEGE_TARGETS[want.keyword]), sql.SQL(", ").join(targets),
+            sql.SQL(VERBS[verb]), keywords, sql.SQL(PRIVILEGE_TARGETS[want.keyword]), objects,
             sql.SQL("TO" if verb == "GRANT" else "FROM"), sql.Identifier(want.role))
         if verb == "GRANT" and want.with_option:
             statement = sql.SQL("{} WITH GRANT OPTION").format(statement)
@@ -670,9 +800,14 @@ class GrantClient(SqlClient):
                                    f"for {want.role!r}")
 
 
-#: The object type keyword of GRANT/REVOKE per target; fixed SQL text.
+#: The object type keyword of GRANT/REVOKE per target (columns are granted on their
+#: table); fixed SQL text.
 PRIVILEGE_TARGETS = {"DATABASE": "DATABASE", "SCHEMA": "SCHEMA", "TABLE": "TABLE",
-                     "SEQUENCE": "SEQUENCE", "ROUTINE": "ROUTINE"}
+                     "SEQUENCE": "SEQUENCE", "ROUTINE": "ROUTINE", "COLUMN": "TABLE"}
+#: The verb of :meth:`GrantClient._change` that takes back the grant option only.
+OPTION = "REVOKE GRANT OPTION"
+#: Per verb of :meth:`GrantClient._change`, its SQL text before the privileges.
+VERBS = {"GRANT": "GRANT", "REVOKE": "REVOKE", OPTION: "REVOKE GRANT OPTION FOR"}
 
 
 def _labels(items: list[SchemaObject], limit: int | None = None) -> Any:
