@@ -1133,3 +1133,121 @@ def test_the_default_privileges_target_sees_leaks_and_counts_creations(
         system.close()
     assert rows(server, "postgres", "SELECT count(*) FROM pg_roles WHERE starts_with(rolname, "
                                     "%s)", target.objects[0]) == [(0,)]
+
+
+# ------------------------------------------------------------ the Grant explorer target
+def grant_target(server: PostgresServer) -> Any:
+    """The crash explorer's Grant target on the session server."""
+    from lifecycle.providers.postgres.verify import PostgresSettings, postgres_target
+
+    settings = PostgresSettings(host=server.host, port=server.port, user=server.user,
+                                password=server.password, sslmode="disable")
+    return postgres_target(Grant, settings)
+
+
+def with_client(target: Any, client_class: type) -> Any:
+    """``target`` whose runs use ``client_class`` for the Grant."""
+    import attrs
+
+    def system() -> Any:
+        built = target.system()
+        built.connector.client_class = client_class
+        return built
+
+    return attrs.evolve(target, system=system)
+
+
+def server_database(system: Any) -> str:
+    """The database a target's runs grant on."""
+    return str(system.provider_spec["database"])
+
+
+def test_the_grant_target_narrows_and_counts_its_creation_once(server: PostgresServer) -> None:
+    import attrs
+
+    from lifecycle.runtime.contract import ManagedResource, ProviderConfig
+
+    target = grant_target(server)
+    system = target.system()
+    try:
+        data = target.manifest("x")
+        name = data["metadata"]["annotations"]["lifecycle.dev/external-name"]
+        role, database = data["spec"]["forProvider"]["role"], server_database(system)
+        config = ProviderConfig(name="default", spec=dict(system.provider_spec),
+                                credentials=dict(system.credentials))
+        resource = ManagedResource(kind="Grant", namespace="default", name="x", uid="u",
+                                   generation=1, external_name=name,
+                                   parameters=Grant.parse_parameters(data["spec"]))
+        client = system.connector.connect(resource, config)
+        client.create(resource)
+        held = client.observe(resource)
+        assert held.up_to_date and database_acl(server, database, role) == {"CONNECT",
+                                                                            "CREATE"}
+        # The update both adds (TEMPORARY) and takes away (CREATE, the record's).
+        narrowed = attrs.evolve(resource, generation=2, observed=dict(held.observed),
+                                parameters=Grant.parse_parameters(target.update(data)["spec"]))
+        before = client.observe(narrowed)
+        assert not before.up_to_date and before.observed["revoking"] == ["CREATE"]
+        client.update(attrs.evolve(narrowed, observed=dict(before.observed)))
+        assert database_acl(server, database, role) == {"CONNECT", "TEMPORARY"}
+        assert system.names() == {name}
+        assert system.creations is not None and system.creations(name) == 1
+        client.delete(narrowed)
+        assert system.names() == set()
+    finally:
+        assert system.close is not None
+        system.close()
+
+
+def test_the_grant_scenario_catches_a_grant_that_forgets_what_it_held(
+    server: PostgresServer
+) -> None:
+    import attrs
+
+    from lifecycle import verify
+    from lifecycle.providers.postgres.grant import GrantClient
+
+    class Forgetful(GrantClient):
+        """Deliberately broken: never reads its record, so narrowing revokes nothing."""
+
+        def observe(self, resource: Any) -> Any:
+            return super().observe(attrs.evolve(resource, observed={}))
+
+        def update(self, resource: Any) -> None:
+            super().update(attrs.evolve(resource, observed={}))
+
+        def delete(self, resource: Any) -> None:
+            super().delete(attrs.evolve(resource, observed={}))
+
+    target = grant_target(server)
+    assert verify.run_scenario(target).problems == []
+    broken = verify.run_scenario(with_client(target, Forgetful)).problems
+    assert any("leaked: no object tracks it" in p for p in broken), broken
+
+    # An update that only widens the list never meets the revoke path: the same broken
+    # client passes it.
+    def widen(data: dict[str, Any]) -> dict[str, Any]:
+        changed = target.update(data)
+        changed["spec"]["forProvider"]["privileges"] = ["CONNECT", "CREATE", "TEMPORARY"]
+        return changed
+
+    assert verify.run_scenario(with_client(attrs.evolve(target, update=widen),
+                                           Forgetful)).problems == []
+    assert rows(server, "postgres", "SELECT count(*) FROM pg_roles WHERE starts_with(rolname, "
+                                    "%s)", target.objects[0]) == [(0,)]
+
+
+def test_the_grant_scenario_catches_a_grant_created_twice(server: PostgresServer) -> None:
+    from lifecycle import verify
+    from lifecycle.providers.postgres.grant import GrantClient
+
+    class Recreating(GrantClient):
+        """Deliberately broken: create revokes what it granted and grants it again."""
+
+        def create(self, resource: Any) -> Any:
+            super().create(resource)
+            self.delete(resource)
+            return super().create(resource)
+
+    problems = verify.run_scenario(with_client(grant_target(server), Recreating)).problems
+    assert any("was created 2 times" in p for p in problems), problems

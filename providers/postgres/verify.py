@@ -382,7 +382,7 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
         else:
             grantee = state["grantee"]
             spec = {"forProvider": {"role": grantee, "database": settings.database,
-                                    "privileges": ["CONNECT"]}}
+                                    "privileges": ["CONNECT", "CREATE"]}}
             metadata["annotations"] = {EXTERNAL_NAME: f"{grantee}.{settings.database}"}
         if kind.kind in ("Role", "Database"):
             spec["writeConnectionSecretToRef"] = {"name": f"{name}-conn"}
@@ -403,7 +403,9 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
         elif kind.kind == "DefaultPrivileges":
             params["privileges"] = ["INSERT", "SELECT"]
         else:
-            params["privileges"] = ["CONNECT", "CREATE"]
+            # Narrows as it widens: CREATE is revoked (the Grant's record held it) while
+            # TEMPORARY is granted, so every crash point of the update meets both paths.
+            params["privileges"] = ["CONNECT", "TEMPORARY"]
         return changed
 
     return Target(kind, system, manifest, update, label=label, objects=(prefix,))
