@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import urllib.error
 import urllib.request
 import zlib
@@ -374,8 +376,9 @@ def test_a_controller_s_series_exist_at_zero_and_count_each_result() -> None:
         assert value("controller_runtime_reconcile_total",
                      {"controller": "db", "result": result}) == 0
     assert value("controller_runtime_reconcile_errors_total", {"controller": "db"}) == 0
-    metrics.reconciled("db", "error", 0.3)
     metrics.reconciled("db", "success", 0.02)
+    assert value("controller_runtime_reconcile_errors_total", {"controller": "db"}) == 0
+    metrics.reconciled("db", "error", 0.3)
     assert value("controller_runtime_reconcile_total",
                  {"controller": "db", "result": "error"}) == 1
     assert value("controller_runtime_reconcile_total",
@@ -411,6 +414,7 @@ def test_a_watched_queue_exports_its_depth_in_flight_work_adds_and_retries() -> 
     assert value("workqueue_queue_duration_seconds_sum", {"name": "q"}) == 0.5
     assert value("workqueue_queue_duration_seconds_bucket", {"name": "q", "le": "1.0"}) == 1
     assert value("workqueue_queue_duration_seconds_bucket", {"name": "q", "le": "0.1"}) == 0
+    assert value("workqueue_queue_duration_seconds_bucket", {"name": "q", "le": "1e-08"}) == 0
     assert value("workqueue_work_duration_seconds_sum", {"name": "q"}) == 2.0
     assert value("workqueue_work_duration_seconds_bucket", {"name": "q", "le": "1e-08"}) == 0
     assert value("workqueue_work_duration_seconds_bucket", {"name": "q", "le": "10.0"}) == 1
@@ -433,16 +437,17 @@ def test_informer_gauges_count_states_and_stuck_objects_per_kind() -> None:
     metrics = OperatorMetrics()
     metrics.watch_informer("b", _Informer([obj("ready"), obj(None, stuck)]))
     metrics.watch_informer("a", _Informer([
-        obj("creating", stuck), obj("creating", {"type": "Stuck", "status": "False"}),
+        obj("creating", stuck), obj("creating", stuck),
+        obj("creating", {"type": "Stuck", "status": "False"}),
         obj("creating", {"type": "Ready", "status": "True"}, "junk"), {"status": "x"},
         {"status": {"state": "ready", "conditions": "junk"}}]))
     assert [k for k, _ in metrics.informers()] == ["b", "a"]
     value = metrics.registry.get_sample_value
-    assert value("lifecycle_resources", {"kind": "a", "state": "creating"}) == 3
+    assert value("lifecycle_resources", {"kind": "a", "state": "creating"}) == 4
     assert value("lifecycle_resources", {"kind": "a", "state": "unknown"}) == 1
     assert value("lifecycle_resources", {"kind": "a", "state": "ready"}) == 1
     assert value("lifecycle_resources", {"kind": "b", "state": "unknown"}) == 1
-    assert value("lifecycle_stuck_resources", {"kind": "a", "state": "creating"}) == 1
+    assert value("lifecycle_stuck_resources", {"kind": "a", "state": "creating"}) == 2
     assert value("lifecycle_stuck_resources", {"kind": "b", "state": "unknown"}) == 1
     assert value("lifecycle_stuck_resources", {"kind": "b", "state": "ready"}) is None
     assert value("lifecycle_watch_relists_total", {"kind": "a"}) == 2
@@ -453,7 +458,7 @@ def test_informer_gauges_count_states_and_stuck_objects_per_kind() -> None:
         'lifecycle_resources{kind="a",state="unknown"}')
 
 
-def test_the_probe_server_answers_each_path() -> None:
+def test_the_probe_server_answers_each_path(caplog: pytest.LogCaptureFixture) -> None:
     state = {"healthy": True, "ready": False}
 
     def ready() -> bool:
@@ -463,14 +468,19 @@ def test_the_probe_server_answers_each_path() -> None:
 
     metrics = OperatorMetrics()
     metrics.controller("db", 1)
+    caplog.set_level(logging.DEBUG, logger="lifecycle.driver.metrics")
     server = ProbeServer(metrics, healthy=lambda: state["healthy"], ready=ready).start()
     try:
         assert server.url.startswith("http://127.0.0.1:")
+        assert int(server.url.rsplit(":", 1)[1]) > 1023  # a free port chosen by the system
+        assert any(t.name == "probes" and t.daemon for t in threading.enumerate())
 
         def get(path: str) -> tuple[int, str, str]:
             try:
                 with urllib.request.urlopen(server.url + path, timeout=10) as answer:
-                    return answer.status, answer.headers["Content-Type"], answer.read().decode()
+                    body = answer.read()
+                    assert answer.headers["Content-Length"] == str(len(body))
+                    return answer.status, answer.headers["Content-Type"], body.decode()
             except urllib.error.HTTPError as error:
                 return error.code, error.headers["Content-Type"], error.read().decode()
 
@@ -487,5 +497,72 @@ def test_the_probe_server_answers_each_path() -> None:
         assert get("/readyz") == (200, plain, "ok")
         state["ready"] = None
         assert get("/readyz") == (500, plain, "probe failed: RuntimeError")
+        logged = [r.getMessage() for r in caplog.records if r.name == "lifecycle.driver.metrics"]
+        assert any('"GET /healthz HTTP/1.1" 200' in m for m in logged)
     finally:
         server.stop()
+
+
+def test_check_structural_names_every_problem_at_its_path() -> None:
+    schema = {"type": "object", "properties": {
+        "a": {}, "b": {"type": ""}, "c": {"type": "thing"},
+        "d": {"x-kubernetes-int-or-string": True},
+        "e": {"x-kubernetes-preserve-unknown-fields": True},
+        "f": {"x-kubernetes-int-or-string": False},
+        "g": {"type": "object", "properties": ["x"]},
+        "h": {"type": "object", "additionalProperties": {"description": "untyped"}},
+        "i": {"type": "array", "items": {"type": "bogus"}},
+        "j": {"type": "object", "properties": {"k": {"type": "string"}},
+              "not": {"properties": {"k": {"type": "string"}}}},
+        "l": {"type": "object", "allOf": {"x": 1},
+              "anyOf": [{"description": "d", "properties": {"q": {"default": 1}}}]},
+        "m": {"type": "object", "properties": {}, "additionalProperties": {"type": "string"}},
+        "n": {"type": "string", "bogusKey": 1}}}
+    p = "openAPIV3Schema.properties"
+    required = "type: Required value: must not be empty for specified field"
+    inside = "must not be set inside allOf/anyOf/oneOf/not"
+    assert check_structural(schema) == [
+        f"{p}[a].{required}",
+        f"{p}[b].{required}",
+        f"{p}[c].type: Unsupported value 'thing'",
+        f"{p}[f].{required}",
+        f"{p}[g].properties: must be an object",
+        f"{p}[h].additionalProperties.{required}",
+        f"{p}[i].items.type: Unsupported value 'bogus'",
+        f"{p}[j].not[0].properties[k].type: {inside}",
+        f"{p}[l].allOf: must be a list",
+        f"{p}[l].anyOf[0].description: {inside}",
+        f"{p}[l].anyOf[0].properties[q].default: {inside}",
+        f"{p}[l].anyOf[0].properties[q]: must be specified outside the logical junctor too",
+        f"{p}[m]: properties and additionalProperties are mutually exclusive",
+        f"{p}[n].bogusKey: not allowed in apiextensions.k8s.io/v1 schemas",
+    ]
+    assert check_structural({"type": "string"}) == [
+        "openAPIV3Schema.type: must be object at the root"]
+    assert check_structural({}) == [
+        "openAPIV3Schema.type: Required value: must not be empty for specified root"]
+    assert check_structural([]) == ["openAPIV3Schema: must be an object"]
+    assert check_structural({"type": "object"}, "here") == []
+    assert check_structural({"type": "string"}, "here") == [
+        "here.type: must be object at the root"]
+
+
+def test_check_crd_accepts_the_scale_subresource_and_every_column_type() -> None:
+    columns = [{"name": t, "jsonPath": f".{t}", "type": t}
+               for t in ("string", "integer", "number", "boolean", "date")]
+    doc = crd_doc()
+    doc["spec"]["versions"][0].update(subresources={"status": {}, "scale": {}},
+                                      additionalPrinterColumns=columns)
+    assert check_crd(doc) == []
+    for column in ({"name": "A", "type": "string"}, {"jsonPath": ".a", "type": "string"}):
+        doc["spec"]["versions"][0]["additionalPrinterColumns"] = [column]
+        assert check_crd(doc) == [
+            f"spec.versions[0].additionalPrinterColumns: invalid column {column!r}"]
+    missing = crd_doc()
+    del missing["spec"]["group"]
+    assert check_crd(missing)[0] == "spec.group: Invalid value '': a DNS subdomain with a dot"
+    two = crd_doc(versions=["v0", {"name": "v1", "storage": True,
+                                   "schema": {"openAPIV3Schema": {"type": "string"}}}])
+    assert check_crd(two) == [
+        "spec.versions[0]: must be a mapping",
+        "spec.versions[1].schema.openAPIV3Schema.type: must be object at the root"]
