@@ -426,7 +426,8 @@ class GrantClient(SqlClient):
 
     def update(self, resource: ManagedResource) -> None:
         """GRANT the privileges the role lacks; REVOKE those the last observation recorded as
-        the Grant's that the spec no longer lists (and, when ``exclusive``, every other)."""
+        the Grant's that the spec no longer lists (and, when ``exclusive``, every other), and
+        the grant option it recorded as the Grant's once the spec no longer asks for it."""
         want: GrantParameters = resource.parameters
         with self._session(want) as session:
             assert session is not None
@@ -537,8 +538,9 @@ class GrantClient(SqlClient):
                         earlier: Earlier) -> None:
         """Grant what each object lacks (grouped into one statement per set of privileges),
         revoke what the last observation recorded that the spec no longer lists (and extras
-        when ``exclusive``); a missing named object or a Grant covering nothing is retried,
-        one naming only objects the role owns refused."""
+        when ``exclusive``) and the grant option it recorded once the spec drops
+        ``withOption``; a missing named object or a Grant covering nothing is retried, one
+        naming only objects the role owns refused."""
         if not self._role_exists(session, want.role):
             raise ExternalError(f"role {want.role!r} does not exist (yet)",
                                 reason="DependencyMissing")
