@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import logging
+import re
 import threading
 import urllib.error
 import urllib.request
@@ -22,6 +24,7 @@ from lifecycle.driver.filters import (
     shard_of,
     update_triggers,
 )
+from lifecycle.driver.leader import LEASE_API, LeaderElector, LeaseOptions
 from lifecycle.driver.metrics import OperatorMetrics, ProbeServer
 from lifecycle.driver.permissions import (
     CALL_VERBS,
@@ -33,6 +36,7 @@ from lifecycle.driver.permissions import (
     verbs_for,
 )
 from lifecycle.driver.structural import check_crd, check_structural
+from lifecycle.kube.errors import AlreadyExists, Conflict, NotFound, ServerError
 
 # --------------------------------------------------------------------------- filters
 
@@ -566,3 +570,145 @@ def test_check_crd_accepts_the_scale_subresource_and_every_column_type() -> None
     assert check_crd(two) == [
         "spec.versions[0]: must be a mapping",
         "spec.versions[1].schema.openAPIV3Schema.type: must be object at the root"]
+
+
+# --------------------------------------------------------------------------- leader election
+
+
+class LeaseStore:
+    """An in-memory Lease API (with resourceVersion conflicts) whose next calls can fail."""
+
+    def __init__(self) -> None:
+        self.lease: dict[str, Any] | None = None
+        self.fail: dict[str, Exception] = {}
+        self.writes: list[dict[str, Any]] = []
+
+    def _maybe_fail(self, call: str) -> None:
+        if call in self.fail:
+            raise self.fail.pop(call)
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        assert (api_version, kind, namespace, name) == (LEASE_API, "Lease", "ns", "lease")
+        self._maybe_fail("get")
+        if self.lease is None:
+            raise NotFound("no lease")
+        return copy.deepcopy(self.lease)
+
+    def create(self, body: dict[str, Any]) -> dict[str, Any]:
+        self._maybe_fail("create")
+        self.writes.append(copy.deepcopy(body))
+        self.lease = {**copy.deepcopy(body), "metadata": {**body["metadata"],
+                                                          "resourceVersion": "1"}}
+        return copy.deepcopy(self.lease)
+
+    def replace(self, body: dict[str, Any]) -> dict[str, Any]:
+        self._maybe_fail("replace")
+        assert self.lease is not None
+        if body["metadata"]["resourceVersion"] != self.lease["metadata"]["resourceVersion"]:
+            raise Conflict("the lease was changed")
+        self.writes.append(copy.deepcopy(body))
+        version = str(int(body["metadata"]["resourceVersion"]) + 1)
+        self.lease = {**copy.deepcopy(body), "metadata": {**body["metadata"],
+                                                          "resourceVersion": version}}
+        return copy.deepcopy(self.lease)
+
+
+def _candidate(store: LeaseStore, identity: str, now: list[float]) -> LeaderElector:
+    options = LeaseOptions("lease", "ns", identity, lease_duration=15.4, renew_deadline=10.0,
+                           retry_period=2.0)
+    return LeaderElector(store, options, clock=lambda: now[0])  # type: ignore[arg-type]
+
+
+STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+
+def test_the_lease_is_created_taken_over_renewed_and_released_with_exact_fields() -> None:
+    store, now = LeaseStore(), [0.0]
+    first, second = _candidate(store, "a", now), _candidate(store, "b", now)
+    assert first.try_acquire_or_renew() is True
+    created = store.writes[-1]
+    spec = created["spec"]
+    assert created["apiVersion"] == LEASE_API and created["kind"] == "Lease"
+    assert created["metadata"] == {"name": "lease", "namespace": "ns"}
+    assert (spec["holderIdentity"], spec["leaseDurationSeconds"], spec["leaseTransitions"]) == (
+        "a", 15, 0)
+    assert STAMP.match(spec["acquireTime"]) and spec["renewTime"] == spec["acquireTime"]
+    assert first.transitions == 0
+    # Held and not expired: the other candidate waits, writing nothing.
+    now[0] = 15.0
+    assert second.try_acquire_or_renew() is False and len(store.writes) == 1
+    # The holder renews: renewTime moves, acquireTime and transitions stay.
+    assert first.try_acquire_or_renew() is True
+    renewed = store.writes[-1]["spec"]
+    assert (renewed["holderIdentity"], renewed["leaseTransitions"]) == ("a", 0)
+    assert renewed["acquireTime"] == spec["acquireTime"] and STAMP.match(renewed["renewTime"])
+    assert first.transitions == 0
+    # Unchanged for the lease's 15 s (from when b last saw it change, at 16): b takes over.
+    now[0] = 16.0
+    assert second.try_acquire_or_renew() is False
+    now[0] = 16.0 + 14.9
+    assert second.try_acquire_or_renew() is False
+    now[0] = 16.0 + 15.0
+    assert second.try_acquire_or_renew() is True
+    taken = store.writes[-1]["spec"]
+    assert (taken["holderIdentity"], taken["leaseTransitions"], taken["leaseDurationSeconds"]) \
+        == ("b", 1, 15)
+    assert taken["acquireTime"] == taken["renewTime"]
+    assert second.transitions == 1
+    # b releases: empty holder, one second.
+    assert first.release() is False
+    assert second.release() is True
+    released = store.writes[-1]["spec"]
+    assert (released["holderIdentity"], released["leaseDurationSeconds"]) == (None, 1)
+    assert released["leaseTransitions"] == 1 and STAMP.match(released["renewTime"])
+    # A released lease is free: a takes it at once, counting a transition.
+    assert first.try_acquire_or_renew() is True
+    assert store.writes[-1]["spec"]["leaseTransitions"] == 2 and first.transitions == 1
+
+
+def test_api_errors_are_a_failed_attempt_and_only_unexpected_ones_are_logged(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="lifecycle.driver.leader")
+    store, now = LeaseStore(), [0.0]
+    candidate = _candidate(store, "a", now)
+
+    def warnings() -> list[str]:
+        found = [r.getMessage() for r in caplog.records if r.name == "lifecycle.driver.leader"]
+        caplog.clear()
+        return found
+
+    store.fail["get"] = ServerError("get failed")
+    assert candidate.try_acquire_or_renew() is False
+    assert warnings() == ["cannot read lease: get failed"]
+    store.fail["create"] = Conflict("raced")
+    assert candidate.try_acquire_or_renew() is False and warnings() == []
+    store.fail["create"] = AlreadyExists("raced")
+    assert candidate.try_acquire_or_renew() is False and warnings() == []
+    store.fail["create"] = ServerError("create failed")
+    assert candidate.try_acquire_or_renew() is False
+    assert warnings() == ["cannot create lease: create failed"]
+    assert candidate.try_acquire_or_renew() is True
+    store.fail["replace"] = Conflict("raced")
+    assert candidate.try_acquire_or_renew() is False and warnings() == []
+    store.fail["replace"] = ServerError("renew failed")
+    assert candidate.try_acquire_or_renew() is False
+    assert warnings() == ["cannot renew lease: renew failed"]
+    store.fail["replace"] = ServerError("release failed")
+    assert candidate.release() is False
+    assert warnings() == ["cannot release lease: release failed"]
+    assert candidate.release() is True
+
+
+def test_a_lease_without_a_duration_expires_after_our_own() -> None:
+    store, now = LeaseStore(), [0.0]
+    store.lease = {"apiVersion": LEASE_API, "kind": "Lease",
+                   "metadata": {"name": "lease", "namespace": "ns", "resourceVersion": "7"},
+                   "spec": {"holderIdentity": "other"}}
+    candidate = _candidate(store, "a", now)
+    assert candidate.try_acquire_or_renew() is False
+    now[0] = 15.3
+    assert candidate.try_acquire_or_renew() is False
+    now[0] = 15.4
+    assert candidate.try_acquire_or_renew() is True
+    assert store.writes[-1]["spec"]["leaseTransitions"] == 1
+    assert store.writes[-1]["metadata"]["resourceVersion"] == "7"
