@@ -712,3 +712,17 @@ def test_a_lease_without_a_duration_expires_after_our_own() -> None:
     assert candidate.try_acquire_or_renew() is True
     assert store.writes[-1]["spec"]["leaseTransitions"] == 1
     assert store.writes[-1]["metadata"]["resourceVersion"] == "7"
+
+
+def test_items_and_additional_properties_inside_a_junctor_are_checked_as_junctor_nodes() -> None:
+    schema = {"type": "object", "properties": {
+        "l": {"type": "array", "items": {"type": "string"},
+              "anyOf": [{"items": {"type": "string"}}]},
+        "m": {"type": "object", "additionalProperties": {"type": "string"},
+              "anyOf": [{"additionalProperties": {"type": "string"}}]}}}
+    inside = "must not be set inside allOf/anyOf/oneOf/not"
+    assert check_structural(schema) == [
+        f"openAPIV3Schema.properties[l].anyOf[0].items.type: {inside}",
+        f"openAPIV3Schema.properties[m].anyOf[0].additionalProperties: {inside}",
+        f"openAPIV3Schema.properties[m].anyOf[0].additionalProperties.type: {inside}",
+    ]
