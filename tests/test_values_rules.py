@@ -68,6 +68,8 @@ def test_finalizers(value: Any, expected: list[str]) -> None:
     (1, 0), ("s", 0), ({}, 1), ([], 1), ([1, 2], 1), ({"a": [1]}, 2),
     ({"a": {"b": {"c": 1}}}, 3), ([[[[]]]], 4), ({("k",): 1}, 1),
     ([{"a": 1}, [[1]]], 3),
+    # A scalar met before a deeper sibling does not end the count.
+    ([[[1]], 1], 3), ({"k": {"x": {"y": 1}}, "z": 1}, 3),
 ])
 def test_nesting_depth(value: Any, depth: int) -> None:
     assert objects.nesting_depth(value, 10) == depth
