@@ -664,6 +664,12 @@ def test_the_lease_is_created_taken_over_renewed_and_released_with_exact_fields(
     # A released lease is free: a takes it at once, counting a transition.
     assert first.try_acquire_or_renew() is True
     assert store.writes[-1]["spec"]["leaseTransitions"] == 2 and first.transitions == 1
+    keys = {"holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime",
+            "leaseTransitions"}
+    assert all(set(write["spec"]) == keys for write in store.writes)
+    # Every takeover counts, per replica.
+    assert first.release() is True
+    assert second.try_acquire_or_renew() is True and second.transitions == 2
 
 
 def test_api_errors_are_a_failed_attempt_and_only_unexpected_ones_are_logged(
@@ -711,6 +717,7 @@ def test_a_lease_without_a_duration_expires_after_our_own() -> None:
     now[0] = 15.4
     assert candidate.try_acquire_or_renew() is True
     assert store.writes[-1]["spec"]["leaseTransitions"] == 1
+    assert store.writes[-1]["spec"]["leaseDurationSeconds"] == 15
     assert store.writes[-1]["metadata"]["resourceVersion"] == "7"
 
 
