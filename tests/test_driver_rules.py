@@ -733,3 +733,69 @@ def test_items_and_additional_properties_inside_a_junctor_are_checked_as_junctor
         f"openAPIV3Schema.properties[m].anyOf[0].additionalProperties: {inside}",
         f"openAPIV3Schema.properties[m].anyOf[0].additionalProperties.type: {inside}",
     ]
+
+
+def test_lease_options_refusals_are_exact() -> None:
+    cases = [({"lease_duration": 5.0, "renew_deadline": 5.0},
+              "need lease_duration > renew_deadline > retry_period > 0"),
+             ({"identity": ""}, "identity must not be empty"),
+             ({"name": ""}, "the Lease needs a name and a namespace"),
+             ({"namespace": ""}, "the Lease needs a name and a namespace")]
+    for change, message in cases:
+        given: dict[str, Any] = {"name": "lease", "namespace": "ns", "identity": "a", **change}
+        with pytest.raises(ValueError) as caught:
+            LeaseOptions(**given)
+        assert str(caught.value) == message
+
+
+def test_a_short_lease_is_written_as_one_second_and_a_second_release_does_nothing() -> None:
+    store = LeaseStore()
+    options = LeaseOptions("lease", "ns", "a", lease_duration=1.2, renew_deadline=1.0,
+                           retry_period=0.5)
+    candidate = LeaderElector(store, options, clock=lambda: 0.0)  # type: ignore[arg-type]
+    assert candidate.release() is False and store.writes == []
+    assert candidate.try_acquire_or_renew() is True
+    assert store.writes[-1]["spec"]["leaseDurationSeconds"] == 1
+    assert candidate.release() is True
+    assert candidate.release() is False and len(store.writes) == 2
+
+
+def test_run_logs_leading_and_releasing_and_a_crash_neither_releases_nor_notifies(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="lifecycle.driver.leader")
+    events: list[str] = []
+
+    def elector(store: LeaseStore) -> LeaderElector:
+        now = [0.0]
+
+        def sleep(stop: threading.Event, seconds: float) -> bool:
+            now[0] += seconds
+            if now[0] >= 5.0 and not stop.is_set():
+                actions[0]()
+            return stop.is_set()
+
+        options = LeaseOptions("lease", "ns", "a")
+        return LeaderElector(store, options, clock=lambda: now[0], sleep=sleep,  # type: ignore[arg-type]
+                             on_started=lambda: events.append("started"),
+                             on_stopped=lambda: events.append("stopped"))
+
+    graceful_store = LeaseStore()
+    graceful = elector(graceful_store)
+    actions = [graceful.stop]
+    graceful.run()
+    assert events == ["started", "stopped"]
+    assert graceful_store.lease is not None
+    assert graceful_store.lease["spec"]["holderIdentity"] is None
+    records = [r for r in caplog.records if r.name == "lifecycle.driver.leader"]
+    assert [r.getMessage() for r in records] == ["became leader", "released the lease"]
+    assert (records[0].lease, records[0].identity, records[1].lease) == ("lease", "a", "lease")
+    assert graceful.wait_leading(timeout=0.01) is False and graceful.lost is False
+
+    events.clear()
+    crashed_store = LeaseStore()
+    crashed = elector(crashed_store)
+    actions = [crashed.crash]
+    crashed.run()
+    assert events == ["started"]
+    assert crashed_store.lease is not None
+    assert crashed_store.lease["spec"]["holderIdentity"] == "a"
