@@ -372,3 +372,29 @@ def test_the_lean_path_turns_error_statuses_into_the_error_taxonomy(recorder):
         cluster.replace_status({"apiVersion": "v1", "kind": "ConfigMap",
                                 "metadata": {"name": "x", "namespace": "default"}})
     assert len(_Recorder.seen) == 2  # ConfigMaps have no status: refused without a call
+
+
+def test_watch_events_are_not_turned_into_generated_models(monkeypatch):
+    from kubernetes import client as k8s
+    from kubernetes.watch import Watch
+
+    from lifecycle.driver.cluster import _RawWatch
+
+    built: list[str] = []
+    original = k8s.ApiClient.deserialize
+
+    def counting(self, response, response_type, *args, **kwargs):
+        built.append(str(response_type))
+        return original(self, response, response_type, *args, **kwargs)
+
+    monkeypatch.setattr(k8s.ApiClient, "deserialize", counting)
+    line = json.dumps({"type": "ADDED", "object": {"apiVersion": "v1", "kind": "Secret",
+                                                   "metadata": {"name": "s"}}})
+    stock = Watch()
+    stock.unmarshal_event(line, stock.get_return_type(k8s.CoreV1Api().list_namespaced_secret))
+    assert len(built) == 1 and "V1Secret" in built[0]  # the stock watch, per event
+    built.clear()
+    raw = _RawWatch()
+    event = raw.unmarshal_event(line, raw.get_return_type(k8s.CoreV1Api().list_namespaced_secret))
+    assert built == []
+    assert event["raw_object"]["metadata"]["name"] == "s"

@@ -410,6 +410,19 @@ def _selector(label_selector: str | None) -> dict[str, Any]:
     return {"label_selector": label_selector} if label_selector else {}
 
 
+class _RawWatch(k8s_watch.Watch):
+    """``kubernetes.watch.Watch`` that leaves each event's object as the JSON it arrived as.
+
+    The stock class builds the generated model of every event's object (a
+    ``json.dumps`` and a model walk per event, for Secrets and other built-in
+    kinds) that the informer never uses: it keeps ``raw_object``.
+    """
+
+    def get_return_type(self, func: Any) -> None:
+        """No model type: events keep their parsed JSON only."""
+        return None
+
+
 class KubeListWatcher:
     """Lists and watches one kind with ``kubernetes.watch.Watch``."""
 
@@ -431,7 +444,7 @@ class KubeListWatcher:
               inactivity: float) -> Iterator[tuple[str, dict[str, Any]]]:
         """Stream events after ``resource_version`` with bookmarks; ``Gone`` on 410."""
         call = self.cluster._list_call(self.info, self.namespace)
-        watcher = k8s_watch.Watch()
+        watcher = _RawWatch()
         with self._lock:
             self._watch = watcher
         try:
