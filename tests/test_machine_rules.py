@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import attrs
 import pytest
 from statemachine import State
 
-from lifecycle.core.decide import Choice, ReconcilePolicy, requeue
+from lifecycle.core.decide import Choice, Decision, Facts, ReconcilePolicy, decide, gate, requeue
 from lifecycle.core.errors import ExternalError, MachineDefinitionError
 from lifecycle.core.kind import FINALIZER, OPERATION, OWNER, PAUSED
 from lifecycle.core.machine import (
@@ -19,9 +20,17 @@ from lifecycle.core.machine import (
     camel,
     validate,
 )
-from lifecycle.core.plan import OBSERVATIONS, PAUSED_MESSAGE, Plan, describe, plan
+from lifecycle.core.plan import (
+    OBSERVATIONS,
+    PAUSED_MESSAGE,
+    Plan,
+    conclude,
+    describe,
+    gather,
+    plan,
+)
 from lifecycle.core.status import Settled
-from lifecycle.core.values import Observation, ProviderStatus, Result
+from lifecycle.core.values import Observation, ProviderStatus, Result, ResultKind
 from lifecycle.machines.managed import ManagedResourceMachine as M
 
 
@@ -313,3 +322,45 @@ def test_plan_passes_the_operator_policy_the_notes_and_the_uid_to_the_pass() -> 
         p = plan(M, obj, observation=OBSERVATIONS["available"], now=NOW)
         expected = requeue(state="ready", final=False, timing=M.timing, key=uid or "")
         assert p.result == expected
+
+
+def _pass(obj: dict, observation: Observation) -> tuple[dict, Facts, Decision]:
+    g = gate(M, obj, {})
+    old = dict(obj["status"])
+    facts = gather(g, old, observation=observation)
+    return old, facts, decide(M, facts)
+
+
+def test_a_failed_action_takes_the_fail_edge_unless_fallback_is_off() -> None:
+    old, facts, decision = _pass(stored(), OBSERVATIONS["drifted"])
+    assert decision.transition is not None and decision.transition.event == "update"
+    failing = decision.failing(ExternalError("update refused"), "update")
+    fell = conclude(M, old, facts, failing, now=NOW, key="u")
+    assert fell.transition is not None
+    assert (fell.transition.event, fell.target) == ("fail", "failed")
+    assert fell.result.kind is ResultKind.BACKOFF
+    kept = conclude(M, old, facts, failing, now=NOW, key="u", fallback=False)
+    assert kept.transition is decision.transition and kept.target == "updating"
+    # A pass without an error, or one that holds its state, never falls back.
+    assert conclude(M, old, facts, decision, now=NOW, key="u").target == "updating"
+    held = attrs.evolve(failing, transition=None, hold=True)
+    assert conclude(M, old, facts, held, now=NOW, key="u").transition is None
+    # A decided fail edge is kept as it is.
+    fail = M.table().candidates("ready", "fail")[0]
+    decided = attrs.evolve(failing, transition=fail)
+    assert conclude(M, old, facts, decided, now=NOW, key="u").transition is fail
+    # No external name is recorded unless one is given.
+    assert "externalName" not in fell.settled.status
+    named = conclude(M, old, facts, decision, now=NOW, key="u", external_name="db-1")
+    assert named.settled.status["externalName"] == "db-1"
+
+
+def test_the_reconcile_annotation_forces_an_update_of_an_up_to_date_resource() -> None:
+    forced = plan(M, stored(**{OPERATION: "reconcile"}), observation=OBSERVATIONS["available"],
+                  now=NOW)
+    assert forced.choice == Choice("update", "ReconcileRequested",
+                                   "the reconcile annotation asked for a full update")
+    _, facts, _ = _pass(stored(**{OPERATION: "reconcile"}), OBSERVATIONS["available"])
+    assert facts.forced is True
+    assert plan(M, stored(), observation=OBSERVATIONS["available"], now=NOW).choice.event \
+        == "available"
