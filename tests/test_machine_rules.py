@@ -364,3 +364,12 @@ def test_the_reconcile_annotation_forces_an_update_of_an_up_to_date_resource() -
     assert facts.forced is True
     assert plan(M, stored(), observation=OBSERVATIONS["available"], now=NOW).choice.event \
         == "available"
+
+
+def test_a_namespace_owned_by_this_operator_is_reconciled() -> None:
+    mine = plan(M, stored(), namespace_annotations={OWNER: "me"}, operator_id="me",
+                observation=OBSERVATIONS["available"], now=NOW)
+    assert mine.choice.event == "available"
+    theirs = plan(M, stored(), namespace_annotations={OWNER: "me"}, operator_id="other",
+                  observation=OBSERVATIONS["available"], now=NOW)
+    assert theirs.choice.reason == "NotOwned"
