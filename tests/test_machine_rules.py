@@ -24,7 +24,9 @@ from lifecycle.core.plan import (
     OBSERVATIONS,
     PAUSED_MESSAGE,
     Plan,
+    after_create,
     conclude,
+    created,
     describe,
     gather,
     plan,
@@ -373,3 +375,31 @@ def test_a_namespace_owned_by_this_operator_is_reconciled() -> None:
     theirs = plan(M, stored(), namespace_annotations={OWNER: "me"}, operator_id="other",
                   observation=OBSERVATIONS["available"], now=NOW)
     assert theirs.choice.reason == "NotOwned"
+
+
+def test_created_and_after_create_follow_only_a_create_that_moves_the_resource_on() -> None:
+    obj = stored(None)
+    _, facts, decision = _pass(obj, OBSERVATIONS["absent"])
+    assert decision.choice.event == "create" and created(decision, facts)
+    assert not created(decision.failing(ExternalError("x"), "create"), facts)
+    assert not created(attrs.evolve(decision, transition=None), facts)
+    assert not created(attrs.evolve(decision, choice=Choice("update", "U")), facts)
+    plain = attrs.evolve(decision.transition, actions=())
+    assert not created(attrs.evolve(decision, transition=plain), facts)
+    assert not created(decision, attrs.evolve(facts, deleting=True))
+    seen = OBSERVATIONS["available"]
+    followed = after_create(M, facts, decision, seen)
+    assert followed is not None
+    after, following = followed
+    assert after == attrs.evolve(facts, state="creating", observation=seen, error=None,
+                                 failed_operation=None)
+    assert following.choice == Choice("available", "Available", "")
+    assert following.transition is not None
+    assert (following.transition.source, following.transition.target) == ("creating", "ready")
+    for name in ("absent", "drifted", "pending", "failed"):
+        assert after_create(M, facts, decision, OBSERVATIONS[name]) is None, name
+    assert after_create(M, facts, decision, {"exists": True}) is None
+    assert after_create(M, facts, attrs.evolve(decision, transition=None), seen) is None
+    errored = attrs.evolve(facts, error=ExternalError("stale"), failed_operation="observe")
+    again = after_create(M, errored, decision, seen)
+    assert again is not None and again[0].error is None and again[0].failed_operation is None
