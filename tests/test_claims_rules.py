@@ -519,3 +519,17 @@ def test_an_error_is_reported_on_synced_and_on_ready_unless_ready_is_true() -> N
     assert quiet.events == ()
     assert quiet.status["conditions"][0] == condition("Ready", "False", "Unbound", "", 4)
     assert "resourceRef" not in quiet.status
+
+
+def test_a_deleting_claim_held_in_binding_is_terminating_stuck_and_keeps_its_resource() -> None:
+    transition = TABLE.candidates("binding", "wait")[0]
+    facts = ClaimFacts("binding", "u", generation=4, resource_ref=("ns", "db"), deleting=True)
+    choice = Choice("wait", "ResourceNotReady", "w")
+    old = {"state": "binding", "stateSince": "2026-01-01T11:00:00Z"}
+    settled = settle_claim(ClaimMachine, old,
+                           Outcome(facts, Decision("binding", choice, transition), transition),
+                           NOW)
+    assert settled.status["phase"] == "Terminating"
+    assert settled.status["resourceRef"] == {"namespace": "ns", "name": "db"}
+    assert settled.status["conditions"][-1] == condition(
+        "Stuck", "True", "StuckInBinding", "in binding for 3600s, longer than 1800s", 4)
