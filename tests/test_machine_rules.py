@@ -9,7 +9,7 @@ import pytest
 from statemachine import State
 
 from lifecycle.core.decide import Choice, Decision, Facts, ReconcilePolicy, decide, gate, requeue
-from lifecycle.core.errors import ExternalError, MachineDefinitionError
+from lifecycle.core.errors import ExternalError, MachineDefinitionError, TerminalError
 from lifecycle.core.kind import FINALIZER, OPERATION, OWNER, PAUSED
 from lifecycle.core.machine import (
     LifecycleMachine,
@@ -403,3 +403,22 @@ def test_created_and_after_create_follow_only_a_create_that_moves_the_resource_o
     errored = attrs.evolve(facts, error=ExternalError("stale"), failed_operation="observe")
     again = after_create(M, errored, decision, seen)
     assert again is not None and again[0].error is None and again[0].failed_operation is None
+
+
+def test_an_orphaning_deletion_and_a_terminal_error_while_deleting() -> None:
+    orphaned = stored(deleting=True)
+    orphaned["spec"] = {"deletionPolicy": "Orphan"}
+    p = plan(M, orphaned, observation=OBSERVATIONS["available"], now=NOW)
+    assert (p.choice.event, p.target) == ("orphan", "deleted")
+    # A terminal error while deleting backs off: a deletion cannot wait for a spec change.
+    deleting = plan(M, stored("deleting", deleting=True), error=TerminalError("bad"), now=NOW)
+    assert deleting.result.kind is ResultKind.BACKOFF
+    assert plan(M, stored("creating"), error=TerminalError("bad"), now=NOW).result == \
+        Result.done("TerminalError")
+
+
+def test_an_error_with_no_transition_falls_back_to_the_fail_edge() -> None:
+    old, facts, decision = _pass(stored(), OBSERVATIONS["drifted"])
+    failing = attrs.evolve(decision.failing(ExternalError("x"), "update"), transition=None)
+    fell = conclude(M, old, facts, failing, now=NOW, key="u")
+    assert fell.transition is not None and fell.transition.event == "fail"
