@@ -42,8 +42,9 @@ from lifecycle.core.ownership import (
     adoption_requested,
     judge,
 )
+from lifecycle.core.plan import conclude
 from lifecycle.core.status import Outcome
-from lifecycle.core.values import Observation
+from lifecycle.core.values import Observation, Result
 from lifecycle.machines.claim import DATABASE_BINDING, ClaimMachine
 
 
@@ -533,3 +534,15 @@ def test_a_deleting_claim_held_in_binding_is_terminating_stuck_and_keeps_its_res
     assert settled.status["resourceRef"] == {"namespace": "ns", "name": "db"}
     assert settled.status["conditions"][-1] == condition(
         "Stuck", "True", "StuckInBinding", "in binding for 3600s, longer than 1800s", 4)
+
+
+def test_a_bound_claim_waiting_on_its_resource_is_polled_not_requeued_as_waiting() -> None:
+    transition = TABLE.candidates("bound", "wait")[0]
+    facts = ClaimFacts("bound", "u", generation=4, resource_ref=("ns", "db"))
+    decision = Decision("bound", Choice("wait", "ResourceNotReady", "w"), transition)
+    concluded = conclude(ClaimMachine, {"state": "bound"}, facts, decision, now=NOW, key="u",
+                         settler=settle_claim, fallback=False, waiting=False)
+    assert concluded.result.reason == "Poll"
+    waiting = conclude(ClaimMachine, {"state": "bound"}, facts, decision, now=NOW, key="u",
+                       settler=settle_claim, fallback=False)
+    assert waiting.result == Result.later(ClaimMachine.timing.default_wait, "Waiting")
