@@ -61,7 +61,7 @@ def test_camel() -> None:
 # --------------------------------------------------------------------------- the compiled table
 
 
-def test_the_table_keeps_names_conditions_docs_and_actions() -> None:
+def test_the_compiled_table_keeps_names_conditions_docs_and_actions() -> None:
     table = compile_table(M)
     assert table.name == "ManagedResourceMachine"
     assert table.initial == "unclaimed" and table.finals == ("deleted",)
@@ -104,7 +104,7 @@ def documented() -> type[LifecycleMachine]:
     return Documented
 
 
-def test_guards_unless_and_defaults_are_compiled_as_declared() -> None:
+def test_guards_unless_and_defaults_compile_as_declared() -> None:
     table = documented().table()
     first, second = table.candidates("start", "go")
     assert (first.target, first.guards, first.unless, first.actions) == (
