@@ -63,7 +63,7 @@ def _engine(target: Target, api: Any, clock: VirtualClock, connector: CrashingCo
         view = StaleView(api, pairs, stale, {k.kind for k in kinds},
                          lambda kind, ns, name: env.enqueue(kind, name, ns), now=clock.now)
         start = clock.now()
-        engine_api = view.cache(engine_api, {}, lambda: (clock.now() - start).total_seconds())
+        engine_api = view.cache(engine_api, lambda: (clock.now() - start).total_seconds())
     env.stale_view = view  # type: ignore[attr-defined]
     reconciler = target.reconciler(engine_api, managed, connector, clock=clock.now)
     env.reconcilers[managed.kind] = TracedReconciler(reconciler, recorder)  # type: ignore[assignment]

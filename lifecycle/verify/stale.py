@@ -25,7 +25,7 @@ A restarted engine starts with stores caught up, as a fresh informer's list is.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from lifecycle.driver.cache import CachedCluster
@@ -133,7 +133,6 @@ class StaleView:
         self.stores = {pair: LaggingStore(api, pair[0], pair[1], lag, self._deliver,
                                           self.floor)
                        for pair in dict.fromkeys(kinds)}
-        self.delivered = 0
 
     def floor(self) -> int:
         """The oldest resourceVersion a store may show now: the newest one written before
@@ -158,7 +157,6 @@ class StaleView:
             triggers = update_triggers(before, after)
         if triggers:
             meta = (after or before or {}).get("metadata") or {}
-            self.delivered += 1
             self._enqueue(kind, meta.get("namespace"), meta["name"])
 
     def catch_up(self) -> bool:
@@ -168,36 +166,21 @@ class StaleView:
             changed |= store.advance(int(store.api.resource_version))
         return changed
 
-    def cache(self, engine_api: Any, namespaced: Mapping[tuple[str, str], bool],
-              clock: Callable[[], float]) -> CachedCluster:
+    def cache(self, engine_api: Any, clock: Callable[[], float]) -> CachedCluster:
         """The operator's cached reader over ``engine_api``, serving every kind from its store."""
-        cached = CachedCluster(_WithInfo(engine_api, namespaced), clock=clock)
+        cached = CachedCluster(_WithInfo(engine_api), clock=clock)
         for (api_version, kind), store in self.stores.items():
             cached.serve_from(api_version, kind, store, complete=True)
         return cached
 
 
-class _Info:
-    def __init__(self, namespaced: bool) -> None:
-        self.namespaced = namespaced
-
-
 class _WithInfo:
-    """Gives an embedded-API face the ``info`` a :class:`CachedCluster` asks its cluster for."""
+    """Gives an embedded-API face the ``info`` a :class:`CachedCluster` asks its cluster for
+    (the served type, whose ``namespaced`` it reads)."""
 
-    def __init__(self, api: Any, namespaced: Mapping[tuple[str, str], bool]) -> None:
+    def __init__(self, api: Any) -> None:
         self._api = api
-        self._namespaced = namespaced
-
-    def info(self, api_version: str, kind: str) -> _Info:
-        known = self._namespaced.get((api_version, kind))
-        if known is None:
-            known = self._api.resource_type(api_version, kind).namespaced
-        return _Info(known)
-
-    def delete(self, api_version: str, kind: str, namespace: str | None, name: str,
-               **options: Any) -> Any:
-        return self._api.delete(api_version, kind, namespace, name, **options)
+        self.info = api.resource_type
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._api, name)

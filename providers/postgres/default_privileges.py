@@ -98,13 +98,8 @@ class DefaultPrivilegesParameters:
         if self.role == self.target_role:
             raise ValueError("'role' is 'targetRole': the owner holds every privilege on what "
                              "it creates, so it needs no default privileges")
-        allowed = self.allowed
-        expanded = set(allowed) if "ALL" in self.privileges else set(self.privileges)
-        wrong = sorted(expanded - set(allowed))
-        if wrong:
-            raise ValueError(f"privilege(s) {', '.join(wrong)} do not apply to objectType "
-                             f"{self.object_type}; use {', '.join(allowed)} or ALL")
-        object.__setattr__(self, "privileges", tuple(sorted(expanded)))
+        object.__setattr__(self, "privileges", fields.expand_privileges(
+            self.privileges, self.allowed, f"objectType {self.object_type}"))
 
     @property
     def allowed(self) -> tuple[str, ...]:

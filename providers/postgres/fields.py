@@ -88,3 +88,14 @@ def name(*, required: bool = False) -> Any:
     if required:
         return attrs.field(validator=_name)
     return attrs.field(default=None, validator=_name)
+
+
+def expand_privileges(privileges: Any, allowed: tuple[str, ...], on: str) -> tuple[str, ...]:
+    """``privileges`` with ``ALL`` expanded to ``allowed``, sorted; a ``ValueError`` naming
+    any that ``on`` (what they are granted on, for the message) does not have."""
+    expanded = set(allowed) if "ALL" in privileges else set(privileges)
+    wrong = sorted(expanded - set(allowed))
+    if wrong:
+        raise ValueError(f"privilege(s) {', '.join(wrong)} do not apply to {on}; "
+                         f"use {', '.join(allowed)} or ALL")
+    return tuple(sorted(expanded))

@@ -233,13 +233,8 @@ class GrantParameters:
                                          or self.tables == (EVERY,)):
             raise ValueError("'columns' needs 'tables' naming exactly one table (not \"*\"): "
                              "the table the columns are of; use one Grant per table")
-        allowed = self.allowed
-        expanded = set(allowed) if "ALL" in self.privileges else set(self.privileges)
-        wrong = sorted(expanded - set(allowed))
-        if wrong:
-            raise ValueError(f"privilege(s) {', '.join(wrong)} do not apply to a "
-                             f"{self.keyword.lower()}; use {', '.join(allowed)} or ALL")
-        object.__setattr__(self, "privileges", tuple(sorted(expanded)))
+        object.__setattr__(self, "privileges", fields.expand_privileges(
+            self.privileges, self.allowed, f"a {self.keyword.lower()}"))
 
     @property
     def keyword(self) -> str:
