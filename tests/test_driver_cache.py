@@ -11,16 +11,18 @@ from typing import Any
 
 import pytest
 
+from lifecycle.core.errors import TerminalError
 from lifecycle.core.kind import CONNECTION_SECRET_LABEL
 from lifecycle.driver.cache import CachedCluster, cached_manager
 from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.driver.informer import InformerOptions
 from lifecycle.driver.manager import ManagerOptions
-from lifecycle.kube.errors import Conflict, NotFound, TooManyRequests
+from lifecycle.kube.errors import AlreadyExists, Conflict, NotFound, TooManyRequests
 from lifecycle.kube.resources import ResourceType
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.runtime.secrets import ConnectionSecrets, decode
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.embedded import embedded_cluster
 from lifecycle.sim.http import APIServerHTTP
@@ -189,6 +191,93 @@ def test_kinds_without_a_store_and_deletes_go_to_the_server(setup):
     with pytest.raises(NotFound):
         cached.get(API, KIND, "default", "a")  # the store still has it; the server does not
     assert inner.calls == ["get"]
+
+
+# ------------------------------------- lookup: a create follows a miss
+def secret_setup() -> tuple[Counting, Store, CachedCluster]:
+    inner, store = Counting(), Store()
+    cached = CachedCluster(inner)  # type: ignore[arg-type]
+    cached.serve_from("v1", "Secret", store, complete=False)  # label-selected: partial
+    return inner, store, cached
+
+
+def owner(uid: str = "uid-1") -> dict[str, Any]:
+    return {"apiVersion": DatabaseInstance.api_version, "kind": DatabaseInstance.kind,
+            "metadata": {"name": "db", "namespace": "default", "uid": uid},
+            "spec": {"writeConnectionSecretToRef": {"name": "db-conn"}}}
+
+
+def test_lookup_answers_a_partial_store_miss_without_a_call(setup):
+    inner, store, cached = setup
+    cached.serve_from(API, KIND, store, complete=False)
+    inner.api.create(configmap("a"))  # on the server, not in the store
+    inner.calls.clear()
+    assert cached.lookup(API, KIND, "default", "a") is None
+    assert inner.calls == []
+    store.put(inner.api.get(API, KIND, "default", "a"))
+    assert cached.lookup(API, KIND, "default", "a")["data"] == {"k": "a"}
+    assert inner.calls == []
+    # get still reads what a partial store does not hold from the server
+    with pytest.raises(NotFound):
+        cached.get(API, KIND, "default", "b")
+    assert inner.calls == ["get"]
+
+
+def test_a_create_that_meets_an_object_sends_the_next_read_to_the_server(setup):
+    inner, store, cached = setup
+    cached.serve_from(API, KIND, store, complete=False)
+    inner.api.create(configmap("a", "theirs"))
+    assert cached.lookup(API, KIND, "default", "a") is None
+    with pytest.raises(AlreadyExists):
+        cached.create(configmap("a", "ours"))
+    inner.calls.clear()
+    assert cached.lookup(API, KIND, "default", "a")["data"] == {"k": "theirs"}
+    assert inner.calls == ["get"]
+    inner.calls.clear()
+    # What the server said is remembered until the store catches up.
+    assert cached.lookup(API, KIND, "default", "a")["data"] == {"k": "theirs"}
+    assert inner.calls == []
+
+
+def test_a_missing_connection_secret_is_created_without_a_read():
+    inner, _, cached = secret_setup()
+    secrets = ConnectionSecrets(cached, DatabaseInstance, lambda: "new-password")
+    assert secrets.ensure_password(owner(), False) == "new-password"
+    assert inner.calls == ["create"]
+    stored = inner.api.get("v1", "Secret", "default", "db-conn")
+    assert decode(stored) == {"password": "new-password"}
+
+
+def test_a_password_the_store_has_not_seen_is_kept_not_overwritten():
+    inner, _, cached = secret_setup()
+    first = ConnectionSecrets(inner.api, DatabaseInstance, lambda: "first")
+    assert first.ensure_password(owner(), False) == "first"
+    inner.calls.clear()
+    # A later pass (another process) whose Secret store has not caught up yet.
+    secrets = ConnectionSecrets(cached, DatabaseInstance, lambda: "second")
+    assert secrets.ensure_password(owner(), False) == "first"
+    assert inner.calls == ["create", "get"]  # the create met it; nothing was written
+    assert decode(inner.api.get("v1", "Secret", "default", "db-conn")) == {"password": "first"}
+    # Details are still merged into it.
+    inner.calls.clear()
+    secrets.publish(owner(), {"endpoint": "db.example"})
+    assert inner.calls == ["replace"]
+    assert decode(inner.api.get("v1", "Secret", "default", "db-conn")) == {
+        "password": "first", "endpoint": "db.example"}
+
+
+def test_a_secret_of_someone_else_outside_the_store_is_refused_after_the_create():
+    inner, _, cached = secret_setup()
+    inner.api.create({"apiVersion": "v1", "kind": "Secret",
+                      "metadata": {"name": "db-conn", "namespace": "default"},
+                      "data": {"password": "dGhlaXJz"}})
+    inner.calls.clear()
+    secrets = ConnectionSecrets(cached, DatabaseInstance, lambda: "mine")
+    with pytest.raises(TerminalError) as caught:
+        secrets.ensure_password(owner(), False)
+    assert caught.value.reason == "ConnectionSecretNotOwned"
+    assert inner.calls == ["create", "get"]
+    assert decode(inner.api.get("v1", "Secret", "default", "db-conn")) == {"password": "theirs"}
 
 
 # ------------------------------------------------------ over the HTTP face

@@ -3,7 +3,7 @@
 A provider whose create has finished when it returns lets the engine observe
 once more in the same pass; when that shows the resource available, the pass
 concludes both transitions (unclaimed -> creating -> ready) with one status
-write and one connection-Secret update. Anything else (still pending, not
+write, one connection-Secret update and one Event naming the path. Anything else (still pending, not
 visible yet, an error) leaves the pass exactly as without the flag.
 """
 
@@ -48,11 +48,13 @@ def test_a_finished_create_is_ready_after_one_pass_and_one_status_write() -> Non
     steps = env.run_until_idle()
     assert [s.after for s in steps] == ["ready"]
     assert steps[0].result.kind is ResultKind.REQUEUE_AFTER and steps[0].result.reason == "Poll"
-    assert writes(env) == {"object": 2, "status": 1, "secret": 2, "event": 2}
+    assert writes(env) == {"object": 2, "status": 1, "secret": 2, "event": 1}
     obj = env.get(KIND, "db")
     assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"] == 2
     assert '"outcome": "succeeded"' in obj["metadata"]["annotations"][INTENT]
-    assert [e["reason"] for e in env.events("db")] == ["Create", "Available"]
+    assert [(e["type"], e["reason"], e["message"]) for e in env.events("db")] == [
+        ("Normal", "Available", "unclaimed -> creating -> ready: "
+         "creating the external resource; Available")]
     secret = env.secret("db-conn")
     assert set(secret) >= {"password", "endpoint", "port"}
     history = obj["status"].get("history") or []
@@ -97,10 +99,12 @@ def test_crash_safe_at_every_point_with_fresh_and_stale_reads() -> None:
     assert fresh.counterexamples == []
     stale = explore(target, variants=(*VARIANTS, CONCURRENT), stale=1)
     assert stale.counterexamples == []
-    # Fewer side effects than the same cloud without the flag: one status write and one
-    # Secret update less per create.
+    # Fewer side effects than the same cloud without the flag: one status write, one
+    # Secret update and one Event less per create.
     two_passes = explore(_synchronous_cloud_target(DatabaseInstance), points=())
-    assert fresh.points == two_passes.points - 2
+    assert fresh.points == two_passes.points - 3
+    assert sum("record_event" in op for op in fresh.operations) == sum(
+        "record_event" in op for op in two_passes.operations) - 1
 
 
 # ------------------------------------------------------------- the pure decision
@@ -138,3 +142,35 @@ def test_a_pass_that_did_not_create_is_not_followed() -> None:
     failed = decision.failing(ExternalError("boom", reason="ProviderError"), "create")
     assert not created(failed, facts)
     assert not created(decision, attrs.evolve(facts, deleting=True))
+
+
+def test_the_two_transitions_of_the_pass_are_recorded_as_one_event() -> None:
+    from datetime import UTC, datetime
+
+    from lifecycle.core.plan import Plan, conclude, passage
+    from lifecycle.core.status import Settled
+
+    facts, decision = _create_decision()
+    machine = DatabaseInstance.machine
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    made = conclude(machine, {}, facts, decision, now=now, key="k")
+    after, following = after_create(machine, facts, decision, Observation(exists=True))
+    then = conclude(machine, made.settled.status, after, following, now=now, key="k")
+    assert made.settled.events == (
+        ("Normal", "Create", "unclaimed -> creating: creating the external resource"),)
+    assert passage(made, then) == (
+        ("Normal", "Available",
+         "unclaimed -> creating -> ready: creating the external resource; Available"),)
+    # Other Events of either step are kept, in order, around the joined one.
+    stuck = ("Warning", "Stuck", "in creating for too long")
+    with_stuck = attrs.evolve(then, settled=Settled(then.settled.status,
+                                                    (stuck, *then.settled.events)))
+    assert passage(made, with_stuck) == (
+        ("Normal", "Available",
+         "unclaimed -> creating -> ready: creating the external resource; Available"),
+        stuck)
+    # A step without its transition Event (a kind's own status builder) is not joined.
+    quiet = attrs.evolve(then, settled=Settled(then.settled.status, (stuck,)))
+    assert passage(made, quiet) == (*made.settled.events, stuck)
+    nothing = Plan(then.source, then.choice, None, then.settled, then.result)
+    assert passage(made, nothing) == made.settled.events + then.settled.events

@@ -33,7 +33,9 @@ def test_a_role_or_database_is_ready_after_one_pass_and_one_status_write(
     steps = env.run_until_idle()
     assert [(s.before, s.after) for s in steps] == [(None, "ready")]
     assert env.api.stats["replace_status"] == 1
-    assert [e["reason"] for e in env.events("x")] == ["Create", "Available"]
+    assert [(e["reason"], e["message"]) for e in env.events("x")] == [
+        ("Available", "unclaimed -> creating -> ready: creating the external resource; "
+         "Available")]
     obj = env.get(kind, "x")
     assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
     assert '"outcome": "succeeded"' in obj["metadata"]["annotations"]["lifecycle.dev/intent"]

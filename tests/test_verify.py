@@ -148,6 +148,48 @@ def test_broken_client_that_leaks_is_caught() -> None:
     assert any("leaked" in p for p in report.counterexamples[0].problems)
 
 
+def test_a_client_that_gives_the_resource_another_password_is_caught() -> None:
+    from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
+
+    class Mangling:
+        """Creates the instance with a password other than the one the engine stored."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+        def create(self, resource: Any) -> Any:
+            made = self.inner.create(attrs.evolve(resource, password=resource.password + "-x"))
+            return attrs.evolve(made, connection={k: v for k, v in made.connection.items()
+                                                  if k != "password"})
+
+    class Connector:
+        def __init__(self, cloud: SimCloud) -> None:
+            self.real = DatabaseConnector(cloud)
+
+        def connect(self, resource: Any, config: Any) -> Mangling:
+            return Mangling(self.real.connect(resource, config))
+
+    base = simcloud_target(DatabaseInstance)
+
+    def system() -> verify.ExternalSystem:
+        built = base.system()
+        cloud = built.connector.cloud  # type: ignore[attr-defined]
+        return attrs.evolve(built, connector=Connector(cloud))
+
+    report = explore(attrs.evolve(base, system=system), points=[1], sides=["before"],
+                     variants=["restart"])
+    assert report.counterexamples
+    problems = report.counterexamples[0].problems
+    assert any("connection Secret default/alpha-conn does not hold the password external "
+               "resource" in p for p in problems), problems
+    assert report.counterexamples[0].point is None  # wrong even without a crash
+    # The real client passes, and no message ever carries a password.
+    assert explore(base, points=[1], sides=["before"], variants=["restart"]).ok
+
+
 def test_crash_after_point_performs_the_write() -> None:
     target = simcloud_target(DatabaseInstance)
     run = run_scenario(target, CrashPoint(1, "after"))

@@ -39,12 +39,12 @@ from lifecycle.core.decide import (
 )
 from lifecycle.core.errors import HandledError
 from lifecycle.core.kind import PAUSED
-from lifecycle.core.machine import LifecycleMachine, TransitionSpec
+from lifecycle.core.machine import LifecycleMachine, TransitionSpec, camel
 from lifecycle.core.status import Outcome, Settled, paused, settle
 from lifecycle.core.values import Condition, Observation, ProviderStatus, Result
 
 __all__ = ["OBSERVATIONS", "PAUSED_MESSAGE", "Plan", "Settler", "after_create", "conclude",
-           "created", "describe", "gather", "held", "plan", "restore", "stopped"]
+           "created", "describe", "gather", "held", "passage", "plan", "restore", "stopped"]
 
 #: A status builder: ``(machine, stored status, outcome, now) -> Settled``.
 #: :func:`lifecycle.core.status.settle` builds the status of managed resources.
@@ -192,6 +192,41 @@ def after_create(machine: type[LifecycleMachine], facts: Facts, decision: Decisi
             or following.choice.event == "wait" or step.target == state):
         return None
     return after, following
+
+
+Event = tuple[str, str, str]
+
+
+def _step(p: Plan) -> tuple[int, str] | None:
+    """Where ``p``'s Normal transition Event is among its Events, and its detail."""
+    t = p.transition
+    if t is None:
+        return None
+    prefix = f"{t.source} -> {t.target}: "
+    for i, (type_, reason, message) in enumerate(p.settled.events):
+        if type_ == "Normal" and reason == camel(t.event) and message.startswith(prefix):
+            return i, message[len(prefix):]
+    return None
+
+
+def passage(made: Plan, then: Plan) -> tuple[Event, ...]:
+    """The Events of a pass that created and then observed the result: one Event per pass.
+
+    The two Normal transition Events become one, with the reason of the
+    last transition and a message naming the path and each step's detail
+    (``"unclaimed -> creating -> ready: creating the external resource;
+    Available"``); ``status.history`` still records both transitions. Other
+    Events (a Stuck warning) are kept in order.
+    """
+    a, b = _step(made), _step(then)
+    if a is None or b is None or made.transition is None or then.transition is None:
+        return made.settled.events + then.settled.events
+    first, second = made.transition, then.transition
+    joined = ("Normal", camel(second.event),
+              f"{first.source} -> {first.target} -> {second.target}: {a[1]}; {b[1]}")
+    before = made.settled.events[:a[0]] + made.settled.events[a[0] + 1:]
+    after = then.settled.events[:b[0]] + then.settled.events[b[0] + 1:]
+    return (*before, joined, *after)
 
 
 def plan(

@@ -38,7 +38,7 @@ from lifecycle.core.objects import metadata
 from lifecycle.driver.cluster import KubeCluster
 from lifecycle.driver.informer import Informer, InformerOptions
 from lifecycle.driver.manager import Manager, ManagerOptions
-from lifecycle.kube.errors import Conflict, NotFound
+from lifecycle.kube.errors import AlreadyExists, Conflict, NotFound
 from lifecycle.kube.objects import clone
 from lifecycle.runtime.contract import Connector
 
@@ -154,6 +154,24 @@ class CachedCluster:
     def get(self, api_version: str, kind: str, namespace: str | None,
             name: str) -> dict[str, Any]:
         """The object from the store when it can answer; else from the API server."""
+        return self._read(api_version, kind, namespace, name, presume=False)
+
+    def lookup(self, api_version: str, kind: str, namespace: str | None,
+               name: str) -> dict[str, Any] | None:
+        """Like :meth:`get`, but a miss in a synced partial store is None, not a live read.
+
+        For a caller that creates what is absent and retries from a fresh
+        read on ``AlreadyExists``: the create itself tells an object the
+        store does not hold (another's, or one not caught up yet), so the
+        read before it costs nothing. ``NotFound`` is None too.
+        """
+        try:
+            return self._read(api_version, kind, namespace, name, presume=True)
+        except NotFound:
+            return None
+
+    def _read(self, api_version: str, kind: str, namespace: str | None, name: str, *,
+              presume: bool) -> dict[str, Any]:
         found = self._stores.get((api_version, kind))
         if found is None or not found[0].synced.is_set():
             return self.cluster.get(api_version, kind, namespace, name)
@@ -176,7 +194,7 @@ class CachedCluster:
             with self._lock:
                 self._written.pop(ident, None)
         if stored is None:
-            if complete:
+            if complete or presume:
                 self.hits += 1
                 raise NotFound(f'{kind.lower()}s "{name}" not found')
             return self._live(ident)
@@ -191,8 +209,16 @@ class CachedCluster:
 
     # -------------------------------------------------------------- writes
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create through the API server; remember the result."""
-        made = self.cluster.create(obj)
+        """Create through the API server; remember the result.
+
+        ``AlreadyExists`` sends the next read of that name to the API server.
+        """
+        try:
+            made = self.cluster.create(obj)
+        except AlreadyExists:
+            with self._lock:
+                self._fresh.add(self._ident(obj))
+            raise
         self._remember(self._ident(made), made, "")
         return made
 

@@ -71,7 +71,7 @@ from lifecycle.core.ownership import (
     judge,
     owner_mark,
 )
-from lifecycle.core.plan import after_create, conclude, created, gather, held
+from lifecycle.core.plan import Plan, after_create, conclude, created, gather, held, passage
 from lifecycle.core.values import Observation, Result, now
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.errors import ApiError, NotFound, TooManyRequests
@@ -443,17 +443,17 @@ class Reconciler:
             except HandledError as exc:
                 decision = decision.failing(exc, "publish")
         old = objects.status(run.obj)
-        events: list[tuple[str, str, str]] = []
+        made: Plan | None = None
         if first is not None:  # the create's own conclusion, then the observation's on it
             made = conclude(machine, old, first[0], first[1], now=self.clock(),
                             key=run.obj["metadata"]["uid"], notes=run.notes,
                             external_name=run.external_name)
-            events += made.settled.events
-        concluded = conclude(machine, old if first is None else made.settled.status,
+        concluded = conclude(machine, old if made is None else made.settled.status,
                              facts, decision, now=self.clock(),
                              key=run.obj["metadata"]["uid"], notes=run.notes,
                              external_name=run.external_name, dirty=run.dirty)
-        events += concluded.settled.events
+        events = (concluded.settled.events if made is None
+                  else passage(made, concluded))
         final = self.table.states[concluded.target].final
         if not final:
             self._mutate(run, lambda m: None)  # commit what is still staged

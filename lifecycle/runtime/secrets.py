@@ -34,8 +34,19 @@ def generate_password() -> str:
     return secrets.token_urlsafe(24)
 
 
-def read_secret(api: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
-    """The Secret ``namespace/name``, or None when it does not exist."""
+def read_secret(api: Cluster, namespace: str, name: str, *,
+                creating: bool = False) -> dict[str, Any] | None:
+    """The Secret ``namespace/name``, or None when it does not exist.
+
+    ``creating``: the caller creates the Secret when this returns None and
+    treats ``AlreadyExists`` as a conflict to retry from a fresh read. A
+    cached cluster may then answer None from its store alone (its ``lookup``),
+    since the create itself tells a Secret the store does not hold.
+    """
+    lookup = getattr(api, "lookup", None) if creating else None
+    if lookup is not None:
+        found: dict[str, Any] | None = lookup("v1", "Secret", namespace, name)
+        return found
     try:
         return api.get("v1", "Secret", namespace, name)
     except NotFound:
@@ -97,16 +108,18 @@ class ConnectionSecrets:
                 "namespace", reason="SecretNamespaceNotAllowed")
 
     def read(self, owner: Mapping[str, Any], namespace: str, name: str,
-             fresh: bool = False) -> dict[str, Any] | None:
+             fresh: bool = False, *, creating: bool = False) -> dict[str, Any] | None:
         """The connection Secret of ``owner``, read once per pass (again when ``fresh``).
 
         Returns a private copy; raises :class:`TerminalError`
         ``ConnectionSecretNotOwned`` when the Secret exists without ``owner``'s
         mark (it belongs to another resource, or the operator did not create it).
+        ``creating``: a None answer is followed by a create (see :func:`read_secret`).
         """
         key = (namespace, name)
         if fresh or key not in self._seen:
-            self._seen[key] = read_secret(self.api, namespace, name)
+            self._seen[key] = read_secret(self.api, namespace, name,
+                                          creating=creating and not fresh)
         secret = self._seen[key]
         if secret is None:
             return None
@@ -117,10 +130,11 @@ class ConnectionSecrets:
                 reason="ConnectionSecretNotOwned")
         return dict(secret)
 
-    def stored_password(self, owner: Mapping[str, Any]) -> str | None:
+    def stored_password(self, owner: Mapping[str, Any], *,
+                        creating: bool = False) -> str | None:
         """The password recorded in ``owner``'s connection Secret, if any."""
         self.check_namespace(owner)
-        secret = self.read(owner, *connection_secret_ref(owner))
+        secret = self.read(owner, *connection_secret_ref(owner), creating=creating)
         return decode(secret).get("password") if secret else None
 
     def password(self, owner: Mapping[str, Any], read_only: bool, forced: bool,
@@ -143,32 +157,43 @@ class ConnectionSecrets:
         return self.ensure_password(owner, forced)
 
     def ensure_password(self, owner: Mapping[str, Any], forced: bool = False) -> str:
-        """Reuse the password in the connection Secret, or generate and persist one first."""
-        stored = self.stored_password(owner)
+        """Reuse the password in the connection Secret, or generate and persist one first.
+
+        A password found only on the retry after a create that met an
+        existing Secret is kept: the new one is never written over it.
+        """
+        stored = self.stored_password(owner, creating=True)
         if stored:
             return stored
         password = self.password_factory()
-        self.publish(owner, {"password": password}, forced)
-        return password
+        self.publish(owner, {"password": password}, forced, keep=True)
+        namespace, name = connection_secret_ref(owner)
+        written = self._seen.get((namespace, name))
+        return (decode(written).get("password") if written else None) or password
 
     def publish(self, owner: Mapping[str, Any], details: Mapping[str, str],
-                forced: bool = False) -> None:
+                forced: bool = False, *, keep: bool = False) -> None:
         """Merge ``details`` into ``owner``'s connection Secret; write only when it changed.
 
-        ``forced`` writes even an unchanged Secret. A conflicting write is
-        retried from a fresh read; an invalid Secret is a terminal error, a
-        Secret that cannot be written (missing namespace, forbidden) a
-        handled one.
+        ``forced`` writes even an unchanged Secret; ``keep`` sets only the
+        keys the Secret lacks or holds empty. A missing Secret is created without reading
+        it from the API server when a cache can tell (see :func:`read_secret`).
+        A conflicting write is retried from a fresh read; an invalid Secret is
+        a terminal error, a Secret that cannot be written (missing namespace,
+        forbidden) a handled one.
         """
         self.check_namespace(owner)
         namespace, name = connection_secret_ref(owner)
         fresh = [False]
 
         def attempt() -> None:
-            secret = self.read(owner, namespace, name, fresh=fresh[0])
+            secret = self.read(owner, namespace, name, fresh=fresh[0], creating=True)
             fresh[0] = True
             current = decode(secret) if secret else {}
-            wanted = {**current, **{k: str(v) for k, v in details.items()}}
+            given = {k: str(v) for k, v in details.items()}
+            if keep:  # only what the Secret lacks (or holds empty)
+                given = {k: v for k, v in given.items() if not current.get(k)}
+            wanted = {**current, **given}
             if secret is not None and wanted == current and not forced:
                 return
             data = {k: base64.b64encode(v.encode()).decode() for k, v in wanted.items()}

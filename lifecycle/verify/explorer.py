@@ -10,8 +10,15 @@ import attrs
 
 from lifecycle.core import objects
 from lifecycle.core.conditions import get as get_condition
-from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, PROVIDER_CONFIG_KIND, Kind
+from lifecycle.core.kind import (
+    EXTERNAL_NAME,
+    FINALIZER,
+    PROVIDER_CONFIG_KIND,
+    Kind,
+    connection_secret_ref,
+)
 from lifecycle.kube.errors import NotFound
+from lifecycle.runtime.secrets import decode, read_secret
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.testing import Environment, VirtualClock
 from lifecycle.verify.crashing import CrashingAPI, CrashingConnector, TracedReconciler
@@ -237,6 +244,29 @@ def _check(env: Environment, target: Target, manifests: Mapping[str, dict[str, A
     for external in sorted(existing):
         if external not in tracked:
             problems.append(f"external resource {external} leaked: no object tracks it")
+    if expect == "ready" and connector.system.password is not None:
+        problems += _passwords(env, items, existing, connector.system.password)
+    return problems
+
+
+def _passwords(env: Environment, items: Sequence[Mapping[str, Any]], existing: set[str],
+               password: Callable[[str], str | None]) -> list[str]:
+    """Ready objects whose connection Secret does not hold the password their resource was
+    given. The passwords themselves never appear in the problems.
+    """
+    problems = []
+    for obj in items:
+        external = objects.annotations(obj).get(EXTERNAL_NAME)
+        if not external or external not in existing or objects.status(obj).get(
+                "state") != "ready" or FINALIZER not in objects.finalizers(obj):
+            continue
+        given = password(external)
+        namespace, name = connection_secret_ref(obj)
+        stored = decode(read_secret(env.api, namespace, name) or {}).get("password")
+        if given is not None and stored != given:
+            problems.append(f"{obj['metadata']['name']}'s connection Secret {namespace}/{name} "
+                            f"does not hold the password external resource {external} was "
+                            "given" + (" (it holds none)" if stored is None else ""))
     return problems
 
 

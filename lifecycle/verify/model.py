@@ -79,6 +79,9 @@ class ExternalSystem:
     api_seed: int = 0
     #: Called once the run is over and checked: removes what the run left on a real system.
     close: Callable[[], None] | None = None
+    #: The password an external resource holds now, when the system can tell: a Ready
+    #: object's connection Secret must hold the same one.
+    password: Callable[[str], str | None] | None = None
 
 
 @attrs.frozen

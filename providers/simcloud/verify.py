@@ -54,7 +54,7 @@ def simcloud_target(kind: Kind, label: str = "") -> Target:
     def system() -> ExternalSystem:
         cloud = _cloud()
         return ExternalSystem(DatabaseConnector(cloud), lambda: set(cloud.instances()),
-                              cloud.creations)
+                              cloud.creations, password=cloud.password_of)
 
     def manifest(name: str) -> dict[str, Any]:
         data = database_manifest(name)
@@ -237,7 +237,8 @@ def shared_name_target(kind: Kind, label: str = "") -> Target:
     def system() -> ExternalSystem:
         cloud = _cloud()
         current["log"] = _CallLog(DatabaseConnector(cloud))
-        return ExternalSystem(current["log"], lambda: set(cloud.instances()), cloud.creations)
+        return ExternalSystem(current["log"], lambda: set(cloud.instances()), cloud.creations,
+                              password=cloud.password_of)
 
     def setup(env: Environment, system: ExternalSystem) -> None:
         env.namespace(OTHER_NAMESPACE)
