@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from lifecycle.core.errors import TerminalError
-from lifecycle.core.kind import CONNECTION_SECRET_LABEL
+from lifecycle.core.kind import CONNECTION_SECRET_LABEL, EXTERNAL_NAME
 from lifecycle.driver.cache import CachedCluster, cached_manager
 from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.driver.informer import InformerOptions
@@ -26,6 +26,7 @@ from lifecycle.runtime.secrets import ConnectionSecrets, decode
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.embedded import embedded_cluster
 from lifecycle.sim.http import APIServerHTTP
+from lifecycle.testing import Environment
 
 API, KIND = "v1", "ConfigMap"
 
@@ -278,6 +279,65 @@ def test_a_secret_of_someone_else_outside_the_store_is_refused_after_the_create(
     assert caught.value.reason == "ConnectionSecretNotOwned"
     assert inner.calls == ["create", "get"]
     assert decode(inner.api.get("v1", "Secret", "default", "db-conn")) == {"password": "theirs"}
+
+
+class _Served:
+    """The harness's API face with the ``info`` a CachedCluster asks its cluster for."""
+
+    def __init__(self, api: Any, types: EmbeddedAPI) -> None:
+        self._api = api
+        self.info = types.resource_type
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._api, name)
+
+
+def cached_environment() -> tuple[Environment, SimCloud]:
+    """A harness whose reconciler reads Secrets through a label-selected (partial) store
+    that holds none: every Secret on the server is one the store has not seen."""
+    cloud = SimCloud(seed=0, create_polls=0, modify_polls=0, delete_polls=0)
+    env = Environment([(DatabaseInstance, DatabaseConnector(cloud))])
+    env.provider_config()
+    cached = CachedCluster(_Served(env.operator_api, env.api))  # type: ignore[arg-type]
+    cached.serve_from("v1", "Secret", Store(), complete=False)
+    env.reconcilers[DatabaseInstance.kind].api = cached
+    return env, cloud
+
+
+def test_another_secret_outside_the_store_refuses_the_object_before_anything_is_committed():
+    env, cloud = cached_environment()
+    env.api.create({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "db-conn", "namespace": "default"},
+                    "data": {"password": "dGhlaXJz"}})
+    env.apply(database_manifest("db", annotations={EXTERNAL_NAME: "shared-x"}))
+    env.run_until_idle()
+    obj = env.get(DatabaseInstance.kind, "db")
+    assert obj["metadata"].get("finalizers") in (None, [])
+    assert EXTERNAL_NAME in obj["metadata"]["annotations"]  # the user's own annotation only
+    assert env.condition(DatabaseInstance.kind, "db", "Failed").reason == "ConnectionSecretNotOwned"
+    assert cloud.instances() == {}
+    assert env.api.get("v1", "Secret", "default", "db-conn")["data"] == {"password": "dGhlaXJz"}
+    # The refused object holds no claim on its external name: another object takes it.
+    other = database_manifest("db2", annotations={EXTERNAL_NAME: "shared-x"})
+    other["spec"]["writeConnectionSecretToRef"] = {"name": "db2-conn"}
+    env.apply(other)
+    env.run_until_idle()
+    assert env.get(DatabaseInstance.kind, "db2")["status"]["state"] == "ready"
+    assert set(cloud.instances()) == {"shared-x"}
+
+
+def test_an_own_secret_outside_the_store_keeps_its_password_through_the_create():
+    env, cloud = cached_environment()
+    env.apply(database_manifest("db"))
+    obj = env.get(DatabaseInstance.kind, "db")
+    # An earlier pass (another process) persisted the password, then stopped.
+    ConnectionSecrets(env.api, DatabaseInstance, lambda: "persisted-first-1").ensure_password(obj)
+    env.run_until_idle()
+    obj = env.get(DatabaseInstance.kind, "db")
+    assert obj["status"]["state"] == "ready"
+    external = obj["metadata"]["annotations"][EXTERNAL_NAME]
+    assert cloud.password_of(external) == "persisted-first-1"
+    assert env.secret("db-conn")["password"] == "persisted-first-1"
 
 
 # ------------------------------------------------------ over the HTTP face

@@ -197,13 +197,17 @@ class Reconciler:
         if g.orphan:
             # Leaving the external resource behind needs no provider at all.
             return self._run(run, gather(g, objects.status(run.obj)), None)
-        refused = None if g.deleting else self._validate(run)
+        # A pass that will persist a password creates a missing Secret rather than read it.
+        creating = self.kind.password and not g.deleting and g.policy.allows_modify
+        refused = None if g.deleting else self._validate(run, creating)
         if refused is None:
             refused = self._claim(run, g.deleting)
             if refused is not None and g.deleting:
                 # Another object holds the name: leave its resource alone.
                 return self._run(run, gather(g, objects.status(run.obj),
                                              observation=Observation.absent()), None)
+            if refused is None and creating and not self._holds(run):
+                refused = self._first_password(run)
         if refused is not None:
             # Refused before anything is committed or called: a condition only.
             return self._run(run, gather(g, objects.status(run.obj), error=refused), None)
@@ -225,7 +229,27 @@ class Reconciler:
         return FINALIZER in objects.finalizers(run.obj) and bool(
             objects.annotations(run.obj).get(EXTERNAL_NAME))
 
-    def _validate(self, run: Pass) -> TerminalError | None:
+    def _first_password(self, run: Pass) -> TerminalError | None:
+        """Persist the password of an object not claimed yet, before anything is committed.
+
+        The connection Secret was looked up without a read from the API server
+        (:meth:`_validate`); the create that persists the password is what
+        finds a Secret the cache does not hold. Another's Secret is then the
+        same refusal as in :meth:`_validate`, and the external name claimed
+        for this pass is given back. Any other error is left to the pass.
+        """
+        try:
+            run.secrets.ensure_password(run.obj, run.forced)
+        except TerminalError as exc:
+            name = self.kind.external_name(run.obj)
+            if isinstance(name, str) and name:
+                self.names.release(run.obj, name)
+            return exc
+        except HandledError:
+            pass
+        return None
+
+    def _validate(self, run: Pass, creating: bool = False) -> TerminalError | None:
         """Check what this pass would act on; the refusal, or None when all is valid.
 
         Every pass checks the references, the connection Secret's namespace
@@ -233,7 +257,8 @@ class Reconciler:
         committed: an annotation set even to "" is taken as chosen). Before
         ownership is taken, the spec and the connection Secret's owner are
         checked too, so an invalid object never gets a finalizer and stays
-        deletable.
+        deletable. ``creating``: the pass persists a password next
+        (:meth:`_first_password`), so a cache may answer the Secret's absence.
         """
         try:
             check_references(run.obj)
@@ -246,7 +271,7 @@ class Reconciler:
                     annotations[EXTERNAL_NAME] if EXTERNAL_NAME in annotations
                     else self.kind.external_name(run.obj))
                 self.kind.parse_parameters(run.obj.get("spec"))
-                run.secrets.read(run.obj, *connection_secret_ref(run.obj))
+                run.secrets.read(run.obj, *connection_secret_ref(run.obj), creating=creating)
         except TerminalError as exc:
             return exc
         return None
