@@ -12,11 +12,17 @@ def clone(value: Any) -> Any:
     """Copy a JSON-like value (dicts, lists, scalars) much faster than ``copy.deepcopy``.
 
     Other mappings become dicts and tuples become lists; any other value is
-    assumed immutable and shared.
+    assumed immutable and shared. A dict is copied whole at C speed and then
+    only its container values are replaced by their copies, so scalars are
+    never touched one by one.
     """
     cls = value.__class__
     if cls is dict:
-        return {k: (v if v.__class__ in _ATOMS else clone(v)) for k, v in value.items()}
+        new = value.copy()
+        for key, item in value.items():
+            if item.__class__ not in _ATOMS:
+                new[key] = clone(item)
+        return new
     if cls is list:
         return [v if v.__class__ in _ATOMS else clone(v) for v in value]
     if cls in _ATOMS:
