@@ -137,9 +137,19 @@ class MachineTable:
         allowed in this state.
         """
         for transition in self.index.get((state, event), ()):
-            if all(guard(g) for g in transition.guards) and not any(
-                guard(u) for u in transition.unless
-            ):
+            # Plain loops (no generator objects): guards are asked in order, and
+            # asking stops at the first that fails, as all() and any() would.
+            held = True
+            for name in transition.guards:
+                if not guard(name):
+                    held = False
+                    break
+            if held:
+                for name in transition.unless:
+                    if guard(name):
+                        held = False
+                        break
+            if held:
                 return transition
         return None
 
