@@ -304,11 +304,17 @@ def test_a_parent_kind_gets_a_crd_serving_every_version(
         ("v1alpha1", True, False), ("v1beta1", True, True)]
     for version in versions:
         assert version["subresources"] == {"status": {}}
-        props = version["schema"]["openAPIV3Schema"]["properties"]
         # The parent's own types declare no schema: spec and status are kept as written.
-        for field in ("spec", "status"):
-            assert props[field]["x-kubernetes-preserve-unknown-fields"] is True
-        assert [c["name"] for c in version["additionalPrinterColumns"]] == ["Ready", "Age"]
+        keep = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        assert version["schema"]["openAPIV3Schema"] == {"type": "object", "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+            "metadata": {"type": "object"}, "spec": keep, "status": keep}}
+        assert version["additionalPrinterColumns"] == [
+            {"name": "Ready", "type": "string",
+             "jsonPath": ".status.conditions[?(@.type=='Ready')].status"},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
+    assert doc["spec"]["names"]["categories"] == ["lifecycle"]
+    assert doc["spec"]["names"]["kind"] == "DatabaseApp"
 
 
 def test_the_checker_refuses_a_parent_crd_with_two_storage_versions() -> None:

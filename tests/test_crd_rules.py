@@ -1,0 +1,217 @@
+"""The CRDs of claims, classes and parents, field by field.
+
+What a user can set on a claim or a class, its type, its validation and the
+description ``kubectl explain`` prints, as the generated CRD declares it; and
+what the embedded API (as strict as a real server) then accepts, refuses and
+defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+
+from lifecycle.driver.crds import claim_spec_schema, crd
+from lifecycle.kube.errors import Invalid
+from lifecycle.machines.claim import DatabaseClaim, DatabaseInstanceClass
+from lifecycle.sim import EmbeddedAPI
+from lifecycle.sim.crds import apply_crd
+from lifecycle.testing.claims import claim_manifest, class_manifest
+
+
+def openapi(kind: Any, version: int = 0) -> dict[str, Any]:
+    return crd(kind)["spec"]["versions"][version]["schema"]["openAPIV3Schema"]
+
+
+def ref(description: str, namespaced: bool = False) -> dict[str, Any]:
+    fields = ("name", "namespace") if namespaced else ("name",)
+    return {"type": "object", "description": description,
+            "properties": {f: {"type": "string"} for f in fields}, "required": ["name"]}
+
+
+SELECTOR = {
+    "type": "object",
+    "description": "Chooses a class by its labels (matchLabels only); the first matching "
+                   "class by name is used.",
+    "properties": {
+        "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "matchExpressions": {
+            "type": "array",
+            "items": {"type": "object", "required": ["key", "operator"], "properties": {
+                "key": {"type": "string"}, "operator": {"type": "string"},
+                "values": {"type": "array", "items": {"type": "string"}}}},
+            "description": "Not supported: a claim using it is refused."}},
+    "x-kubernetes-map-type": "atomic",
+}
+
+
+def test_the_claim_spec_declares_its_references_and_selector_exactly() -> None:
+    spec = openapi(DatabaseClaim)["properties"]["spec"]
+    assert spec["default"] == {}
+    props = spec["properties"]
+    assert props["classRef"] == ref(
+        "The class to provision from (set when scheduled or defaulted).")
+    assert props["resourceRef"] == ref(
+        "The managed resource bound to this claim (set when provisioned).", namespaced=True)
+    assert props["writeConnectionSecretToRef"] == ref(
+        "The Secret, in the claim's namespace, receiving the connection details "
+        "(default: <claim>-connection).")
+    assert props["classSelector"] == SELECTOR
+
+
+def test_the_claim_status_declares_binding_phase_and_resource() -> None:
+    schema = openapi(DatabaseClaim)
+    assert schema["description"] == (DatabaseClaim.machine.__doc__ or "").strip().splitlines()[0]
+    status = schema["properties"]["status"]
+    assert status["description"] == "Observed state, written by the operator."
+    props = status["properties"]
+    assert set(props) == {"state", "observedGeneration", "phase", "stateSince", "conditions",
+                          "history", "bindingPhase", "resourceRef"}
+    assert props["bindingPhase"] == {
+        "type": "string",
+        "enum": sorted({s.name for s in DatabaseClaim.machine.table().states.values()}),
+        "description": "The display name of the claim's state."}
+    assert props["resourceRef"] == ref(
+        "The managed resource the claim is binding or bound to.", namespaced=True)
+    assert set(schema["properties"]) == {"apiVersion", "kind", "metadata", "spec", "status"}
+    assert schema["properties"]["apiVersion"] == {"type": "string"}
+    assert schema["properties"]["kind"] == {"type": "string"}
+    assert schema["properties"]["metadata"] == {"type": "object"}
+
+
+def test_the_claim_crd_names_columns_and_subresource() -> None:
+    doc = crd(DatabaseClaim)
+    assert doc["metadata"]["name"] == f"{DatabaseClaim.plural}.{DatabaseClaim.group}"
+    names = doc["spec"]["names"]
+    assert names == {"kind": "DatabaseClaim", "listKind": "DatabaseClaimList",
+                     "plural": DatabaseClaim.plural, "singular": "databaseclaim",
+                     "categories": ["claim", "lifecycle"], "shortNames": ["dbc"]}
+    version = doc["spec"]["versions"][0]
+    assert (version["name"], version["served"], version["storage"]) == (
+        DatabaseClaim.version, True, True)
+    assert [(c["name"], c["jsonPath"], c.get("priority")) for c in
+            version["additionalPrinterColumns"]] == [
+        ("Ready", ".status.conditions[?(@.type=='Ready')].status", None),
+        ("Synced", ".status.conditions[?(@.type=='Synced')].status", None),
+        ("Binding", ".status.bindingPhase", None),
+        ("Class", ".spec.classRef.name", None),
+        ("Resource", ".spec.resourceRef.name", None),
+        ("Age", ".metadata.creationTimestamp", None),
+        ("State", ".status.state", 1)]
+
+
+def test_a_claim_kind_whose_parameters_use_a_reserved_name_is_refused() -> None:
+    @attrs.frozen
+    class Clashing:
+        """Parameters that take two names the claim needs for itself."""
+
+        classRef: str = ""
+        resourceRef: str = ""
+        size: int = 1
+
+    clashing = attrs.evolve(DatabaseClaim, parameters=Clashing)
+    with pytest.raises(TypeError) as raised:
+        claim_spec_schema(clashing)
+    assert str(raised.value) == ("DatabaseClaim parameters use reserved claim field(s) "
+                                 "['classRef', 'resourceRef']")
+    for name in ("classSelector", "writeConnectionSecretToRef"):
+        one = attrs.make_class("One", {name: attrs.field(default="")})
+        with pytest.raises(TypeError, match=rf"\['{name}'\]"):
+            claim_spec_schema(attrs.evolve(DatabaseClaim, parameters=one))
+
+
+def test_the_class_crd_declares_its_template_exactly() -> None:
+    doc = crd(DatabaseInstanceClass)
+    assert doc["spec"]["scope"] == "Cluster"
+    assert doc["spec"]["names"]["categories"] == ["class", "lifecycle"]
+    version = doc["spec"]["versions"][0]
+    assert "subresources" not in version
+    assert [(c["name"], c["type"], c["jsonPath"]) for c in
+            version["additionalPrinterColumns"]] == [
+        ("Reclaim-Policy", "string", ".specTemplate.reclaimPolicy"),
+        ("Resource-Namespace", "string", ".specTemplate.resourceNamespace"),
+        ("Age", "date", ".metadata.creationTimestamp")]
+    schema = version["schema"]["openAPIV3Schema"]
+    assert schema["description"] == (
+        "A template for resources provisioned for claims (DatabaseInstanceClass).")
+    template = schema["properties"]["specTemplate"]
+    assert template["default"] == {}
+    assert template["description"] == (
+        "The template of the managed resources provisioned from the class.")
+    assert template["properties"] == {
+        "forProvider": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                        "description": "Parameters of the managed resource; a claim's "
+                                       "portable fields override them."},
+        "providerConfigRef": ref("The ProviderConfig of provisioned resources "
+                                 "(default: default)."),
+        "reclaimPolicy": {"type": "string", "enum": ["Delete", "Retain"], "default": "Delete",
+                          "description": "What deleting the claim does to its resource."},
+        "resourceNamespace": {"type": "string", "minLength": 1,
+                              "description": "Where provisioned resources and their Secrets "
+                                             "live (default: lifecycle-system)."},
+        "deletionPolicy": {"type": "string", "enum": ["Delete", "Orphan"],
+                           "description": "The provisioned resources' deletionPolicy."},
+    }
+
+
+# ------------------------------------------------ what a strict server does with them
+@pytest.fixture
+def api() -> EmbeddedAPI:
+    served = EmbeddedAPI()
+    for kind in (DatabaseClaim, DatabaseInstanceClass):
+        apply_crd(served, crd(kind))
+    served.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    return served
+
+
+def claim(**spec: Any) -> dict[str, Any]:
+    body = claim_manifest("c", "team", storageGB=30)
+    body["spec"].update(spec)
+    return body
+
+
+def test_a_selector_requirement_needs_a_key_and_an_operator(api: EmbeddedAPI) -> None:
+    for missing, entry in (("key", {"operator": "In"}), ("operator", {"key": "tier"})):
+        with pytest.raises(Invalid) as refused:
+            api.create(claim(classSelector={"matchExpressions": [entry]}))
+        assert f"spec.classSelector.matchExpressions[0].{missing}: Required value" in str(
+            refused.value)
+    kept = api.create(claim(classSelector={"matchExpressions": [
+        {"key": "tier", "operator": "In", "values": ["gold"]}]}))
+    # Kept, not pruned: the claim reconciler refuses it instead of widening the selector.
+    assert kept["spec"]["classSelector"]["matchExpressions"] == [
+        {"key": "tier", "operator": "In", "values": ["gold"]}]
+
+
+def test_selector_labels_and_values_must_be_strings(api: EmbeddedAPI) -> None:
+    with pytest.raises(Invalid) as refused:
+        api.create(claim(classSelector={"matchLabels": {"tier": 1}}))
+    assert "spec.classSelector.matchLabels.tier" in str(refused.value)
+    with pytest.raises(Invalid) as refused:
+        api.create(claim(classSelector={"matchExpressions": [
+            {"key": "tier", "operator": "In", "values": [1]}]}))
+    assert "spec.classSelector.matchExpressions[0].values[0]" in str(refused.value)
+
+
+def test_references_need_a_name(api: EmbeddedAPI) -> None:
+    for field in ("classRef", "resourceRef", "writeConnectionSecretToRef"):
+        with pytest.raises(Invalid) as refused:
+            api.create(claim(**{field: {"namespace": "x"} if field == "resourceRef" else {}}))
+        assert f"spec.{field}.name: Required value" in str(refused.value)
+
+
+def test_a_class_is_defaulted_and_validated_by_its_schema(api: EmbeddedAPI) -> None:
+    stored = api.create(class_manifest("standard", class_kind=DatabaseInstanceClass))
+    assert stored["specTemplate"]["reclaimPolicy"] == "Delete"
+    bad = class_manifest("bad", class_kind=DatabaseInstanceClass)
+    bad["specTemplate"]["reclaimPolicy"] = "Recycle"
+    with pytest.raises(Invalid) as refused:
+        api.create(bad)
+    assert "specTemplate.reclaimPolicy" in str(refused.value)
+    empty = class_manifest("empty", class_kind=DatabaseInstanceClass)
+    empty["specTemplate"]["resourceNamespace"] = ""
+    with pytest.raises(Invalid) as refused:
+        api.create(empty)
+    assert "specTemplate.resourceNamespace" in str(refused.value)
