@@ -325,15 +325,20 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
             if rtype.status_subresource and obj.__class__ is dict and "status" in obj:
                 # the stored status wins: do not copy the incoming one (keep its key's place)
                 obj = {k: (None if k == "status" else v) for k, v in obj.items()}
-            result = self._replace(rtype, stored, clone(obj), dry_run=dry_run)
+            # obj's metadata decoded above; its copy needs no second look
+            result = self._replace(rtype, stored, clone(obj), dry_run=dry_run, decoded=True)
         return clone(result)
 
     def _replace(self, rtype: ResourceType, stored: dict[str, Any], new: dict[str, Any],
-                 dry_run: bool = False) -> dict[str, Any]:
-        """Write an owned object over ``stored`` (lock held; preconditions checked)."""
+                 dry_run: bool = False, decoded: bool = False) -> dict[str, Any]:
+        """Write an owned object over ``stored`` (lock held; preconditions checked).
+
+        ``decoded``: the caller has checked the types of ``new``'s metadata.
+        """
         old_meta = stored["metadata"]
         name = old_meta["name"]
-        check_meta_types(rtype, new)
+        if not decoded:
+            check_meta_types(rtype, new)
         meta = new.get("metadata")
         if not isinstance(meta, dict):
             raise Invalid(f'{rtype.kind} "{name}" is invalid: metadata: Required value')

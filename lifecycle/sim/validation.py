@@ -102,30 +102,67 @@ def check_uid(stored: dict[str, Any], given: Any) -> None:
         )
 
 
+#: Label and annotation keys, and label values, found well formed (bounded memo).
+_GOOD_KEYS: set[str] = set()
+_GOOD_VALUES: set[str] = set()
+_MEMO_LIMIT = 4096
+
+
+def _good_key(key: Any) -> bool:
+    if key.__class__ is str and key in _GOOD_KEYS:
+        return True
+    if not valid_label_key(key):
+        return False
+    if key.__class__ is str:
+        if len(_GOOD_KEYS) >= _MEMO_LIMIT:
+            _GOOD_KEYS.clear()
+        _GOOD_KEYS.add(key)
+    return True
+
+
+def _good_value(value: Any) -> bool:
+    if value.__class__ is str and value in _GOOD_VALUES:
+        return True
+    if not valid_label_value(value):
+        return False
+    if value.__class__ is str:
+        if len(_GOOD_VALUES) >= _MEMO_LIMIT:
+            _GOOD_VALUES.clear()
+        _GOOD_VALUES.add(value)
+    return True
+
+
 def validate_metadata(rtype: ResourceType, name: str, meta: dict[str, Any]) -> None:
     """Labels and annotations must be well-formed maps; finalizers a list of strings."""
-    where = f'{rtype.kind} "{name}" is invalid'
     labels = meta.get("labels")
     if labels is not None:
         if not isinstance(labels, dict):
-            raise Invalid(f"{where}: metadata.labels: must be an object")
+            raise Invalid(f'{rtype.kind} "{name}" is invalid: metadata.labels: must be an object')
         for key, value in labels.items():
-            if not valid_label_key(key):
-                raise Invalid(f"{where}: metadata.labels: Invalid value: {key!r}")
-            if not valid_label_value(value):
-                raise Invalid(f"{where}: metadata.labels: Invalid value: {value!r}")
+            if not _good_key(key):
+                raise Invalid(f'{rtype.kind} "{name}" is invalid: '
+                              f"metadata.labels: Invalid value: {key!r}")
+            if not _good_value(value):
+                raise Invalid(f'{rtype.kind} "{name}" is invalid: '
+                              f"metadata.labels: Invalid value: {value!r}")
     annotations = meta.get("annotations")
     if annotations is not None:
         if not isinstance(annotations, dict):
-            raise Invalid(f"{where}: metadata.annotations: must be an object")
+            raise Invalid(
+                f'{rtype.kind} "{name}" is invalid: metadata.annotations: must be an object')
         for key, value in annotations.items():
-            if not valid_label_key(key) or not isinstance(value, str):
-                raise Invalid(f"{where}: metadata.annotations: Invalid value: {key!r}")
+            if not _good_key(key) or not isinstance(value, str):
+                raise Invalid(f'{rtype.kind} "{name}" is invalid: '
+                              f"metadata.annotations: Invalid value: {key!r}")
     finalizers = meta.get("finalizers")
-    if finalizers is not None and (
-        not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)
-    ):
-        raise Invalid(f"{where}: metadata.finalizers: must be a list of strings")
+    if finalizers is not None:
+        if not isinstance(finalizers, list):
+            raise Invalid(
+                f'{rtype.kind} "{name}" is invalid: metadata.finalizers: must be a list of strings')
+        for finalizer in finalizers:
+            if not isinstance(finalizer, str):
+                raise Invalid(f'{rtype.kind} "{name}" is invalid: '
+                              f"metadata.finalizers: must be a list of strings")
 
 
 def prepare_secret(obj: dict[str, Any], name: str) -> None:
@@ -250,6 +287,43 @@ def _fits(value: Any, expected: type) -> bool:
     return isinstance(value, expected)
 
 
+#: The exact classes of the ObjectMeta fields in the common, well-typed case.
+_META_CLASSES: dict[str, type] = {field: expected for field, (expected, _) in _META_TYPES.items()}
+_REF_CLASSES: tuple[tuple[str, type], ...] = tuple(
+    (field, expected) for field, (expected, _) in _REF_TYPES.items())
+
+
+def _decodes(meta: dict[str, Any]) -> bool:
+    """Whether ``meta`` certainly decodes: every typed field of exactly its class.
+
+    A quick sufficient test (no subclasses, no bools for integers): False
+    only sends the metadata through the complete check, which decides.
+    """
+    for field, value in meta.items():
+        expected = _META_CLASSES.get(field)
+        if expected is None or value is None:
+            continue
+        if value.__class__ is not expected:
+            return False
+        if expected is dict:  # labels, annotations: strings (or null)
+            for item in value.values():
+                if item.__class__ is not str and item is not None:
+                    return False
+        elif field == "finalizers":
+            for item in value:
+                if item.__class__ is not str:
+                    return False
+        elif field == "ownerReferences":
+            for ref in value:
+                if ref.__class__ is not dict:
+                    return False
+                for name, cls in _REF_CLASSES:
+                    item = ref.get(name)
+                    if item is not None and item.__class__ is not cls:
+                        return False
+    return True
+
+
 def check_meta_types(rtype: ResourceType, obj: Mapping[str, Any]) -> None:
     """Refuse an object whose metadata does not decode, with the server's 400 message.
 
@@ -257,6 +331,9 @@ def check_meta_types(rtype: ResourceType, obj: Mapping[str, Any]) -> None:
     wrong JSON type (``ownerReferences: "x"``, a numeric finalizer, labels
     that are not strings) fails that decode with :class:`BadRequest`.
     """
+    meta = obj.get("metadata")
+    if meta is None or (meta.__class__ is dict and _decodes(meta)):
+        return
     kind = rtype.kind
 
     def refuse(value: Any, struct: str, path: str, go_type: str) -> BadRequest:
@@ -266,9 +343,6 @@ def check_meta_types(rtype: ResourceType, obj: Mapping[str, Any]) -> None:
             f"of type {go_type}"
         )
 
-    meta = obj.get("metadata")
-    if meta is None:
-        return
     if not isinstance(meta, dict):
         raise refuse(meta, kind, "metadata", "v1.ObjectMeta")
     for field, (expected, go_type) in _META_TYPES.items():
