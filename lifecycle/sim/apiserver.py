@@ -23,7 +23,6 @@ from __future__ import annotations
 import collections
 import random
 import threading
-import uuid
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -66,6 +65,17 @@ __all__ = ["EmbeddedAPI"]
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 # Metadata the server owns: ignored on create, kept from the stored object on update.
 _SERVER_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
+# The bits uuid.UUID(int=..., version=4) clears and sets (variant RFC 4122, version 4).
+_UUID_CLEAR = ~((0xC000 << 48) | (0xF000 << 64))
+_UUID_SET = (0x8000 << 48) | (4 << 76)
+
+
+def _uuid4(bits: int) -> str:
+    """``str(uuid.UUID(int=bits, version=4))``, formatted directly."""
+    text = "%032x" % (bits & _UUID_CLEAR | _UUID_SET)
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
 class EmbeddedAPI(Reads, Deletes, Snapshots):
     """An in-memory Kubernetes API server for tests, the demo and benchmarks.
 
@@ -281,7 +291,7 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
             new = admit_schema(rtype, new)
             meta = new["metadata"]
             new["apiVersion"], new["kind"] = rtype.api_version, rtype.kind
-            meta["uid"] = str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+            meta["uid"] = _uuid4(self._rng.getrandbits(128))
             meta["creationTimestamp"] = self._timestamp()
             meta["generation"] = 1
             if dry_run:

@@ -166,7 +166,7 @@ def _refs(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     refs = obj["metadata"].get("ownerReferences")
     if not isinstance(refs, list):
         return []
-    return [ref for ref in refs if isinstance(ref, Mapping)]
+    return [ref for ref in refs if ref.__class__ is dict or isinstance(ref, Mapping)]
 
 
 class Collector:
@@ -188,6 +188,9 @@ class Collector:
         self, rtype: ResourceType, new: dict[str, Any] | None, old: dict[str, Any] | None
     ) -> None:
         """Update the owner index after a write (``new`` ``None``: the object is gone)."""
+        if new is not None and old is not None and (
+                new["metadata"].get("ownerReferences") == old["metadata"].get("ownerReferences")):
+            return  # the same references: the same owners
         old_uids = {str(ref.get("uid")) for ref in _refs(old)} if old is not None else set()
         new_uids = {str(ref.get("uid")) for ref in _refs(new)} if new is not None else set()
         if old_uids == new_uids:

@@ -306,7 +306,7 @@ def admit(rtype: ResourceType, obj: dict[str, Any], *, old: dict[str, Any] | Non
     :class:`Invalid` naming the object and listing every cause.
     """
     schema = rtype.schema
-    if not isinstance(schema, Mapping):
+    if schema is None or not isinstance(schema, Mapping):
         return obj
     result = default(prune(obj, schema), schema)
     if subresource == "status":

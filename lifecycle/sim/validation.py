@@ -44,7 +44,7 @@ _DNS_LABEL = re.compile(rf"^{_DNS_LABEL_PART}$")
 
 def type_key(obj: Any) -> tuple[str, str]:
     """The ``(apiVersion, kind)`` an incoming object names; both are required."""
-    if not isinstance(obj, Mapping):
+    if obj.__class__ is not dict and not isinstance(obj, Mapping):
         raise Invalid("the object must be a JSON object")
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     if not isinstance(api_version, str) or not api_version:
