@@ -310,7 +310,9 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
     def _target_of_update(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         """The stored object an update of ``obj`` writes over, after its uid and
         resourceVersion preconditions (``NotFound``, ``Conflict``)."""
-        meta = metadata(obj)
+        meta = obj.get("metadata")
+        if meta.__class__ is not dict:
+            meta = metadata(obj)
         stored = self._stored(rtype, object_key(rtype, meta.get("namespace"), meta.get("name")))
         check_uid(stored, meta.get("uid"))
         check_resource_version(rtype, stored, meta.get("resourceVersion"))
@@ -521,7 +523,9 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
         """
         self._count("record_event", "Event")
         self.faults.check("create", "Event")
-        meta = metadata(involved)
+        meta = involved.get("metadata")
+        if meta.__class__ is not dict:
+            meta = metadata(involved)
         namespace = meta.get("namespace") or "default"
         uid = str(meta.get("uid", ""))
         index_key = (namespace, uid, type, reason, message, component)

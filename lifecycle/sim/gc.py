@@ -237,10 +237,15 @@ class Collector:
         return sorted(found, key=lambda rtype: rtype.api_version != api_version)
 
     def _resolve(
-        self, dependent_type: ResourceType, dependent: Mapping[str, Any], ref: Mapping[str, Any]
+        self, dependent_type: ResourceType, dependent: Mapping[str, Any], ref: Mapping[str, Any],
+        owner_types: list[ResourceType] | None = None,
     ) -> tuple[ResourceType, ObjKey] | None:
-        """Where the owner ``ref`` names lives, or ``None`` if its kind is not served."""
-        owner_types = self._owner_types(ref)
+        """Where the owner ``ref`` names lives, or ``None`` if its kind is not served.
+
+        ``owner_types`` is ``_owner_types(ref)`` when the caller has it already.
+        """
+        if owner_types is None:
+            owner_types = self._owner_types(ref)
         if not owner_types or not isinstance(ref.get("name"), str):
             return None
         owner_type = owner_types[0]
@@ -253,10 +258,11 @@ class Collector:
         self, dependent_type: ResourceType, dependent: Mapping[str, Any], ref: Mapping[str, Any]
     ) -> tuple[str, dict[str, Any] | None]:
         """``("unknown", None)``, ``("absent", None)`` or ``("present", owner)``."""
-        where = self._resolve(dependent_type, dependent, ref)
+        owner_types = self._owner_types(ref)
+        where = self._resolve(dependent_type, dependent, ref, owner_types)
         if where is None:
             return "unknown", None
-        for owner_type in self._owner_types(ref):
+        for owner_type in owner_types:
             owner = self._current(owner_type, where[1])
             if owner is not None and owner["metadata"].get("uid") == ref.get("uid"):
                 return "present", owner

@@ -14,7 +14,7 @@ import collections
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -35,9 +35,11 @@ class WatchEvent:
     object: dict[str, Any]
 
 
-@attrs.frozen
-class Change:
-    """One entry of the history: a write of one object, and the object before it."""
+class Change(NamedTuple):
+    """One entry of the history: a write of one object, and the object before it.
+
+    A named tuple: immutable, and cheap to build on every write.
+    """
 
     rv: int
     type: str
