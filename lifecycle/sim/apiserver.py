@@ -65,6 +65,8 @@ __all__ = ["EmbeddedAPI"]
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 # Metadata the server owns: ignored on create, kept from the stored object on update.
 _SERVER_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
+_NOT_CREATED = (*_SERVER_METADATA, "resourceVersion", "generation")
+_KEPT_ON_UPDATE = (*_SERVER_METADATA, "name", "namespace", "resourceVersion", "generation")
 # The bits uuid.UUID(int=..., version=4) clears and sets (variant RFC 4122, version 4).
 _UUID_CLEAR = ~((0xC000 << 48) | (0xF000 << 64))
 _UUID_SET = (0x8000 << 48) | (4 << 76)
@@ -247,7 +249,7 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
                 meta = {}
             meta = dict(meta)
             new["metadata"] = meta
-            for field in (*_SERVER_METADATA, "resourceVersion", "generation"):
+            for field in _NOT_CREATED:
                 meta.pop(field, None)
             if rtype.namespaced:
                 namespace = meta.get("namespace")
@@ -357,7 +359,7 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
         meta = dict(meta)
         new["metadata"] = meta
         new["apiVersion"], new["kind"] = rtype.api_version, rtype.kind
-        for field in (*_SERVER_METADATA, "name", "namespace", "resourceVersion", "generation"):
+        for field in _KEPT_ON_UPDATE:
             if field in old_meta:
                 meta[field] = old_meta[field]
             else:

@@ -232,7 +232,7 @@ def check_immutable(
     """A Secret keeps its type; an immutable Secret or ConfigMap keeps its data."""
     if rtype is SECRET and stored.get("type") != new.get("type"):
         raise Invalid(f'Secret "{name}" is invalid: type: field is immutable')
-    if rtype in (SECRET, CONFIG_MAP) and stored.get("immutable") is True:
+    if stored.get("immutable") is True and rtype in (SECRET, CONFIG_MAP):
         for field in ("data", "binaryData", "immutable"):
             if new.get(field) != stored.get(field):
                 raise Invalid(
