@@ -92,7 +92,8 @@ class History:
         self._ring[self.rv % self.window] = Change(
             self.rv, change_type, key, namespace, obj, previous
         )
-        self.cond.notify_all()
+        if self.watches:  # only an open watch waits (a stopped one is woken by its stop)
+            self.cond.notify_all()
 
     def change(self, rv: int) -> Change:
         """The retained change written at ``rv``."""
