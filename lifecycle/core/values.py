@@ -13,41 +13,19 @@ import attrs
 
 
 def now() -> datetime:
-    """The current time in UTC, truncated to seconds as Kubernetes stores it.
-
-    Calls within one second share one (immutable) datetime, so the common
-    case is a clock read and a comparison.
-    """
-    global _now_memo
-    seconds = _floor(_time())
-    memo = _now_memo
-    if memo[0] == seconds:
-        return memo[1]
-    moment = datetime.fromtimestamp(seconds, UTC)
-    _now_memo = (seconds, moment)
-    return moment
-
-
-_now_memo: tuple[int, datetime] = (-1, datetime.fromtimestamp(0, UTC))
+    """The current time in UTC, truncated to seconds as Kubernetes stores it."""
+    # The clock's whole second, built directly: about twice as fast as
+    # datetime.now(UTC).replace(microsecond=0).
+    return datetime.fromtimestamp(_floor(_time()), UTC)
 
 
 def rfc3339(moment: datetime) -> str:
     """Format a time the way Kubernetes serialises ``metav1.Time`` (whole seconds, ``Z``)."""
-    global _rfc3339_memo
-    memo = _rfc3339_memo
-    if memo[0] is moment:  # the same datetime as last time (as now() hands out within a second)
-        return memo[1]
     if moment.tzinfo is UTC and moment.year >= 1000:
         # The common case, formatted directly: about 2.5 times faster than strftime.
-        text = "%d-%02d-%02dT%02d:%02d:%02dZ" % (  # noqa: UP031
+        return "%d-%02d-%02dT%02d:%02d:%02dZ" % (  # noqa: UP031
             moment.year, moment.month, moment.day, moment.hour, moment.minute, moment.second)
-    else:
-        text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    _rfc3339_memo = (moment, text)
-    return text
-
-
-_rfc3339_memo: tuple[datetime | None, str] = (None, "")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class ConditionStatus(enum.StrEnum):

@@ -99,6 +99,7 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
         bookmark_interval: float = 1.0,
     ) -> None:
         self._clock = clock or now
+        self._last_stamp: tuple[datetime | None, str] = (None, "")
         self._lock = threading.RLock()
         self._log = History(self._lock, watch_window, bookmark_interval)
         self._rng = random.Random(seed)
@@ -213,7 +214,13 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
             self._crds.recorded(change_type, rtype, obj)
 
     def _timestamp(self) -> str:
-        return rfc3339(self._clock())
+        moment = self._clock()
+        last = self._last_stamp  # one second is formatted many times: keep the last one
+        if last[0] == moment:
+            return last[1]
+        text = rfc3339(moment)
+        self._last_stamp = (moment, text)
+        return text
 
     # -- helpers -------------------------------------------------------------------
 
