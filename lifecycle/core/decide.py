@@ -188,7 +188,6 @@ class Facts:
     error: HandledError | None = None
     failed_operation: str | None = None
     generation: int = 1
-    observed_generation: int = 0
     forced: bool = False
 
 

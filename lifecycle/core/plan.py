@@ -105,7 +105,6 @@ def gather(
     ``detach-on-delete`` and no observation or error.
     """
     failure = objects.mapping(old.get("failure"))
-    observed = old.get("observedGeneration")
     if g.orphan:
         policy, observation, error = ReconcilePolicy.DETACH_ON_DELETE, None, None
     else:
@@ -118,7 +117,6 @@ def gather(
         error=error,
         failed_operation=failure.get("operation"),
         generation=g.generation,
-        observed_generation=observed if type(observed) is int else 0,
         forced=g.forced,
     )
 
