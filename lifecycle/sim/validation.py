@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -102,34 +103,22 @@ def check_uid(stored: dict[str, Any], given: Any) -> None:
         )
 
 
-#: Label and annotation keys, and label values, found well formed (bounded memo).
-_GOOD_KEYS: set[str] = set()
-_GOOD_VALUES: set[str] = set()
-_MEMO_LIMIT = 4096
+@functools.lru_cache(maxsize=4096)  # keys and values repeat across objects
+def _good_key_text(key: str) -> bool:
+    return valid_label_key(key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _good_value_text(value: str) -> bool:
+    return valid_label_value(value)
 
 
 def _good_key(key: Any) -> bool:
-    if key.__class__ is str and key in _GOOD_KEYS:
-        return True
-    if not valid_label_key(key):
-        return False
-    if key.__class__ is str:
-        if len(_GOOD_KEYS) >= _MEMO_LIMIT:
-            _GOOD_KEYS.clear()
-        _GOOD_KEYS.add(key)
-    return True
+    return _good_key_text(key) if key.__class__ is str else valid_label_key(key)
 
 
 def _good_value(value: Any) -> bool:
-    if value.__class__ is str and value in _GOOD_VALUES:
-        return True
-    if not valid_label_value(value):
-        return False
-    if value.__class__ is str:
-        if len(_GOOD_VALUES) >= _MEMO_LIMIT:
-            _GOOD_VALUES.clear()
-        _GOOD_VALUES.add(value)
-    return True
+    return _good_value_text(value) if value.__class__ is str else valid_label_value(value)
 
 
 def validate_metadata(rtype: ResourceType, name: str, meta: dict[str, Any]) -> None:
