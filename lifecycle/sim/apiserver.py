@@ -346,25 +346,29 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
             if rtype.status_subresource and obj.__class__ is dict and "status" in obj:
                 # the stored status wins: do not copy the incoming one (keep its key's place)
                 obj = {k: (None if k == "status" else v) for k, v in obj.items()}
-            # obj's metadata decoded above; its copy needs no second look
-            result = self._replace(rtype, stored, clone(obj), dry_run=dry_run, decoded=True)
+            # a private copy whose metadata was type-checked above
+            result = self._replace(rtype, stored, clone(obj), dry_run=dry_run, owned=True)
         return clone(result)
 
     def _replace(self, rtype: ResourceType, stored: dict[str, Any], new: dict[str, Any],
-                 dry_run: bool = False, decoded: bool = False) -> dict[str, Any]:
+                 dry_run: bool = False, owned: bool = False) -> dict[str, Any]:
         """Write an owned object over ``stored`` (lock held; preconditions checked).
 
-        ``decoded``: the caller has checked the types of ``new``'s metadata.
+        ``new`` may share parts with ``stored`` (a merge patch's result), so
+        its metadata is copied before it is changed; with ``owned`` it is a
+        private deep copy whose metadata types were checked already, and is
+        changed in place.
         """
         old_meta = stored["metadata"]
         name = old_meta["name"]
-        if not decoded:
+        if not owned:
             check_meta_types(rtype, new)
         meta = new.get("metadata")
         if not isinstance(meta, dict):
             raise Invalid(f'{rtype.kind} "{name}" is invalid: metadata: Required value')
-        meta = dict(meta)
-        new["metadata"] = meta
+        if not owned or meta.__class__ is not dict:
+            meta = dict(meta)
+            new["metadata"] = meta
         new["apiVersion"], new["kind"] = rtype.api_version, rtype.kind
         for field in _KEPT_ON_UPDATE:
             if field in old_meta:

@@ -20,7 +20,9 @@ def new_event(
     stamp: str,
 ) -> dict[str, Any]:
     """A first Event about ``involved`` (``count`` 1), in its namespace or ``default``."""
-    meta = metadata(involved)
+    meta = involved.get("metadata")
+    if meta.__class__ is not dict:
+        meta = metadata(involved)
     return {
         "apiVersion": "v1",
         "kind": "Event",
