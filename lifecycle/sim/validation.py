@@ -113,12 +113,21 @@ def _good_value_text(value: str) -> bool:
     return valid_label_value(value)
 
 
+# Only strings short enough to be valid are memoised, so the memo stays small.
+_KEY_MAX = 253 + 1 + 63
+_VALUE_MAX = 63
+
+
 def _good_key(key: Any) -> bool:
-    return _good_key_text(key) if key.__class__ is str else valid_label_key(key)
+    if key.__class__ is str and len(key) <= _KEY_MAX:
+        return _good_key_text(key)
+    return valid_label_key(key)
 
 
 def _good_value(value: Any) -> bool:
-    return _good_value_text(value) if value.__class__ is str else valid_label_value(value)
+    if value.__class__ is str and len(value) <= _VALUE_MAX:
+        return _good_value_text(value)
+    return valid_label_value(value)
 
 
 def validate_metadata(rtype: ResourceType, name: str, meta: dict[str, Any]) -> None:
