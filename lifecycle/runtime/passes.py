@@ -22,7 +22,7 @@ from lifecycle.core.values import Condition, ConditionStatus
 from lifecycle.runtime.secrets import ConnectionSecrets
 
 __all__ = ["ObjectGone", "Pass", "PassObject", "config_note", "current_name", "informational",
-           "remove_finalizer", "staged_meta"]
+           "managed_name", "remove_finalizer", "staged_meta"]
 
 
 class ObjectGone(Exception):
@@ -120,3 +120,18 @@ def _copy_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(meta.get("finalizers"), list):
         copied["finalizers"] = list(meta["finalizers"])
     return copied
+
+
+def managed_name(run: Pass) -> str:
+    """The external name the object took ownership with; a later edit of the annotation
+    is reported as a note on the pass, never followed (following it would leak the
+    resource already named)."""
+    annotated = str(run.annotations().get(EXTERNAL_NAME, ""))
+    recorded = objects.status(run.obj).get("externalName")
+    if isinstance(recorded, str) and recorded and recorded != annotated:
+        run.notes.append(config_note(
+            "ExternalNameChanged",
+            f"annotation {EXTERNAL_NAME} changed from {recorded!r} to {annotated[:64]!r} "
+            f"after the resource was named; still managing {recorded!r}", run.generation))
+        return recorded
+    return annotated

@@ -90,6 +90,7 @@ from lifecycle.runtime.passes import (
     config_note,
     current_name,
     informational,
+    managed_name,
     remove_finalizer,
     staged_meta,
 )
@@ -232,11 +233,10 @@ class Reconciler:
     def _first_password(self, run: Pass) -> TerminalError | None:
         """Persist the password of an object not claimed yet, before anything is committed.
 
-        The connection Secret was looked up without a read from the API server
-        (:meth:`_validate`); the create that persists the password is what
-        finds a Secret the cache does not hold. Another's Secret is then the
-        same refusal as in :meth:`_validate`, and the external name claimed
-        for this pass is given back. Any other error is left to the pass.
+        The Secret was looked up in a cache (:meth:`_validate`); the create that
+        persists the password finds one the cache does not hold. Another's Secret
+        is then refused as in :meth:`_validate`, and the name claimed for the
+        pass given back. Any other error is left to the pass.
         """
         try:
             run.secrets.ensure_password(run.obj, run.forced)
@@ -384,7 +384,7 @@ class Reconciler:
 
     def _resource(self, run: Pass, deleting: bool, policy: ReconcilePolicy) -> ManagedResource:
         meta = run.obj["metadata"]
-        run.external_name = self._managed_name(run)
+        run.external_name = managed_name(run)
         try:
             parameters = self.kind.parse_parameters(run.obj.get("spec"))
         except TerminalError:
@@ -407,19 +407,6 @@ class Reconciler:
             owner_mark=owner_mark(self.operator_id or "lifecycle", meta["uid"]),
             observed=objects.mapping(objects.status(run.obj).get("atProvider")),
         )
-
-    def _managed_name(self, run: Pass) -> str:
-        """The external name the object took ownership with; a later edit of the annotation
-        is reported, never followed (following it would leak the resource already named)."""
-        annotated = str(run.annotations().get(EXTERNAL_NAME, ""))
-        recorded = objects.status(run.obj).get("externalName")
-        if isinstance(recorded, str) and recorded and recorded != annotated:
-            run.notes.append(config_note(
-                "ExternalNameChanged",
-                f"annotation {EXTERNAL_NAME} changed from {recorded!r} to {annotated[:64]!r} "
-                f"after the resource was named; still managing {recorded!r}", run.generation))
-            return recorded
-        return annotated
 
     def guarded_call(self, call: Callable[[], Any]) -> Any:
         """Run provider or kind code; anything but a HandledError becomes an ExternalError.
@@ -547,10 +534,6 @@ class Reconciler:
     def set_annotation(self, run: Pass, key: str, value: str) -> None:
         """Commit one annotation on the object (used by the intent journal)."""
         self._mutate(run, lambda m: m.setdefault("annotations", {}).__setitem__(key, value))
-
-    def ensure_password(self, run: Pass) -> str:
-        """Reuse the password in the connection Secret, or generate and persist one first."""
-        return run.secrets.ensure_password(run.obj, run.forced)
 
     def _late_init(self, run: Pass, fields: Mapping[str, Any]) -> None:
         """Write provider defaults into unset spec parameters, never over a value.
