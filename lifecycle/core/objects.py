@@ -13,6 +13,8 @@ from typing import Any
 
 def mapping(value: Any) -> Mapping[str, Any]:
     """``value`` if it is a mapping, else an empty one (for reading untrusted objects)."""
+    if type(value) is dict:  # the common case, without the ABC check
+        return value
     return value if isinstance(value, Mapping) else {}
 
 
