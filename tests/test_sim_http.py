@@ -111,6 +111,37 @@ def assert_status(doc: Any, code: int, reason: str) -> dict[str, Any]:
     return doc
 
 
+# ------------------------------------------------------------ request bodies
+def test_a_built_in_kind_takes_a_missing_api_version_and_kind_from_the_url(
+        client: Client) -> None:
+    # As kube-apiserver decodes into the built-in type (kopf posts Events this way).
+    event = {"metadata": {"name": "e1"}, "involvedObject": {"kind": "Widget", "name": "w"},
+             "reason": "Made", "message": "m", "type": "Normal"}
+    code, doc, _ = client.call("POST", "/api/v1/namespaces/default/events", event)
+    assert code == 201, doc
+    assert (doc["apiVersion"], doc["kind"], doc["metadata"]["name"]) == ("v1", "Event", "e1")
+    body = {"kind": "Secret", "metadata": {"name": "s1"}, "data": {"k": "dg=="}}
+    code, doc, _ = client.call("POST", SECRETS, body)
+    assert code == 201 and doc["apiVersion"] == "v1", doc
+    # What the body does say must still match the URL.
+    code, doc, _ = client.call("POST", SECRETS, {**body, "apiVersion": "v2",
+                                                 "metadata": {"name": "s2"}})
+    assert_status(doc, 400, "BadRequest")
+    assert "the API version in the data (v2) does not match" in doc["message"]
+    code, doc, _ = client.call("POST", SECRETS, {"kind": "ConfigMap", "metadata": {"name": "s3"}})
+    assert_status(doc, 400, "BadRequest")
+
+
+def test_a_custom_resource_must_name_its_api_version_and_kind(client: Client) -> None:
+    for missing in ("apiVersion", "kind"):
+        body = {k: v for k, v in widget("w").items() if k != missing}
+        code, doc, _ = client.call("POST", WIDGETS, body)
+        assert code == 400, doc
+        label = "Kind" if missing == "kind" else "apiVersion"
+        assert assert_status(doc, 400, "BadRequest")["message"] == (
+            f"Object '{label}' is missing in the request body")
+
+
 # ----------------------------------------------------------------- query options
 def test_dry_run_all_validates_without_storing_and_other_values_are_invalid(
         client: Client, face: APIServerHTTP) -> None:

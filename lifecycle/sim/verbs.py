@@ -20,12 +20,16 @@ from lifecycle.kube.errors import (
     NotFound,
     UnsupportedMediaType,
 )
-from lifecycle.kube.resources import ResourceType
+from lifecycle.kube.resources import BUILTIN_TYPES, ResourceType
 from lifecycle.kube.selectors import parse_label_selector
 from lifecycle.sim import openapi
 from lifecycle.sim.apiserver import EmbeddedAPI
+from lifecycle.sim.crds import CRD
 from lifecycle.sim.patches import diff_as_merge_patch, json_patch, strategic_merge
 from lifecycle.sim.requests import Options, decode_body
+
+#: Kinds a real API server decodes into built-in types (defaults from the URL apply).
+_TYPED = frozenset((*BUILTIN_TYPES, CRD))
 
 __all__ = ["NOT_ALLOWED", "NOT_FOUND", "Route", "Verbs", "resolve", "selectors"]
 
@@ -133,6 +137,11 @@ class Verbs:
         if not isinstance(body, dict):
             raise BadRequest(f"the body of the request must be a JSON object, not "
                              f"{type(body).__name__}")
+        if rtype in _TYPED:
+            # A built-in kind is decoded into its type: an apiVersion or kind the body
+            # leaves out is taken from the URL. A custom resource must name both.
+            body = {**body, "apiVersion": body.get("apiVersion") or rtype.api_version,
+                    "kind": body.get("kind") or rtype.kind}
         for field in ("apiVersion", "kind"):
             if not isinstance(body.get(field), str) or not body[field]:
                 raise BadRequest(f"Object '{'Kind' if field == 'kind' else 'apiVersion'}' "
