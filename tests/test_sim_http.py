@@ -549,7 +549,7 @@ MALFORMED = [
                                           "metadata": "x"}).encode()), 400, True),
     (request("POST", SECRETS, b"[]"), 400, True),
     (request("POST", SECRETS, b'{"apiVersion": "v2", "kind": "Secret"}'), 400, True),
-    (request("POST", SECRETS, b'{"kind": "Secret", "metadata": {"name": "a"}}'), 400, True),
+    (request("POST", WIDGETS, b'{"kind": "Widget", "metadata": {"name": "a"}}'), 400, True),
     (request("PUT", SECRETS, b"{}"), 405, True),
     (request("POST", f"{SECRETS}/x", b"{}"), 405, True),
     (request("PATCH", f"{SECRETS}/x", b"", Content_Type="application/merge-patch+json"), 400,
