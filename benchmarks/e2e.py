@@ -112,28 +112,7 @@ def _serve() -> int:
                 counts[key] += 1
         original(handler, method)
 
-    original_read = sim_http._Handler._read
-
-    def read(handler: Any) -> bytes:
-        # As kube-apiserver does, a created object's missing apiVersion and kind are taken
-        # from the URL (kopf posts Events without them).
-        raw = original_read(handler)
-        if handler.command != "POST" or not raw.strip():
-            return raw
-        try:
-            doc = json.loads(raw)
-            route = handler.face.route([unquote(p) for p in
-                                        urlsplit(handler.path).path.split("/") if p])
-        except Exception:
-            return raw
-        if not isinstance(doc, dict) or (doc.get("apiVersion") and doc.get("kind")):
-            return raw
-        doc.setdefault("apiVersion", route.rtype.api_version)
-        doc.setdefault("kind", route.rtype.kind)
-        return json.dumps(doc).encode()
-
     sim_http._Handler._dispatch = counted  # type: ignore[method-assign]
-    sim_http._Handler._read = read  # type: ignore[method-assign]
     api = EmbeddedAPI()
     register_kinds(api, [DatabaseInstance])
     face = sim_http.APIServerHTTP(api).start()
