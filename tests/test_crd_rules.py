@@ -8,14 +8,24 @@ defaults.
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import attrs
 import pytest
 
-from lifecycle.driver.crds import claim_spec_schema, crd
+from lifecycle.core.kind import PROVIDER_CONFIG_API
+from lifecycle.driver.crds import (
+    claim_spec_schema,
+    crd,
+    crds,
+    provider_config_apis,
+    schema_for_type,
+)
 from lifecycle.kube.errors import Invalid
 from lifecycle.machines.claim import DatabaseClaim, DatabaseInstanceClass
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.runtime.children import ParentKind, Version
 from lifecycle.sim import EmbeddedAPI
 from lifecycle.sim.crds import apply_crd
 from lifecycle.testing.claims import claim_manifest, class_manifest
@@ -215,3 +225,67 @@ def test_a_class_is_defaulted_and_validated_by_its_schema(api: EmbeddedAPI) -> N
     with pytest.raises(Invalid) as refused:
         api.create(empty)
     assert "specTemplate.resourceNamespace" in str(refused.value)
+
+
+# ------------------------------------------------------- types, defaults, versions
+class Tier(enum.Enum):
+    """A string enum, as parameters declare choices."""
+
+    GOLD = "gold"
+    SILVER = "silver"
+
+
+def test_python_types_map_to_exact_schemas() -> None:
+    preserve = {"x-kubernetes-preserve-unknown-fields": True}
+    assert schema_for_type(Any) == preserve
+    assert schema_for_type(object) == preserve
+    assert schema_for_type(list) == {"type": "array", "items": preserve}
+    assert schema_for_type(tuple) == {"type": "array", "items": preserve}
+    assert schema_for_type(dict) == {"type": "object", "additionalProperties": preserve}
+    assert schema_for_type(dict[str, str]) == {"type": "object",
+                                               "additionalProperties": {"type": "string"}}
+    assert schema_for_type(Tier) == {"type": "string", "enum": ["gold", "silver"]}
+    with pytest.raises(TypeError) as refused:
+        schema_for_type(bytes)
+    assert str(refused.value) == "no OpenAPI schema for type <class 'bytes'>"
+
+
+def test_defaults_are_written_as_json_values_and_none_is_no_default() -> None:
+    assert schema_for_type(Tier, Tier.GOLD) == {"type": "string", "enum": ["gold", "silver"],
+                                                "default": "gold"}
+    assert type(schema_for_type(Tier, Tier.GOLD)["default"]) is str
+    assert schema_for_type(str | None, None) == {"type": "string", "nullable": True}
+    assert schema_for_type(int, 3)["default"] == 3
+    assert "default" not in schema_for_type(list[str], attrs.Factory(list))
+
+
+def test_a_claim_spec_requires_what_its_parameters_require() -> None:
+    @attrs.frozen
+    class Sized:
+        """A portable parameter without a default."""
+
+        size: int
+        note: str = ""
+
+    schema = claim_spec_schema(attrs.evolve(DatabaseClaim, parameters=Sized))
+    assert schema["required"] == ["size"]
+    assert "required" not in claim_spec_schema(DatabaseClaim)
+
+
+def test_provider_config_crds_follow_the_managed_kinds_not_the_claims() -> None:
+    other = attrs.evolve(DatabaseInstance, provider_config_api="other.example/v1")
+    assert provider_config_apis([other, DatabaseClaim]) == ["other.example/v1"]
+    assert provider_config_apis([DatabaseClaim]) == [PROVIDER_CONFIG_API]
+    docs = crds([other, DatabaseClaim])
+    assert [d["metadata"]["name"] for d in docs] == [
+        "providerconfigs.other.example", f"{DatabaseInstance.plural}.{DatabaseInstance.group}",
+        f"{DatabaseClaim.plural}.{DatabaseClaim.group}"]
+
+
+def test_only_the_newest_of_three_parent_versions_is_stored() -> None:
+    app = ParentKind("apps.example", "App", "apps",
+                     (Version("v1alpha1", up=dict), Version("v1beta1", up=dict),
+                      Version("v1")), ())
+    versions = crd(app)["spec"]["versions"]
+    assert [(v["name"], v["storage"]) for v in versions] == [
+        ("v1alpha1", False), ("v1beta1", False), ("v1", True)]
