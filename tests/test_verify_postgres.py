@@ -73,7 +73,6 @@ def test_postgres_kind_has_no_counterexample(spec: str, dsn: str,
     (target,), _ = verify.targets([spec])
     report = verify.explore(target)
     assert report.ok, "\n".join(c.render() for c in report.counterexamples)
-    assert report.points >= 20
     # Every point, both sides, both variants; every phase has points.
     assert len(report.checked) == report.points * 4
     assert {c.phase for c in report.checked} == {"create", "update", "delete"}
