@@ -245,6 +245,7 @@ def test_python_types_map_to_exact_schemas() -> None:
     assert schema_for_type(dict[str, str]) == {"type": "object",
                                                "additionalProperties": {"type": "string"}}
     assert schema_for_type(Tier) == {"type": "string", "enum": ["gold", "silver"]}
+    assert schema_for_type(int | str) == preserve  # a union of two types is not narrowed
     with pytest.raises(TypeError) as refused:
         schema_for_type(bytes)
     assert str(refused.value) == "no OpenAPI schema for type <class 'bytes'>"
@@ -257,6 +258,7 @@ def test_defaults_are_written_as_json_values_and_none_is_no_default() -> None:
     assert schema_for_type(str | None, None) == {"type": "string", "nullable": True}
     assert schema_for_type(int, 3)["default"] == 3
     assert "default" not in schema_for_type(list[str], attrs.Factory(list))
+    assert "default" not in schema_for_type(tuple[str, ...], ())  # not a JSON scalar
 
 
 def test_a_claim_spec_requires_what_its_parameters_require() -> None:
