@@ -1,0 +1,109 @@
+"""The deployment options' limits, the operator container and the kustomize writer, exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import pytest
+import yaml
+
+from lifecycle.driver.manifests import (
+    RUN_AS_USER,
+    ManifestError,
+    Options,
+    dump,
+    manifests,
+    write_kustomize,
+)
+from lifecycle.machines.database import DatabaseInstance
+
+OK = Options(image="example/operator:1", kind_names=("DatabaseInstance",))
+RULE = ("(RFC 1123 label: at most 63 lowercase letters, digits and '-', starting and ending "
+        "with a letter or digit)")
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"name": ""}, f"--name '' is not a valid name {RULE}"),
+    ({"name": "a" * 64}, f"--name '{'a' * 64}' is not a valid name {RULE}"),
+    ({"name": "Op"}, f"--name 'Op' is not a valid name {RULE}"),
+    ({"namespace": "-x"}, f"--namespace '-x' is not a valid name {RULE}"),
+    ({"watch_namespace": "x_y"}, f"--watch-namespace 'x_y' is not a valid name {RULE}"),
+    ({"image": ""}, "--image '' is not a container image reference"),
+    ({"image": "a b"}, "--image 'a b' is not a container image reference"),
+    ({"image": "a\tb"}, "--image 'a\\tb' is not a container image reference"),
+    ({"replicas": True}, "--replicas must be between 0 and 1000, got True"),
+    ({"replicas": -1}, "--replicas must be between 0 and 1000, got -1"),
+    ({"replicas": 1001}, "--replicas must be between 0 and 1000, got 1001"),
+    ({"probe_port": 0}, "the probe port must be 1-65535, got 0"),
+    ({"probe_port": 65536}, "the probe port must be 1-65535, got 65536"),
+    ({"kind_names": ()}, "no kinds to run"),
+])
+def test_options_out_of_range_are_refused_in_one_line(change: dict, message: str) -> None:
+    with pytest.raises(ManifestError) as refused:
+        attrs.evolve(OK, **change).check()
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize("change", [
+    {"name": "a" * 63}, {"name": "a"}, {"name": "a-1"}, {"namespace": "x9"},
+    {"watch_namespace": "team-a"}, {"replicas": 0}, {"replicas": 1000},
+    {"probe_port": 1}, {"probe_port": 65535},
+])
+def test_options_at_their_limits_are_accepted(change: dict) -> None:
+    attrs.evolve(OK, **change).check()
+
+
+def test_the_operator_container_runs_the_kinds_with_leader_election() -> None:
+    opts = attrs.evolve(OK, connector="pkg.mod:connector", watch_namespace="team",
+                        probe_port=9090, name="op", namespace="ops")
+    deployment = next(d for d in manifests([DatabaseInstance], opts) if d["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"] == [
+        "run", "--kinds", "DatabaseInstance", "--leader-elect", "--lease-namespace", "ops",
+        "--lease-name", "op", "--probe-address", "0.0.0.0:9090", "--log-json",
+        "--connector", "pkg.mod:connector", "--namespace", "team"]
+    assert container["ports"] == [{"name": "probes", "containerPort": 9090, "protocol": "TCP"}]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probes"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
+    assert container["securityContext"]["runAsUser"] == RUN_AS_USER == 65532
+    plain = next(d for d in manifests([DatabaseInstance], OK) if d["kind"] == "Deployment")
+    args = plain["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--connector" not in args and "--namespace" not in args
+
+
+def test_dump_keeps_key_order_block_style_and_no_aliases() -> None:
+    shared = {"c": [1]}
+    text = dump([{"b": 1, "a": shared, "d": shared}])
+    assert text == "b: 1\na:\n  c:\n  - 1\nd:\n  c:\n  - 1\n"
+    assert dump([{"x": 1}, {"y": 2}]) == "x: 1\n---\ny: 2\n"
+
+
+def test_kustomize_writes_one_file_per_object_and_an_index(tmp_path: Path) -> None:
+    out = tmp_path / "deep" / "base"
+    docs = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "op"}},
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}}]
+    paths = write_kustomize(out, docs)
+    assert [p.name for p in paths] == ["service-account-op.yaml", "config-map-settings.yaml",
+                                       "kustomization.yaml"]
+    assert yaml.safe_load((out / "kustomization.yaml").read_text()) == {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": ["service-account-op.yaml", "config-map-settings.yaml"]}
+    assert yaml.safe_load((out / "config-map-settings.yaml").read_text()) == docs[1]
+    # A second run drops what it no longer writes and leaves other files alone.
+    (out / "notes.txt").write_text("mine")
+    again = write_kustomize(out, docs[:1])
+    assert [p.name for p in again] == ["service-account-op.yaml", "kustomization.yaml"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "kustomization.yaml", "notes.txt", "service-account-op.yaml"]
+    # An index without resources (written by hand) removes nothing.
+    (out / "kustomization.yaml").write_text("apiVersion: kustomize.config.k8s.io/v1beta1\n")
+    write_kustomize(out, docs[1:])
+    assert (out / "service-account-op.yaml").exists()
+
+
+def test_two_objects_for_one_file_are_refused(tmp_path: Path) -> None:
+    doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "same"}}
+    with pytest.raises(ManifestError) as refused:
+        write_kustomize(tmp_path, [doc, dict(doc)])
+    assert str(refused.value) == "two objects would be written to config-map-same.yaml"
