@@ -121,6 +121,38 @@ def test_events_are_recorded_in_the_objects_namespace_or_default(
     assert fresh["count"] == 1 and fresh["metadata"]["name"] != in_team["metadata"]["name"]
 
 
+def test_repeats_count_up_and_move_last_timestamp_per_object(
+        face: APIServerHTTP, cluster: KubeCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import UTC, datetime
+
+    import lifecycle.driver.cluster as adapter
+
+    clock = [datetime(2026, 1, 1, 0, 0, 0, tzinfo=UTC)]
+    monkeypatch.setattr(adapter, "now", lambda: clock[0])
+    one = cluster.create({"apiVersion": f"{G}/{V}", "kind": "Widget",
+                          "metadata": {"name": "one", "namespace": "default"}})
+    two = cluster.create({"apiVersion": f"{G}/{V}", "kind": "Widget",
+                          "metadata": {"name": "two", "namespace": "default"}})
+    first = cluster.record_event(one, "Normal", "Same", "same words")
+    assert (first["firstTimestamp"], first["lastTimestamp"]) == ("2026-01-01T00:00:00Z",) * 2
+    # Another object saying the same thing gets its own Event.
+    other = cluster.record_event(two, "Normal", "Same", "same words")
+    assert other["metadata"]["name"] != first["metadata"]["name"]
+    assert other["involvedObject"]["name"] == "two" and other["count"] == 1
+    for count, minute in ((2, 1), (3, 2)):
+        clock[0] = datetime(2026, 1, 1, 0, minute, 0, tzinfo=UTC)
+        repeat = cluster.record_event(one, "Normal", "Same", "same words")
+        assert repeat["metadata"]["name"] == first["metadata"]["name"]
+        assert repeat["count"] == count
+        assert repeat["lastTimestamp"] == f"2026-01-01T00:0{minute}:00Z"
+        assert repeat["firstTimestamp"] == "2026-01-01T00:00:00Z"
+    # An object known only by name and namespace (no apiVersion, kind or uid) still gets one.
+    bare = cluster.record_event({"metadata": {"namespace": "default"}}, "Normal", "Bare", "b")
+    assert bare["metadata"]["name"].startswith("object.")
+    assert {k: bare["involvedObject"][k] for k in ("apiVersion", "kind", "name", "uid")} == {
+        "apiVersion": "", "kind": "", "name": "object", "uid": ""}
+
+
 def test_retry_after_is_read_from_the_headers_when_there_are_any() -> None:
     response = k8s.ApiException(status=429, reason="Too Many Requests")
     response.headers = {"Retry-After": "7"}
