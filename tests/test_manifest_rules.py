@@ -12,11 +12,13 @@ from lifecycle.driver.manifests import (
     RUN_AS_USER,
     ManifestError,
     Options,
+    cluster_rules,
     dump,
     manifests,
     write_kustomize,
 )
 from lifecycle.machines.database import DatabaseInstance
+from lifecycle.runtime.children import OwnedChild, ParentKind, Version
 
 OK = Options(image="example/operator:1", kind_names=("DatabaseInstance",))
 RULE = ("(RFC 1123 label: at most 63 lowercase letters, digits and '-', starting and ending "
@@ -107,3 +109,27 @@ def test_two_objects_for_one_file_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ManifestError) as refused:
         write_kustomize(tmp_path, [doc, dict(doc)])
     assert str(refused.value) == "two objects would be written to config-map-same.yaml"
+
+
+def test_cluster_rules_cover_secrets_and_the_kinds_provider_config_groups() -> None:
+    other = attrs.evolve(DatabaseInstance, provider_config_api="configs.example/v1")
+    granted = cluster_rules([other])
+    on = {(group, resource) for rule in granted for group in rule["apiGroups"]
+          for resource in rule["resources"]}
+    assert ("", "secrets") in on  # by default the Secret rule is cluster-wide
+    assert ("configs.example", "providerconfigs") in on
+    assert ("lifecycle.dev", "providerconfigs") not in on
+    assert ("", "secrets") not in {
+        (g, r) for rule in cluster_rules([other], secrets=False)
+        for g in rule["apiGroups"] for r in rule["resources"]}
+
+
+@pytest.mark.parametrize(("api_version", "kind"), [("v1", None), (None, "ConfigMap")])
+def test_a_child_without_its_type_cannot_get_rbac(api_version: str | None,
+                                                  kind: str | None) -> None:
+    child = OwnedChild("settings", lambda parent: {}, api_version=api_version, kind=kind)
+    app = ParentKind("apps.example", "App", "apps", (Version("v1"),), (child,))
+    with pytest.raises(ManifestError) as refused:
+        cluster_rules([app])
+    assert str(refused.value) == ("App child 'settings' names no api_version and kind, so its "
+                                  "RBAC cannot be generated")
