@@ -133,3 +133,21 @@ def test_a_child_without_its_type_cannot_get_rbac(api_version: str | None,
         cluster_rules([app])
     assert str(refused.value) == ("App child 'settings' names no api_version and kind, so its "
                                   "RBAC cannot be generated")
+
+
+def test_a_watched_namespace_gets_a_labelled_secrets_role_and_binding_there() -> None:
+    opts = attrs.evolve(OK, name="op", namespace="ops", watch_namespace="team")
+    docs = manifests([DatabaseInstance], opts)
+    labels = {"app.kubernetes.io/name": "op", "app.kubernetes.io/component": "operator",
+              "app.kubernetes.io/managed-by": "lifecycle"}
+    role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "op-secrets")
+    assert role["metadata"] == {"name": "op-secrets", "labels": labels, "namespace": "team"}
+    assert [r["resources"] for r in role["rules"]] == [["secrets"]]
+    binding = next(d for d in docs if d["kind"] == "RoleBinding"
+                   and d["metadata"]["name"] == "op-secrets")
+    assert binding["metadata"] == {"name": "op-secrets", "labels": labels, "namespace": "team"}
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": "op-secrets"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "op", "namespace": "ops"}]
+    assert not any(d["metadata"]["name"] == "op-secrets" for d in manifests([DatabaseInstance],
+                                                                             OK))
