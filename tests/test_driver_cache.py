@@ -13,7 +13,7 @@ import pytest
 
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.kind import CONNECTION_SECRET_LABEL, EXTERNAL_NAME
-from lifecycle.driver.cache import CachedCluster, cached_manager
+from lifecycle.driver.cache import WRITTEN_TTL, CachedCluster, cached_manager
 from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.driver.informer import InformerOptions
 from lifecycle.driver.manager import ManagerOptions
@@ -192,6 +192,93 @@ def test_kinds_without_a_store_and_deletes_go_to_the_server(setup):
     with pytest.raises(NotFound):
         cached.get(API, KIND, "default", "a")  # the store still has it; the server does not
     assert inner.calls == ["get"]
+
+
+def test_hits_count_every_read_the_store_answers_and_misses_say_what_is_missing(setup):
+    inner, store, cached = setup
+    store.put(inner.api.create(configmap("a")))
+    for _ in range(3):
+        cached.get(API, KIND, "default", "a")
+    assert (cached.hits, cached.misses) == (3, 0)
+    with pytest.raises(NotFound) as missing:
+        cached.get(API, KIND, "default", "absent")
+    assert str(missing.value) == 'configmaps "absent" not found'
+    assert cached.hits == 4
+
+
+def test_a_cluster_scoped_kind_is_found_whatever_namespace_the_caller_passes():
+    inner, store = Counting(), Store()
+    cached = CachedCluster(inner)  # type: ignore[arg-type]
+    cached.serve_from("v1", "Namespace", store, complete=True)
+    store.put(inner.api.create({"apiVersion": "v1", "kind": "Namespace",
+                                "metadata": {"name": "team"}}))
+    inner.calls.clear()
+    assert cached.get("v1", "Namespace", "some-namespace", "team")["metadata"]["name"] == "team"
+    assert inner.calls == []
+
+
+def test_a_remembered_write_is_preferred_until_exactly_the_ttl():
+    inner, store, now = Counting(), Store(), [0.0]
+    cached = CachedCluster(inner, clock=lambda: now[0])  # type: ignore[arg-type]
+    cached.serve_from(API, KIND, store, complete=True)
+    store.put(inner.api.create(configmap("a")))
+    body = cached.get(API, KIND, "default", "a")
+    body["data"] = {"k": "b"}
+    cached.replace(body)  # the store still holds "a"
+    now[0] = WRITTEN_TTL - 0.001
+    assert cached.get(API, KIND, "default", "a")["data"] == {"k": "b"}
+    now[0] = WRITTEN_TTL
+    assert cached.get(API, KIND, "default", "a")["data"] == {"k": "a"}
+
+
+def test_opaque_versions_are_caught_up_only_once_the_store_moves_off_the_base():
+    class Opaque:
+        """A cluster whose resourceVersions are not numbers."""
+
+        def __init__(self) -> None:
+            self.version = 0
+
+        def info(self, api_version: str, kind: str) -> ResourceType:
+            return ResourceType("", "v1", kind, kind.lower() + "s", namespaced=True)
+
+        def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+            self.version += 1
+            return {**obj, "metadata": {**obj["metadata"],
+                                        "resourceVersion": f"opaque-{self.version}"}}
+
+    store = Store()
+    cached = CachedCluster(Opaque())  # type: ignore[arg-type]
+    cached.serve_from(API, KIND, store, complete=True)
+    base = {**configmap("a"), "metadata": {"name": "a", "namespace": "default",
+                                           "resourceVersion": "opaque-base"}}
+    store.put(base)
+    cached.replace({**base, "data": {"k": "b"}})
+    # The store still shows the version the write was based on: the write is read.
+    assert cached.get(API, KIND, "default", "a")["data"] == {"k": "b"}
+    store.put({**base, "data": {"k": "c"},
+               "metadata": {**base["metadata"], "resourceVersion": "opaque-9"}})
+    assert cached.get(API, KIND, "default", "a")["data"] == {"k": "c"}
+
+
+def test_a_deleted_object_is_not_served_from_what_was_written_before(setup):
+    _, _, cached = setup
+    cached.create(configmap("a"))  # remembered; the store has not seen it
+    cached.delete(API, KIND, "default", "a")
+    for _ in range(2):
+        with pytest.raises(NotFound):
+            cached.get(API, KIND, "default", "a")
+
+
+def test_lists_pass_namespace_and_selector_through(setup):
+    inner, _, cached = setup
+    inner.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
+    for name, labels, namespace in (("a", {"t": "x"}, "default"), ("b", {"t": "y"}, "default"),
+                                    ("c", {"t": "x"}, "other")):
+        body = configmap(name)
+        body["metadata"].update(labels=labels, namespace=namespace)
+        inner.api.create(body)
+    items, _ = cached.list(API, KIND, "default", "t=x")
+    assert [o["metadata"]["name"] for o in items] == ["a"]
 
 
 # ------------------------------------- lookup: a create follows a miss
@@ -408,6 +495,27 @@ def test_secrets_are_read_from_a_secret_informer_once_synced(server):
         assert cached.misses == 0 and cached.hits == 1
         with pytest.raises(NotFound):
             cached.get("v1", "Secret", "default", "absent")
+    finally:
+        cached.stop()
+
+
+def test_a_secret_informer_of_one_namespace_holds_only_that_namespace(server):
+    server.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    for namespace in ("team", "default"):
+        server.api.create({"apiVersion": "v1", "kind": "Secret",
+                           "metadata": {"name": "s", "namespace": namespace},
+                           "data": {"k": "dg=="}})
+    cached = CachedCluster(KubeCluster(api_client(host=server.url)))
+    informer = cached.watch_secrets("team", options=FAST)
+    try:
+        assert informer.wait_synced(10)
+        assert [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in informer.items()] == [
+            ("team", "s")]
+        cached.get("v1", "Secret", "team", "s")
+        assert (cached.hits, cached.misses) == (1, 0)
+        # Outside the watched namespace the store is not the whole truth: read the server.
+        assert cached.get("v1", "Secret", "default", "s")["data"] == {"k": "dg=="}
+        assert cached.misses == 1
     finally:
         cached.stop()
 
