@@ -206,6 +206,13 @@ def test_hits_count_every_read_the_store_answers_and_misses_say_what_is_missing(
     assert cached.hits == 4
 
 
+def test_what_the_cache_does_not_define_is_the_clusters(setup):
+    inner, _, cached = setup
+    assert cached.info(API, KIND) == inner.api.resource_type(API, KIND)
+    cached.reset_stats()  # forwarded, and counted by the cluster underneath
+    assert inner.calls[-1] == "reset_stats"
+
+
 def test_a_cluster_scoped_kind_is_found_whatever_namespace_the_caller_passes():
     inner, store = Counting(), Store()
     cached = CachedCluster(inner)  # type: ignore[arg-type]
@@ -226,9 +233,12 @@ def test_a_remembered_write_is_preferred_until_exactly_the_ttl():
     body["data"] = {"k": "b"}
     cached.replace(body)  # the store still holds "a"
     now[0] = WRITTEN_TTL - 0.001
+    hits = cached.hits
     assert cached.get(API, KIND, "default", "a")["data"] == {"k": "b"}
+    assert cached.hits == hits + 1  # answered from memory: a hit
     now[0] = WRITTEN_TTL
     assert cached.get(API, KIND, "default", "a")["data"] == {"k": "a"}
+    assert cached.hits == hits + 2
 
 
 def test_opaque_versions_are_caught_up_only_once_the_store_moves_off_the_base():
@@ -495,6 +505,8 @@ def test_secrets_are_read_from_a_secret_informer_once_synced(server):
         assert cached.misses == 0 and cached.hits == 1
         with pytest.raises(NotFound):
             cached.get("v1", "Secret", "default", "absent")
+        # A store of every Secret answers a miss itself.
+        assert cached.misses == 0 and cached.hits == 2
     finally:
         cached.stop()
 
