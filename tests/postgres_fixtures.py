@@ -53,6 +53,17 @@ def server(postgres_server: PostgresServer) -> Iterator[PostgresServer]:
     postgres_server.start()
 
 
+@pytest.fixture
+def dsn(server: PostgresServer, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``LIFECYCLE_POSTGRES_DSN`` pointing at the session server (superuser)."""
+    from lifecycle.providers.postgres.verify import POSTGRES_DSN_ENV
+
+    value = (f"postgresql://{server.user}:{server.password}@{server.host}:{server.port}"
+             "/postgres?sslmode=disable")
+    monkeypatch.setenv(POSTGRES_DSN_ENV, value)
+    return value
+
+
 #: The admin kinds ``env`` runs each test with.
 ADMIN_KINDS = ("superuser", "createrole")
 #: The name of the session's non-superuser admin role.

@@ -1080,13 +1080,10 @@ def test_removing_a_privilege_from_default_privileges_revokes_it(
 
 # ------------------------------------------------------------ crash exploration
 def test_default_privileges_crash_exploration_has_no_counterexample(
-    server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+    server: PostgresServer, dsn: str
 ) -> None:
     from lifecycle import verify
-    from lifecycle.providers.postgres.verify import POSTGRES_DSN_ENV
 
-    monkeypatch.setenv(POSTGRES_DSN_ENV, f"postgresql://{server.user}:{server.password}@"
-                                         f"{server.host}:{server.port}/postgres?sslmode=disable")
     (target,), _ = verify.targets(["lifecycle.machines.postgres:DefaultPrivileges"])
     report = verify.explore(target)
     assert report.ok, "\n".join(c.render() for c in report.counterexamples)

@@ -7,7 +7,6 @@ variants. Run just these with ``pytest -m postgres tests/test_verify_postgres.py
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -18,11 +17,7 @@ from lifecycle.cli import main
 from lifecycle.providers.postgres.extension import ExtensionClient
 from lifecycle.providers.postgres.role import RoleClient
 from lifecycle.providers.postgres.schema import SchemaClient
-from lifecycle.providers.postgres.testing import (
-    PostgresServer,
-    postgres_server,  # noqa: F401  (the session fixture)
-)
-from lifecycle.providers.postgres.verify import POSTGRES_DSN_ENV
+from lifecycle.providers.postgres.testing import PostgresServer
 from tests.test_verify import LateFinalizerReconciler
 
 pytestmark = pytest.mark.postgres
@@ -31,22 +26,6 @@ KINDS = ("lifecycle.machines.postgres:Role", "lifecycle.machines.postgres:Databa
          "lifecycle.machines.postgres:Grant", "lifecycle.machines.postgres:Schema",
          "lifecycle.machines.postgres:Extension")
 NAMES = ("Role", "Database", "Grant", "Schema", "Extension")
-
-
-@pytest.fixture
-def server(postgres_server: PostgresServer) -> Iterator[PostgresServer]:  # noqa: F811
-    """The session server, started again if a test left it stopped."""
-    postgres_server.start()
-    yield postgres_server
-
-
-@pytest.fixture
-def dsn(server: PostgresServer, monkeypatch: pytest.MonkeyPatch) -> str:
-    """``LIFECYCLE_POSTGRES_DSN`` pointing at the session server."""
-    value = (f"postgresql://{server.user}:{server.password}@{server.host}:{server.port}"
-             "/postgres?sslmode=disable")
-    monkeypatch.setenv(POSTGRES_DSN_ENV, value)
-    return value
 
 
 def leftovers(server: PostgresServer, prefix: str) -> list[str]:

@@ -9,25 +9,13 @@ server; they are run by ``lifecycle verify --stale 1`` with a DSN, not here.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from lifecycle import verify
-from lifecycle.providers.postgres.verify import POSTGRES_DSN_ENV
 
 pytestmark = pytest.mark.postgres
 
 KINDS = ("Role", "Database", "Grant", "Schema", "Extension", "DefaultPrivileges")
-
-
-@pytest.fixture
-def dsn(server: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    """``LIFECYCLE_POSTGRES_DSN`` pointing at the session server."""
-    value = (f"postgresql://{server.user}:{server.password}@{server.host}:{server.port}"
-             "/postgres?sslmode=disable")
-    monkeypatch.setenv(POSTGRES_DSN_ENV, value)
-    return value
 
 
 @pytest.mark.parametrize("kind", KINDS)
