@@ -216,8 +216,7 @@ class CachedCluster:
         try:
             made = self.cluster.create(obj)
         except AlreadyExists:
-            with self._lock:
-                self._fresh.add(self._ident(obj))
+            self._forget(self._ident(obj))
             raise
         self._remember(self._ident(made), made, "")
         return made
@@ -235,21 +234,25 @@ class CachedCluster:
         try:
             written = call(obj)
         except (Conflict, NotFound):
-            with self._lock:
-                self._written.pop(ident, None)
-                self._fresh.add(ident)  # the retry reads the truth
+            self._forget(ident)  # the retry reads the truth
             raise
         self._remember(ident, written, _version(obj))
         return written
 
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
         """Delete through the API server; the next read of it goes there too."""
-        ident = (api_version, kind, namespace if self.cluster.info(api_version, kind).namespaced
-                 else None, name)
+        self._forget((api_version, kind, namespace if self.cluster.info(
+            api_version, kind).namespaced else None, name))
+        self.cluster.delete(api_version, kind, namespace, name)
+
+    def _forget(self, ident: tuple[str, str, str | None, str]) -> None:
+        """Send the next read of ``ident`` to the API server (kinds with a store only:
+        reads of other kinds go there anyway, and would never clear the mark)."""
+        if (ident[0], ident[1]) not in self._stores:
+            return
         with self._lock:
             self._written.pop(ident, None)
             self._fresh.add(ident)
-        self.cluster.delete(api_version, kind, namespace, name)
 
     def _ident(self, obj: dict[str, Any]) -> tuple[str, str, str | None, str]:
         api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
