@@ -191,7 +191,7 @@ class KubeCluster:
         for kind in kinds:
             self.register(ResourceInfo(kind.group, kind.version, kind.kind, kind.plural,
                                        kind.namespaced))
-        self._events: OrderedDict[tuple[str, ...], tuple[str, str, int]] = OrderedDict()
+        self._events: OrderedDict[tuple[str, ...], tuple[str, int]] = OrderedDict()
 
     def register(self, info: ResourceInfo) -> None:
         """Make a kind known without discovery."""
@@ -365,7 +365,7 @@ class KubeCluster:
         events = self.info("v1", "Event")
         seen = self._events.get(key)
         if seen is not None:
-            name, _, count = seen
+            name, count = seen
             try:
                 event = self._request("PATCH", self._path(events, namespace, name),
                                       {"count": count + 1, "lastTimestamp": stamp},
@@ -373,7 +373,7 @@ class KubeCluster:
             except NotFound:
                 self._events.pop(key, None)
             else:
-                self._remember(key, name, namespace, count + 1)
+                self._remember(key, name, count + 1)
                 return event
         involved_name = str(meta.get("name", "object"))
         body = {
@@ -389,12 +389,12 @@ class KubeCluster:
             "source": {"component": self.component}, "reportingComponent": self.component,
         }
         event = self._request("POST", self._path(events, namespace), body)
-        self._remember(key, event["metadata"]["name"], namespace, 1)
+        self._remember(key, event["metadata"]["name"], 1)
         return event
 
-    def _remember(self, key: tuple[str, ...], name: str, namespace: str, count: int) -> None:
+    def _remember(self, key: tuple[str, ...], name: str, count: int) -> None:
         with self._lock:
-            self._events[key] = (name, namespace, count)
+            self._events[key] = (name, count)
             self._events.move_to_end(key)
             while len(self._events) > 4096:
                 self._events.popitem(last=False)
