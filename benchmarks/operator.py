@@ -71,7 +71,7 @@ def build(n: int, *, latency: float = 0.0, create_polls: int = 0) -> Operator:
     cloud = SimCloud(seed=0, create_polls=create_polls, modify_polls=0, delete_polls=0,
                      latency=latency)
     # As the driver runs it (ManagerOptions.reads_ttl): supporting reads reused briefly.
-    reconciler = Reconciler(api, kind, DatabaseConnector(cloud),
+    reconciler = Reconciler(api.shared(), kind, DatabaseConnector(cloud),
                             reads_ttl=ManagerOptions().reads_ttl)
     keys: list[tuple[str | None, str]] = []
     for i in range(n):

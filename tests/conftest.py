@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 from widgets import widget_api
 
 from lifecycle.sim import EmbeddedAPI
+
+# Every embedded API of the suite checks that no caller changes an object it shared.
+os.environ.setdefault("LIFECYCLE_MUTATION_DETECTOR", "1")
 
 
 @pytest.fixture

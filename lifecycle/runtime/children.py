@@ -329,10 +329,9 @@ class ParentReconciler:
         meta = desired["metadata"]
         current = child
 
-        def attempt() -> dict[str, Any]:
-            for f in compare:
-                current[f] = overlay(current.get(f), desired.get(f))
-            return self.api.replace(current)
+        def attempt() -> dict[str, Any]:  # what was read is read-only: write a new body
+            return self.api.replace(
+                {**current, **{f: overlay(current.get(f), desired.get(f)) for f in compare}})
 
         def refresh() -> None:
             nonlocal current

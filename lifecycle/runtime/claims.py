@@ -182,12 +182,14 @@ class ClaimStore:
     def update_resource(
         self, ref: tuple[str, str], change: Callable[[dict[str, Any]], bool]
     ) -> None:
-        """Apply ``change`` to a fresh read of the managed resource; commit if it returns True."""
+        """Apply ``change`` to a copy of a fresh read of the managed resource; commit if it
+        returns True."""
         def attempt() -> None:
             obj = self.get_resource(*ref)
             if obj is None:
                 raise HandledError(f"managed resource {ref[0]}/{ref[1]} not found",
                                    reason="ResourceNotFound")
+            obj = clone(obj)  # what was read is read-only
             if change(obj):
                 self.api.replace(obj)
 
@@ -227,9 +229,10 @@ class ClaimStore:
                                "claim; not overwritten", reason="SecretNotOwned")
         if target.get("data") == data:
             return
-        target["data"] = data
-        target["metadata"].setdefault("annotations", {})[PROPAGATED_FROM] = origin
-        self.api.replace(target)
+        target_meta = target["metadata"]
+        self.api.replace({**target, "data": data, "metadata": {
+            **target_meta, "annotations": {**(target_meta.get("annotations") or {}),
+                                           PROPAGATED_FROM: origin}}})
 
     def withdraw(self, run: ClaimPass) -> None:
         """Delete the claim's connection Secret when this claim controls it."""

@@ -207,10 +207,10 @@ class ConnectionSecrets:
                         "data": data,
                     })
                 else:
-                    secret["data"] = data
                     labels = {**objects.labels(secret), CONNECTION_SECRET_LABEL: "true"}
-                    secret["metadata"] = {**secret["metadata"], **ownership, "labels": labels}
-                    self._seen[(namespace, name)] = self.api.replace(secret)
+                    self._seen[(namespace, name)] = self.api.replace({  # read-only: a new body
+                        **secret, "data": data,
+                        "metadata": {**secret["metadata"], **ownership, "labels": labels}})
             except AlreadyExists:
                 # Created meanwhile: like a conflict, retried from a fresh read.
                 raise Conflict(f"Secret {namespace}/{name} was created meanwhile") from None

@@ -10,9 +10,13 @@ collection of dependents and namespace deletion (:mod:`lifecycle.sim.gc`), and
 watches with a bounded history that expires (``410 Gone``).
 ``docs/embedded-api.md`` lists what it implements and where it differs.
 
-Every object passed in or returned is copied, so callers can never alias the
-stored state. Internally a stored object is never mutated after it is written:
-each write builds a new dict, which lets the watch history share references.
+Every object passed in is copied, so a caller can never alias the stored
+state through what it wrote. A stored object is never mutated after it is
+written: each write builds a new dict, which lets the watch history share
+references. What the API returns is a copy too, except through
+:meth:`EmbeddedAPI.shared`: that view returns the stored objects themselves,
+which its callers must not change (:mod:`lifecycle.sim.sharing`, with its
+mutation detector).
 
 Faults (errors, latency, dropped watches) are injected through
 :attr:`EmbeddedAPI.faults`; see :class:`FaultInjector`.
@@ -43,6 +47,7 @@ from lifecycle.sim.faults import WRITE_VERBS, FaultInjector
 from lifecycle.sim.gc import Collector, Deletes, deletion_done
 from lifecycle.sim.reads import Reads
 from lifecycle.sim.schema import admit as admit_schema
+from lifecycle.sim.sharing import Lender, SharedView
 from lifecycle.sim.snapshots import Snapshots
 from lifecycle.sim.validation import (
     admit_new,
@@ -88,6 +93,13 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
 
     ``stats`` counts calls per verb (failed and faulted calls included);
     :meth:`writes` sums the write verbs, optionally for one kind.
+
+    :meth:`shared` is a view whose reads, writes and watches return the stored
+    objects themselves, not copies: its callers treat them as read-only and
+    copy before changing. ``detect_mutations`` turns on the detector that
+    raises :class:`~lifecycle.sim.sharing.SharedObjectChanged` when a caller
+    changed one (default: the ``LIFECYCLE_MUTATION_DETECTOR`` environment
+    variable); :meth:`check_shared` runs it over everything handed out.
     """
 
     def __init__(
@@ -97,11 +109,14 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
         watch_window: int = 10_000,
         seed: int = 0,
         bookmark_interval: float = 1.0,
+        detect_mutations: bool | None = None,
     ) -> None:
         self._clock = clock or now
+        self._lender = Lender(detect=detect_mutations)
         self._last_stamp: tuple[datetime | None, str] = (None, "")
         self._lock = threading.RLock()
         self._log = History(self._lock, watch_window, bookmark_interval)
+        self._log.lender = self._lender
         self._rng = random.Random(seed)
         self._types: dict[tuple[str, str], ResourceType] = {}
         self._store: dict[tuple[str, str], dict[tuple[str | None, str], dict[str, Any]]] = {}
@@ -207,6 +222,7 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
         """Append one change, wake the watches, and let the garbage collector follow it."""
         namespace = obj["metadata"].get("namespace") if rtype.namespaced else None
         self._log.record(change_type, (rtype.api_version, rtype.kind), namespace, obj, previous)
+        self._lender.replaced(previous)
         self._gc.track(rtype, None if change_type == "DELETED" else obj, previous)
         if change_type == "DELETED":
             self._gc.removed(rtype, obj)
@@ -227,6 +243,30 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
     def _type_of(self, obj: Any) -> ResourceType:
         return self.resource_type(*type_key(obj))
 
+    def _out(self, verb: str, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        """What ``verb`` returns (lock held): a dry run's answer is never stored, so copied."""
+        return clone(obj) if dry_run else self._lender.out(obj, verb)
+
+    def shared(self) -> SharedView:
+        """A view of this API whose answers are the stored objects, not copies.
+
+        For callers that never change what they read (the engine): reads cost
+        no copy. With the mutation detector on, a change to a shared object
+        raises :class:`~lifecycle.sim.sharing.SharedObjectChanged` at the
+        server's next look at it.
+        """
+        return SharedView(self, self._lender)
+
+    def check_shared(self) -> None:
+        """Run the mutation detector over every object handed out and not replaced since.
+
+        Raises :class:`~lifecycle.sim.sharing.SharedObjectChanged` naming the
+        first changed object and path; does nothing without ``share`` and the
+        detector.
+        """
+        with self._lock:
+            self._lender.check()
+
     # -- create ----------------------------------------------------------------
 
     def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
@@ -243,7 +283,7 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
         self._count("create", rtype.kind)
         self.faults.check("create", rtype.kind)
         with self._lock:
-            return clone(self._create(rtype, clone(obj), dry_run=dry_run))
+            return self._out("create", self._create(rtype, clone(obj), dry_run=dry_run), dry_run)
 
     def _create(
         self, rtype: ResourceType, new: dict[str, Any], *, dry_run: bool = False
@@ -348,7 +388,7 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
                 obj = {k: (None if k == "status" else v) for k, v in obj.items()}
             # a private copy whose metadata was type-checked above
             result = self._replace(rtype, stored, clone(obj), dry_run=dry_run, owned=True)
-        return clone(result)
+            return self._out("replace", result, dry_run)
 
     def _replace(self, rtype: ResourceType, stored: dict[str, Any], new: dict[str, Any],
                  dry_run: bool = False, owned: bool = False) -> dict[str, Any]:
@@ -449,7 +489,7 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
         with self._lock:
             stored = self._target_of_update(rtype, obj)
             result = self._replace_status(rtype, stored, clone(obj.get("status")), dry_run)
-        return clone(result)
+            return self._out("replace_status", result, dry_run)
 
     def _replace_status(
         self, rtype: ResourceType, stored: dict[str, Any], status: Any, dry_run: bool = False
@@ -504,7 +544,7 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
                 result = self._replace_status(rtype, stored, merged.get("status"), dry_run)
             else:
                 result = self._replace(rtype, stored, merged, dry_run=dry_run)
-        return clone(result)
+            return self._out("patch", result, dry_run)
 
     # -- delete --------------------------------------------------------------------
 
@@ -548,9 +588,10 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
             existing_name = self._event_index.get(index_key)
             existing = table.get((namespace, existing_name)) if existing_name else None
             if existing is not None:
-                return clone(self._commit(EVENT, existing, repeated_event(existing, stamp)))
+                return self._out("record_event",
+                                 self._commit(EVENT, existing, repeated_event(existing, stamp)))
             name = f"{meta.get('name', 'object')}.{self._rng.getrandbits(64):016x}"
             event = new_event(involved, name, type, reason, message, component, stamp)
             created = self._create(EVENT, event)
             self._event_index[index_key] = name
-            return clone(created)
+            return self._out("record_event", created)

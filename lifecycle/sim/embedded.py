@@ -132,12 +132,14 @@ class EmbeddedListWatcher:
 class InProcessCluster:
     """An :class:`EmbeddedAPI` as the cluster of a :class:`~lifecycle.driver.manager.Manager`.
 
-    Reads and writes go straight to the API (the engine's ``Cluster``
-    protocol); :meth:`list_watcher` gives informers in-process sources.
+    Reads and writes go straight to the API's shared view (the engine's
+    ``Cluster`` protocol; the engine never changes what it reads, so nothing
+    is copied on the way out); :meth:`list_watcher` gives informers
+    in-process sources.
     """
 
     def __init__(self, api: EmbeddedAPI) -> None:
-        self.api = api
+        self.api = api.shared()
 
     def get(self, api_version: str, kind: str, namespace: str | None,
             name: str) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from lifecycle.kube.errors import BadRequest, Conflict, Invalid
 from lifecycle.kube.objects import clone
 from lifecycle.kube.resources import NAMESPACE, ResourceType
 from lifecycle.sim.faults import FaultInjector
+from lifecycle.sim.sharing import Lender
 from lifecycle.sim.validation import object_key
 from lifecycle.sim.watch import History
 
@@ -453,6 +454,7 @@ class Deletes:
     """The delete verb of the embedded API (mixed into ``EmbeddedAPI``)."""
 
     _lock: threading.RLock
+    _lender: Lender
     _log: History
     _gc: Collector
     faults: FaultInjector
@@ -544,4 +546,4 @@ class Deletes:
                 return None if planned is None else clone(planned)
             stored = self._deleting(rtype, stored)
             result = self._gc.delete(rtype, stored, propagation_policy)
-            return None if result is None else clone(result)
+            return None if result is None else self._lender.out(result, "delete")

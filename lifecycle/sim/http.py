@@ -70,6 +70,8 @@ class APIServerHTTP:
 
     def __init__(self, api: EmbeddedAPI, *, host: str = "127.0.0.1", port: int = 0) -> None:
         self.api = api
+        # Answers are serialized, never changed: the API's shared view copies nothing.
+        self.shared = api.shared()
         try:
             api.resource_type(CRD.api_version, CRD.kind)
         except NotFound:
@@ -275,7 +277,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         route = self.face.route(parts)
         content_type = self._content_type()
-        verbs = Verbs(self.face.api)
+        verbs = Verbs(self.face.shared)
         self._warnings = verbs.warnings
         if method == "PATCH":
             body = verbs.patch_body(route, raw, content_type)
@@ -294,7 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
                 else:
                     self._list(route, options, shape, meta_version)
                 return
-            obj = self.face.api.get(route.rtype.api_version, route.rtype.kind,
+            obj = self.face.shared.get(route.rtype.api_version, route.rtype.kind,
                                     route.namespace, route.name)
             self._send_object(200, route.rtype, obj, shape, meta_version, options)
             return
@@ -323,7 +325,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _list(self, route: Route, options: Options, shape: str, meta_version: str) -> None:
         rtype = route.rtype
-        items, version, token, remaining = self.face.api.list_page(
+        items, version, token, remaining = self.face.shared.list_page(
             rtype.api_version, rtype.kind, route.namespace, limit=options.limit,
             continue_token=options.continue_token, resource_version=options.resource_version,
             resource_version_match=options.resource_version_match, **selectors(options))
@@ -368,7 +370,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             # Bookmarks are always requested: they double as a heartbeat that lets the
             # stream notice a client that went away.
-            stream = self.face.api.watch(
+            stream = self.face.shared.watch(
                 rtype.api_version, rtype.kind, route.namespace, options.resource_version,
                 timeout=options.timeout, bookmarks=True, **chosen)
         except Gone as exc:

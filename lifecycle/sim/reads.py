@@ -20,7 +20,6 @@ from lifecycle.kube.errors import (
     NotFound,
     ResourceVersionTooLarge,
 )
-from lifecycle.kube.objects import clone
 from lifecycle.kube.resources import ResourceType
 from lifecycle.kube.selectors import LabelSelector, parse_label_selector
 from lifecycle.sim.faults import FaultInjector
@@ -31,6 +30,7 @@ from lifecycle.sim.fields import (
     field_set,
     parse_field_selector,
 )
+from lifecycle.sim.sharing import Lender
 from lifecycle.sim.validation import check_list_options, object_key
 from lifecycle.sim.watch import History, Watch, labels_of
 
@@ -54,6 +54,7 @@ class Reads:
     """The reading verbs of the embedded API (mixed into ``EmbeddedAPI``)."""
 
     _lock: threading.RLock
+    _lender: Lender
     _log: History
     _restored_rv: int
     _store: dict[tuple[str, str], dict[tuple[str | None, str], dict[str, Any]]]
@@ -73,6 +74,7 @@ class Reads:
         obj = self._table(rtype).get(key)
         if obj is None:
             raise NotFound(f'{rtype.resource} "{key[1]}" not found')
+        self._lender.touched(obj)
         return obj
 
     def _oldest(self) -> int:
@@ -94,8 +96,8 @@ class Reads:
         self.faults.check("get", kind)
         rtype = self.resource_type(api_version, kind)
         with self._lock:
-            obj = self._stored(rtype, object_key(rtype, namespace, name))
-        return clone(obj)
+            return self._lender.out(self._stored(rtype, object_key(rtype, namespace, name)),
+                                   "get")
 
     def list(
         self,
@@ -119,7 +121,8 @@ class Reads:
         with self._lock:
             found = self._select(rtype, namespace, labels, fields)
             list_rv = str(self._log.rv)
-        return [clone(obj) for obj in found], list_rv
+            out = self._lender.out
+            return [out(obj, "list") for obj in found], list_rv
 
     def list_page(
         self,
@@ -189,7 +192,8 @@ class Reads:
                 if not labels.requirements and fields.empty:
                     remaining = len(found) - limit
                 found = found[:limit]
-            return [clone(obj) for obj in found], str(at), token, remaining
+            out = self._lender.out
+            return [out(obj, "list_page") for obj in found], str(at), token, remaining
 
     def _selectors(
         self, rtype: ResourceType, label_selector: str | None, field_selector: str | None

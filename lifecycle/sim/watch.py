@@ -20,9 +20,9 @@ import attrs
 
 from lifecycle.core.objects import labels as _object_labels
 from lifecycle.kube.errors import Gone
-from lifecycle.kube.objects import clone
 from lifecycle.kube.selectors import LabelSelector
 from lifecycle.sim.fields import FieldSelector, field_set
+from lifecycle.sim.sharing import Lender
 
 __all__ = ["Change", "History", "Watch", "WatchEvent", "labels_of"]
 
@@ -74,6 +74,8 @@ class History:
         self.rv = 0
         self.watches: set[Watch] = set()
         self.closed = False
+        #: Hands stored objects to watchers (set by the server): copies unless shared.
+        self.lender: Lender = Lender(detect=False)
         self._ring: list[Change | None] = [None] * window
 
     def oldest_retained(self) -> int:
@@ -180,6 +182,7 @@ class Watch:
         fields: FieldSelector | None = None,
     ) -> None:
         self._history = history
+        self._share = history.lender.shares("watch")  # opened through a shared view: shared
         self._key = key
         self._namespace = namespace
         self._selector = selector
@@ -225,7 +228,7 @@ class Watch:
     def __next__(self) -> WatchEvent:
         with self._history.cond:
             kind, obj = self._next_locked()
-        return WatchEvent(kind, clone(obj))
+            return WatchEvent(kind, self._history.lender.out(obj, "watch", self._share))
 
     def _next_locked(self) -> tuple[str, dict[str, Any]]:
         history = self._history

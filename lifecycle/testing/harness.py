@@ -130,11 +130,13 @@ class Environment:
         allow_adoption: Collection[str] = (),
     ) -> None:
         self.clock = clock or VirtualClock()
-        self.api = api or EmbeddedAPI(clock=self.clock.now, seed=seed)
+        self.api = api or EmbeddedAPI(clock=self.clock.now, seed=seed, detect_mutations=True)
         #: Faults of the engine's API calls (:class:`~lifecycle.testing.faults.ApiFaults`).
         self.faults = ApiFaults(seed)
-        #: The API as the reconcilers see it: :attr:`faults` first, then :attr:`api`.
-        self.operator_api = FaultyAPI(self.api, self.faults)
+        #: The API as the reconcilers see it: :attr:`faults` first, then :attr:`api`'s
+        #: shared view (the engine reads the stored objects without copying them; a
+        #: reconciler that changed one fails with ``SharedObjectChanged``).
+        self.operator_api = FaultyAPI(self.api.shared(), self.faults)
         # Every kind is served from its generated CRD, as on a cluster: unknown
         # fields are pruned, defaults applied and invalid objects refused (422).
         for doc in crds([kind for kind, _ in kinds]):

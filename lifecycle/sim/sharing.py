@@ -1,0 +1,198 @@
+"""How the embedded API hands out stored objects: copies, or the stored objects themselves.
+
+A stored object is never changed after it is written (each write builds a new
+dict, sharing unchanged parts with the version before it). By default every
+object the API returns is a deep copy, so a caller may change what it got.
+Through a :class:`SharedView` (``EmbeddedAPI.shared()``) the API returns the
+stored objects themselves and copies only what is written: reads cost
+nothing, and a caller that wants to change an object copies it first
+(:func:`lifecycle.kube.objects.clone`), as the objects of a
+controller-runtime or client-go informer cache must be copied. The engine
+reads through such a view in the harness, the demo and the benchmarks; test
+code reading ``EmbeddedAPI`` directly keeps getting copies.
+
+Changing a shared object would change the server's state behind its back, so
+sharing comes with a mutation detector, like client-go's
+``KUBE_CACHE_MUTATION_DETECTOR``: each object handed out is remembered with a
+private copy, and the copy is compared with the object whenever the server
+touches it again, when a newer version replaces it, and on
+:meth:`Lender.check`. A difference raises :class:`SharedObjectChanged`,
+naming the object and the first changed path (never a value: it may be a
+Secret's). The detector is on when ``detect`` is true, or when the
+environment variable ``LIFECYCLE_MUTATION_DETECTOR`` is ``1``/``true``; it
+costs a copy per object handed out and a comparison per access, so it is
+meant for tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from lifecycle.kube.objects import clone
+
+__all__ = ["Lender", "SharedObjectChanged", "SharedView", "changed_path", "detector_from_env"]
+
+#: Remembered objects beyond which the oldest are checked and forgotten.
+_MAX_REMEMBERED = 50_000
+
+
+class SharedObjectChanged(RuntimeError):
+    """A caller changed an object the embedded API shared with it (``share=True``)."""
+
+
+def detector_from_env() -> bool:
+    """Whether ``LIFECYCLE_MUTATION_DETECTOR`` asks for the mutation detector."""
+    return os.environ.get("LIFECYCLE_MUTATION_DETECTOR", "").strip().lower() in {"1", "true",
+                                                                                 "yes"}
+
+
+def changed_path(before: Any, after: Any, path: str = "") -> str | None:
+    """The first path at which ``after`` differs from ``before`` (``None`` if equal).
+
+    Paths look like ``.metadata.labels`` or ``.status.conditions[0]``; ``.``
+    is the whole object.
+    """
+    if before.__class__ is not after.__class__:
+        return path or "."
+    if isinstance(before, dict):
+        for key in before.keys() | after.keys():
+            if key not in before or key not in after:
+                return f"{path}.{key}"
+            found = changed_path(before[key], after[key], f"{path}.{key}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(before, list):
+        if len(before) != len(after):
+            return path or "."
+        for index, (old, new) in enumerate(zip(before, after, strict=True)):
+            found = changed_path(old, new, f"{path}[{index}]")
+            if found is not None:
+                return found
+        return None
+    return None if before == after else (path or ".")
+
+
+class Lender:
+    """Hands out stored objects, copied or shared; used with the server's lock held.
+
+    What the server returns is a copy unless the calling thread is inside
+    :meth:`sharing` (a :class:`SharedView` call): then it is the stored object
+    itself, remembered for the mutation detector when ``detect`` is on.
+    """
+
+    def __init__(self, *, detect: bool | None = None) -> None:
+        self.detect = detector_from_env() if detect is None else detect
+        self._local = threading.local()
+        # id(object) -> (the object as handed out, a private copy of it)
+        self._lent: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+
+    def shares(self, verb: str) -> bool:
+        """Whether the calling thread is inside :meth:`sharing` for ``verb``."""
+        return self._local.__dict__.get("verb") == verb
+
+    @contextlib.contextmanager
+    def sharing(self, verb: str) -> Iterator[None]:
+        """Within this block, the calling thread's ``verb`` answers with the stored objects.
+
+        Only that verb: a test hook standing in for it that reads the API
+        meanwhile still gets copies.
+        """
+        local = self._local.__dict__
+        before = local.get("verb")
+        local["verb"] = verb
+        try:
+            yield
+        finally:
+            local["verb"] = before
+
+    def out(self, obj: dict[str, Any], verb: str, share: bool | None = None) -> dict[str, Any]:
+        """What ``verb`` hands out for the stored ``obj``: a copy, or ``obj`` itself when
+        sharing (``share``, or by default whether the calling thread is inside
+        :meth:`sharing` for ``verb``)."""
+        if not (self._local.__dict__.get("verb") == verb if share is None else share):
+            return clone(obj)
+        if self.detect:
+            entry = self._lent.get(id(obj))
+            if entry is None:
+                if len(self._lent) >= _MAX_REMEMBERED:
+                    self.check()
+                    self._lent.clear()
+                self._lent[id(obj)] = (obj, clone(obj))
+            else:
+                _verify(entry)
+        return obj
+
+    def touched(self, obj: dict[str, Any]) -> None:
+        """The server reads the stored ``obj`` again: it must be as it was handed out."""
+        if self.detect:
+            entry = self._lent.get(id(obj))
+            if entry is not None:
+                _verify(entry)
+
+    def replaced(self, previous: dict[str, Any] | None) -> None:
+        """A newer version replaced ``previous`` (or deleted it): check it one last time."""
+        if self.detect and previous is not None:
+            entry = self._lent.pop(id(previous), None)
+            if entry is not None:
+                _verify(entry)
+
+    def check(self) -> None:
+        """Compare every remembered object with its copy; :class:`SharedObjectChanged` if any
+        changed."""
+        for entry in list(self._lent.values()):
+            _verify(entry)
+
+
+class SharedView:
+    """The embedded API as a caller that never changes what it reads sees it.
+
+    Every verb of the wrapped :class:`~lifecycle.sim.apiserver.EmbeddedAPI`
+    (reads, writes, watches opened through it) returns the stored objects
+    themselves instead of copies; every other attribute is the API's own.
+    What is written is still copied, so a caller may keep changing an object
+    it wrote. Obtain one with ``EmbeddedAPI.shared()``.
+    """
+
+    def __init__(self, api: Any, lender: Lender) -> None:
+        self.api = api
+        self._lender = lender
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.api, name)
+        if name not in _VERBS or not callable(attr):
+            return attr
+        api, sharing = self.api, self._lender.sharing
+
+        @functools.wraps(attr)
+        def shared(*args: Any, **kwargs: Any) -> Any:
+            with sharing(name):  # the verb is looked up per call: a test may have replaced it
+                return getattr(api, name)(*args, **kwargs)
+
+        setattr(self, name, shared)  # built once per verb
+        return shared
+
+
+#: The verbs whose answers a :class:`SharedView` shares.
+_VERBS = frozenset({"get", "list", "list_page", "watch", "create", "replace", "replace_status",
+                    "patch", "delete", "record_event"})
+
+
+def _verify(entry: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    obj, copy = entry
+    if obj == copy:
+        return
+    meta = copy.get("metadata") or {}
+    namespace = meta.get("namespace")
+    name = f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+    where = changed_path(copy, obj) or "."
+    raise SharedObjectChanged(
+        f"{copy.get('kind')} {name} (resourceVersion {meta.get('resourceVersion')}) was "
+        f"changed at {where} after the embedded API shared it: objects it shares are "
+        f"read-only; copy one with lifecycle.kube.objects.clone() before changing it"
+    )
