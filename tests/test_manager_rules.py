@@ -228,6 +228,7 @@ def test_a_controller_needs_a_worker_and_sets_up_its_queue_informer_and_series()
     assert str(refused.value) == "workers must be at least 1"
     source = Source()
     reconciler = Scripted(Result.done())
+    assert Controller("two", reconciler, Source()).workers == 2
     built = Controller("widget", reconciler, source, workers=1)
     assert (built.name, built.reconciler, built.workers) == ("widget", reconciler, 1)
     assert isinstance(built.metrics, OperatorMetrics)
@@ -298,9 +299,11 @@ def test_a_watched_kind_queues_the_mapped_keys_sorted_and_once() -> None:
         meta = {} if version is None else {"resourceVersion": version}
         return {"metadata": meta, "keys": list(pairs)}
 
-    handler.on_add(thing("1", ("b", "y"), (None, "z"), ("a", "x"), ("b", "y"), ("", "a")))
+    handler.on_add(thing("1", ("b", "y"), (None, "z"), ("a", "x"), ("b", "y"), ("", "a"),
+                         ("0", "n")))
     assert asked == [[obj("own")]]
-    assert drain(c.queue) == [(None, "a"), (None, "z"), ("a", "x"), ("b", "y")]
+    # No namespace sorts first, as the empty string does.
+    assert drain(c.queue) == [(None, "a"), (None, "z"), ("0", "n"), ("a", "x"), ("b", "y")]
     handler.on_update(thing("1", ("a", "old")), thing("1", ("a", "new")))
     assert drain(c.queue) == []
     handler.on_update(thing("1", ("a", "old"), ("a", "both")),
@@ -431,6 +434,7 @@ def test_errors_are_logged_with_their_reason_and_no_message_of_a_bug(
 
 def test_workers_take_keys_until_stopped_and_stop_reports_draining() -> None:
     release, entered, quick = threading.Event(), threading.Event(), threading.Event()
+    finished = threading.Event()
 
     class Blocking:
         def __init__(self) -> None:
@@ -441,6 +445,7 @@ def test_workers_take_keys_until_stopped_and_stop_reports_draining() -> None:
             if name == "slow":
                 entered.set()
                 release.wait(5)
+                finished.set()
             quick.set()
             return Result.done()
 
@@ -454,6 +459,7 @@ def test_workers_take_keys_until_stopped_and_stop_reports_draining() -> None:
     c.enqueue(("ns", "slow"))
     assert entered.wait(5)
     assert c.stop_workers(0.05) is False  # the slow reconcile is still in flight
+    assert not finished.is_set()  # stop gave up waiting for it
     release.set()
     assert c.queue.drain(5)
     assert reconciler.calls == [("ns", "quick"), ("ns", "slow")]
@@ -687,6 +693,10 @@ def test_leader_election_campaigns_for_the_configured_lease() -> None:
                       ManagerOptions(leader_election=True, lease_name="op", shard_index=2,
                                      shard_count=3))
     assert sharded.elector is not None and sharded.elector.options.name == "op-2-of-3"
+    halves = Manager(cluster, [(DatabaseInstance, connector())],
+                     ManagerOptions(leader_election=True, lease_name="op", shard_index=0,
+                                    shard_count=2))
+    assert halves.elector is not None and halves.elector.options.name == "op-0-of-2"
     assert sample(sharded.metrics, "leader_election_master_status", name="op-2-of-3") == 0.0
     assert sample(sharded.metrics, "leader_election_master_status", name="op") is None
 
@@ -730,12 +740,12 @@ def test_health_fails_when_an_informer_thread_dies_or_the_lease_is_lost() -> Non
     try:
         assert manager.wait_synced(5) and manager.healthy()
         manager.controllers["DatabaseInstance"].informer.stop()
-        assert not manager.healthy()
+        assert manager.healthy() is False
         assert manager.lost_lease is False
         manager.elector = FakeElector(lost=True)  # type: ignore[assignment]
         assert manager.lost_lease is True
         manager._stopping = True
-        assert not manager.healthy()
+        assert manager.healthy() is False
         manager.elector = FakeElector(lost=False)  # type: ignore[assignment]
         assert manager.healthy() and manager.lost_lease is False
     finally:
@@ -758,13 +768,20 @@ def test_readiness_and_wait_synced_need_every_informer_synced() -> None:
         manager.stop()
 
 
-def test_probes_serve_while_the_manager_runs() -> None:
+def _free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def test_probes_serve_on_the_configured_address_while_the_manager_runs() -> None:
+    host = "127.0.0.2"  # any loopback address; not the probe server's default
+    port = _free_port(host)
     manager = Manager(FakeCluster(), [(DatabaseInstance, connector())],
-                      ManagerOptions(informer=QUIET, probe_address=("127.0.0.1", 0)))
+                      ManagerOptions(informer=QUIET, probe_address=(host, port)))
     manager.start()
     try:
-        assert manager.probes is not None and manager.probes.url.startswith(
-            "http://127.0.0.1:")
+        assert manager.probes is not None and manager.probes.url == f"http://{host}:{port}"
         assert manager.probes.healthy == manager.healthy
         assert manager.probes.ready == manager.ready
         assert manager.probes.metrics is manager.metrics
@@ -889,3 +906,104 @@ def test_crash_stops_without_draining_or_releasing() -> None:
                    ManagerOptions(informer=QUIET))
     bare.crash()
     assert bare.wait(0) and bare.probes is None
+
+
+class Stuck(Source):
+    """A source whose watch ignores ``stop`` until the test lets it go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.let_go = threading.Event()
+
+    def watch(self, resource_version: str, *, timeout: float,
+              inactivity: float) -> Iterator[tuple[str, dict[str, Any]]]:
+        self.let_go.wait(30)
+        yield from ()
+
+
+def test_stopping_informers_gives_up_on_a_stuck_watch_after_the_timeout() -> None:
+    stuck = Stuck()
+    c = Controller("s", Scripted(Result.done()), stuck, workers=1)
+    c.start_informer()
+    try:
+        assert c.informer.wait_synced(5)
+        c.stop_informers(0.05)
+        assert c.informer._threads[0].is_alive()  # still stuck: stop did not wait for it
+    finally:
+        stuck.let_go.set()
+    c.informer._threads[0].join(5)
+    assert not c.informer._threads[0].is_alive()
+
+
+def test_crash_does_not_wait_for_a_stuck_watch() -> None:
+    class StuckCluster(FakeCluster):
+        def list_watcher(self, api_version: str, kind: str, namespace: str | None = None,
+                         label_selector: str | None = None) -> Source:
+            self.calls.append((api_version, kind, namespace, label_selector))
+            source = Stuck()
+            self.sources.setdefault(kind, []).append(source)
+            return source
+
+    cluster = StuckCluster()
+    manager = Manager(cluster, [(DatabaseInstance, connector())],
+                      ManagerOptions(informer=QUIET, track_provider_config_usage=False))
+    manager.start()
+    informer = manager.controllers["DatabaseInstance"].informer
+    try:
+        assert informer.wait_synced(5)
+        manager.crash()
+        assert informer._threads[0].is_alive()
+    finally:
+        for source in cluster.sources["DatabaseInstance"]:
+            source.let_go.set()  # type: ignore[attr-defined]
+    informer._threads[0].join(5)
+    for c in manager.controllers.values():
+        c.stop_workers(5)
+
+
+class SlowToLeave(FakeElector):
+    """An elector that takes a moment to step down once told to stop."""
+
+    def run(self) -> None:
+        self.calls.append("run")
+        self.released.wait(5)
+        threading.Event().wait(0.2)  # releasing the lease takes a round trip
+        self.calls.append("left")
+
+
+def test_stop_waits_for_the_campaign_to_end_beyond_the_drain_timeout() -> None:
+    manager = Manager(FakeCluster(), [(DatabaseInstance, connector())],
+                      ManagerOptions(informer=QUIET, leader_election=True, drain_timeout=0.1))
+    elector = SlowToLeave()
+    manager.elector = elector  # type: ignore[assignment]
+    manager.start()
+    manager.stop()
+    assert elector.calls == ["run", "stop", "left"]
+    assert manager._elector_thread is not None and not manager._elector_thread.is_alive()
+
+
+class NeverLeaves(FakeElector):
+    """An elector stuck in its campaign until the test lets it go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.let_go = threading.Event()
+
+    def run(self) -> None:
+        self.calls.append("run")
+        self.let_go.wait(30)
+
+
+def test_stop_gives_up_on_a_stuck_campaign_after_the_drain_timeout_and_five_seconds() -> None:
+    manager = Manager(FakeCluster(), [(DatabaseInstance, connector())],
+                      ManagerOptions(informer=QUIET, leader_election=True, drain_timeout=-4.95))
+    elector = NeverLeaves()
+    manager.elector = elector  # type: ignore[assignment]
+    manager.start()
+    try:
+        manager.stop()  # waits drain_timeout + 5 = 0.05 s for the campaign, then goes on
+        assert manager._elector_thread is not None and manager._elector_thread.is_alive()
+        assert manager.wait(0)
+    finally:
+        elector.let_go.set()
+    manager._elector_thread.join(5)
