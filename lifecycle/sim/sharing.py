@@ -167,12 +167,17 @@ class SharedView:
         attr = getattr(self.api, name)
         if name not in _VERBS or not callable(attr):
             return attr
-        api, sharing = self.api, self._lender.sharing
+        api, local = self.api, self._lender._local
 
         @functools.wraps(attr)
         def shared(*args: Any, **kwargs: Any) -> Any:
-            with sharing(name):  # the verb is looked up per call: a test may have replaced it
+            state = local.__dict__  # what Lender.sharing(name) does, without its generator
+            before = state.get("verb")
+            state["verb"] = name
+            try:  # the verb is looked up per call: a test may have replaced it
                 return getattr(api, name)(*args, **kwargs)
+            finally:
+                state["verb"] = before
 
         setattr(self, name, shared)  # built once per verb
         return shared
