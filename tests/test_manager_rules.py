@@ -1007,3 +1007,87 @@ def test_stop_gives_up_on_a_stuck_campaign_after_the_drain_timeout_and_five_seco
     finally:
         elector.let_go.set()
     manager._elector_thread.join(5)
+
+
+# ----------------------------------------------------------------- the waits each call allows
+
+
+class Recorded:
+    """Stands in for a thread or an informer: records the timeouts it is given."""
+
+    def __init__(self) -> None:
+        self.timeouts: list[float | None] = []
+
+    def join(self, timeout: float | None = None) -> None:
+        self.timeouts.append(timeout)
+
+    def stop(self, timeout: float | None = None) -> None:
+        self.timeouts.append(timeout)
+
+    def is_alive(self) -> bool:
+        return False
+
+
+class RecordedEvent(threading.Event):
+    """An event that records the timeout of every wait."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timeouts: list[float | None] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.timeouts.append(timeout)
+        return super().wait(0)
+
+
+def test_stopping_a_controller_waits_as_long_as_it_is_told() -> None:
+    c = Controller("r", Scripted(Result.done()), Source(), workers=1)
+    informer, thread = Recorded(), Recorded()
+    c.informer = informer  # type: ignore[assignment]
+    c._threads = [thread]  # type: ignore[list-item]
+    c.stop_informers()
+    c.stop_informers(0.25)
+    assert informer.timeouts == [5.0, 0.25]
+    assert c.stop_workers() is True
+    assert c.stop_workers(0.5) is True
+    assert c.stop_workers(-1.0) is True
+    assert c.stop() is True
+    assert thread.timeouts == [30.0, 0.5, 0.0, 30.0]
+    assert informer.timeouts == [5.0, 0.25, 5.0]
+
+
+def test_the_manager_bounds_each_wait_by_its_options() -> None:
+    manager = Manager(FakeCluster(), [(DatabaseInstance, connector())],
+                      ManagerOptions(informer=QUIET, drain_timeout=0.75,
+                                     track_provider_config_usage=False))
+    c = manager.controllers["DatabaseInstance"]
+    informer, campaign = Recorded(), Recorded()
+    c.informer = informer  # type: ignore[assignment]
+    manager.elector = FakeElector()  # type: ignore[assignment]
+    manager._elector_thread = campaign  # type: ignore[assignment]
+    manager.stop()
+    assert campaign.timeouts == [5.75] and informer.timeouts == [5.0]
+    crashed = Manager(FakeCluster(), [(DatabaseInstance, connector())],
+                      ManagerOptions(informer=QUIET, track_provider_config_usage=False))
+    stopped = Recorded()
+    crashed.controllers["DatabaseInstance"].informer = stopped  # type: ignore[assignment]
+    crashed.crash()
+    assert stopped.timeouts == [0.5]
+
+
+def test_wait_synced_shares_one_deadline_among_the_informers() -> None:
+    manager = Manager(FakeCluster(), [(DATABASE_BINDING, None)],
+                      ManagerOptions(informer=QUIET))
+    events = []
+    for informer in manager.controllers["DatabaseClaim"].informers:
+        informer.synced = RecordedEvent()
+        informer.synced.set()
+        events.append(informer.synced)
+    assert manager.wait_synced(0.5) is True
+    assert manager.wait_synced() is True
+    for event in events:
+        short, default = event.timeouts
+        assert 0.0 < short <= 0.5  # type: ignore[operator]
+        assert 29.0 < default <= 30.0  # type: ignore[operator]
+    assert manager.wait_synced(-1.0) is True
+    assert [event.timeouts[-1] for event in events] == [0.0] * 3
