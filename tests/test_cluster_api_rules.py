@@ -337,3 +337,77 @@ def test_list_calls_pick_the_typed_or_custom_method_by_kind_and_scope() -> None:
         custom.list_cluster_custom_object, "example.test", "v1", "widgets")
     assert cluster._list_call(gadget, "team") == (
         custom.list_cluster_custom_object, "example.test", "v1", "gadgets")
+
+
+# ----------------------------------------------------------------- watches
+@pytest.fixture
+def streams(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    """The watch's stream replaced by a script: what it was asked, and which were stopped."""
+    seen = SimpleNamespace(calls=[], stopped=[])
+
+    def stream(self: Any, func: Any, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        seen.calls.append((func, args, kwargs))
+        yield {"type": "ADDED", "raw_object": {"metadata": {"name": "a"}}}
+        yield {"raw_object": None}
+
+    monkeypatch.setattr(adapter._RawWatch, "stream", stream)
+    monkeypatch.setattr(adapter._RawWatch, "stop", lambda self: seen.stopped.append(self))
+    return seen
+
+
+def test_a_watch_asks_for_bookmarks_timeouts_namespace_and_selector(
+        streams: SimpleNamespace) -> None:
+    cluster = KubeCluster(api_client(host="http://127.0.0.1:9"))
+    core = cluster._apis["CoreV1Api"]
+    selected = cluster.list_watcher("v1", "Secret", "team", "a=b")
+    assert list(selected.watch("41", timeout=0.5, inactivity=7.0)) == [
+        ("ADDED", {"metadata": {"name": "a"}}), ("", {})]
+    everything = cluster.list_watcher("v1", "Secret")
+    assert len(list(everything.watch("42", timeout=30.9, inactivity=3.0))) == 2
+    assert streams.calls == [
+        (core.list_namespaced_secret, ("team",), {
+            "resource_version": "41", "allow_watch_bookmarks": True, "timeout_seconds": 1,
+            "_request_timeout": (10.0, 7.0), "label_selector": "a=b"}),
+        (core.list_secret_for_all_namespaces, (), {
+            "resource_version": "42", "allow_watch_bookmarks": True, "timeout_seconds": 30,
+            "_request_timeout": (10.0, 3.0)}),
+    ]
+
+
+def test_stop_aborts_the_running_watch_and_nothing_else(streams: SimpleNamespace) -> None:
+    cluster = KubeCluster(api_client(host="http://127.0.0.1:9"))
+    watcher = cluster.list_watcher("v1", "Secret", "team")
+    watcher.stop()  # no watch yet: nothing to stop
+    assert streams.stopped == []
+    events = watcher.watch("1", timeout=5, inactivity=5)
+    next(events)
+    watcher.stop()
+    assert len(streams.stopped) == 1 and isinstance(streams.stopped[0], adapter._RawWatch)
+    assert list(events) == [("", {})]
+    watcher.stop()  # the watch is over
+    assert len(streams.stopped) == 1
+
+
+def test_a_watch_failure_is_translated(monkeypatch: pytest.MonkeyPatch) -> None:
+    def stream(self: Any, func: Any, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        raise failure(410, "Gone", status_doc(reason="Expired", code=410, message="too old"))
+        yield {}
+
+    monkeypatch.setattr(adapter._RawWatch, "stream", stream)
+    cluster = KubeCluster(api_client(host="http://127.0.0.1:9"))
+    with pytest.raises(Gone) as caught:
+        list(cluster.list_watcher("v1", "Secret").watch("1", timeout=5, inactivity=5))
+    assert str(caught.value) == "too old"
+
+
+# ----------------------------------------------------------- event memory
+def test_at_most_4096_recent_events_are_remembered_the_oldest_forgotten_first(
+        wire: Wire, cluster: KubeCluster) -> None:
+    for i in range(4096):
+        cluster._remember(("default", str(i)), f"e{i}", 1)
+    assert len(cluster._events) == 4096
+    cluster._remember(("default", "new"), "enew", 1)
+    assert len(cluster._events) == 4096
+    assert ("default", "0") not in cluster._events
+    assert cluster._events[("default", "new")] == ("enew", 1)
+    assert cluster._events[("default", "1")] == ("e1", 1)
