@@ -411,3 +411,45 @@ def test_at_most_4096_recent_events_are_remembered_the_oldest_forgotten_first(
     assert ("default", "0") not in cluster._events
     assert cluster._events[("default", "new")] == ("enew", 1)
     assert cluster._events[("default", "1")] == ("e1", 1)
+
+
+# ------------------------------------------------------------- known kinds
+def test_kinds_and_their_provider_configs_are_known_without_discovery(wire: Wire) -> None:
+    from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
+
+    own = SimpleNamespace(group="example.test", version="v2", kind="Widget", plural="widgets",
+                          namespaced=True, provider_config_api="configs.example.test/v1beta1")
+    bare = SimpleNamespace(group="", version="v1", kind="Thing", plural="things",
+                           namespaced=False)
+    cluster = KubeCluster(api_client(host=wire.url), [own, bare])  # type: ignore[list-item]
+    group, _, version = PROVIDER_CONFIG_API.partition("/")
+    assert cluster.info(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND) == ResourceInfo(
+        group, version, PROVIDER_CONFIG_KIND, "providerconfigs", False)
+    assert cluster.info("configs.example.test/v1beta1", PROVIDER_CONFIG_KIND) == ResourceInfo(
+        "configs.example.test", "v1beta1", PROVIDER_CONFIG_KIND, "providerconfigs", False)
+    assert cluster.info("example.test/v2", "Widget") == ResourceInfo(
+        "example.test", "v2", "Widget", "widgets", True)
+    assert cluster.info("v1", "Thing") == ResourceInfo("", "v1", "Thing", "things", False)
+    # Core kinds with typed APIs are known by name: plural from the kind, scope from the table.
+    assert cluster.info("coordination.k8s.io/v1", "Lease") == ResourceInfo(
+        "coordination.k8s.io", "v1", "Lease", "leases", True)
+    assert cluster.info("v1", "Namespace") == ResourceInfo("", "v1", "Namespace",
+                                                           "namespaces", False)
+    assert wire.seen == []
+    # A kind registered later is known too.
+    cluster.register(ResourceInfo("later.test", "v1", "Late", "lates", True))
+    assert cluster.info("later.test/v1", "Late").plural == "lates"
+    assert wire.seen == []
+
+
+def test_a_lease_watch_goes_through_the_clusters_own_client(wire: Wire,
+                                                           cluster: KubeCluster) -> None:
+    wire.answers.append(Answer(200, b""))
+    watcher = cluster.list_watcher("coordination.k8s.io/v1", "Lease", "team", "a=b")
+    assert list(watcher.watch("5", timeout=7, inactivity=3)) == []
+    ((method, path),) = wire.requests()
+    assert method == "GET"
+    assert path.startswith("/apis/coordination.k8s.io/v1/namespaces/team/leases?")
+    assert sorted(path.split("?", 1)[1].split("&")) == [
+        "allowWatchBookmarks=true", "labelSelector=a%3Db", "resourceVersion=5",
+        "timeoutSeconds=7", "watch=true"]
