@@ -383,3 +383,50 @@ def test_stop_gives_up_on_a_thread_that_does_not_end_within_its_timeout() -> Non
     informer.stop(timeout=0.2)
     assert time.monotonic() - started < 5
     release.set()
+
+
+def test_an_object_without_a_name_keys_as_the_empty_name() -> None:
+    assert object_key({"metadata": {"namespace": "ns"}}) == ("ns", "")
+
+
+def test_a_delete_of_an_object_never_cached_is_still_delivered() -> None:
+    informer, _, handler, _ = run([([], "1")], [[("DELETED", obj("ghost", "2"))]])
+    assert handler.calls == [("delete", "ghost", "2")] and len(informer) == 0
+
+
+def test_every_relist_is_counted_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="lifecycle.driver.informer"):
+        informer, _, _, _ = run(
+            [([], "10"), ([], "20"), ([], "30"), ([], "40"), ([], "50")],
+            [Gone("a"), Gone("b"), ResourceVersionTooLarge("c"), ResourceVersionTooLarge("d")],
+        )
+    assert informer.stats.relists_after_gone == 2
+    assert informer.stats.relists_after_unknown_version == 2
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.count("watch of things expired (410); re-listing") == 2
+    assert "the server never issued resourceVersion 30 of things (504); re-listing" in messages
+    assert "the server never issued resourceVersion 40 of things (504); re-listing" in messages
+
+
+def test_the_threads_are_daemons_and_wait_synced_honours_its_timeout() -> None:
+    class Never:
+        def __init__(self) -> None:
+            self.stopped = threading.Event()
+
+        def list(self) -> tuple[list, str]:
+            self.stopped.wait(5)
+            raise ApiError("stopped")
+
+        def watch(self, rv: str, *, timeout: float, inactivity: float) -> Iterator:
+            return iter(())
+
+        def stop(self) -> None:
+            self.stopped.set()
+
+    source = Never()
+    informer = Informer("d", source, Recorder(), InformerOptions(resync=60.0)).start()
+    try:
+        assert [t.daemon for t in informer._threads] == [True, True]
+        assert informer.wait_synced(0.05) is False  # never listed: gives up after the timeout
+    finally:
+        informer.stop()
