@@ -456,9 +456,11 @@ class Manager:
                           owns=self._owns)
 
     def _track_provider_configs(self, cluster: Any, targets: Sequence[Target]) -> None:
-        """Run the ProviderConfig usage controller, following the managed kinds' informers."""
-        managed = [t for t in targets if isinstance(t, Kind)
-                   and not getattr(t.machine, "is_claim", False)]
+        """Run the ProviderConfig usage controller, following the managed kinds' informers.
+
+        A claim kind never reaches this point: :func:`controller_spec` refuses it.
+        """
+        managed = [t for t in targets if isinstance(t, Kind)]
         for api_version in dict.fromkeys(k.provider_config_api for k in managed):
             self._track_provider_config(cluster, managed, api_version)
 
