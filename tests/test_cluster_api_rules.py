@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import urllib3
 from kubernetes import client as k8s
+from kubernetes.config import kube_config
 
 import lifecycle.driver.cluster as adapter
 from lifecycle.driver.cluster import KubeCluster, ResourceInfo, api_client, translate
@@ -453,3 +454,69 @@ def test_a_lease_watch_goes_through_the_clusters_own_client(wire: Wire,
     assert sorted(path.split("?", 1)[1].split("&")) == [
         "allowWatchBookmarks=true", "labelSelector=a%3Db", "resourceVersion=5",
         "timeoutSeconds=7", "watch=true"]
+
+
+# ------------------------------------------------------------ api_client
+KUBECONFIG = """
+apiVersion: v1
+kind: Config
+current-context: first
+clusters:
+- name: one
+  cluster: {server: "https://one.example:6443"}
+- name: two
+  cluster: {server: "https://two.example:6443"}
+users:
+- name: me
+  user: {token: t}
+contexts:
+- name: first
+  context: {cluster: one, user: me}
+- name: second
+  context: {cluster: two, user: me}
+"""
+
+
+@pytest.fixture
+def kubeconfigs(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A kubeconfig file to name, and another one as the default ($KUBECONFIG)."""
+    named = tmp_path / "named"
+    named.write_text(KUBECONFIG)
+    default = tmp_path / "default"
+    default.write_text(KUBECONFIG.replace("one.example", "default-one.example")
+                       .replace("two.example", "default-two.example"))
+    monkeypatch.setenv("KUBECONFIG", str(default))
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(default))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    return named
+
+
+def test_a_named_kubeconfig_and_context_decide_the_server(kubeconfigs: Any) -> None:
+    assert api_client(kubeconfig=str(kubeconfigs)).configuration.host == (
+        "https://one.example:6443")
+    assert api_client(kubeconfig=str(kubeconfigs), context="second").configuration.host == (
+        "https://two.example:6443")
+    # A host wins over any kubeconfig.
+    assert api_client(host="http://127.0.0.1:9", kubeconfig=str(kubeconfigs),
+                      context="second").configuration.host == "http://127.0.0.1:9"
+
+
+def test_without_host_or_kubeconfig_in_cluster_config_comes_first_then_the_default(
+        kubeconfigs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Outside a cluster: the default kubeconfig, in the context asked for.
+    assert api_client().configuration.host == "https://default-one.example:6443"
+    assert api_client(context="second").configuration.host == (
+        "https://default-two.example:6443")
+
+    def in_cluster(client_configuration: Any) -> None:
+        client_configuration.host = "https://in-cluster.example"
+
+    monkeypatch.setattr(adapter.k8s_config, "load_incluster_config", in_cluster)
+    assert api_client(context="second").configuration.host == "https://in-cluster.example"
+
+
+def test_the_client_retries_connection_failures_only() -> None:
+    retries = api_client(host="http://127.0.0.1:9").configuration.retries
+    assert (retries.total, retries.connect, retries.read, retries.status) == (3, 3, 0, 0)
+    assert not retries.respect_retry_after_header and not retries.raise_on_status
