@@ -430,3 +430,45 @@ def test_the_threads_are_daemons_and_wait_synced_honours_its_timeout() -> None:
         assert informer.wait_synced(0.05) is False  # never listed: gives up after the timeout
     finally:
         informer.stop()
+
+
+def test_events_after_a_bookmark_in_the_same_watch_are_applied() -> None:
+    _, source, handler, _ = run(
+        [([], "10")],
+        [[("BOOKMARK", {"metadata": {"resourceVersion": "20"}}), ("ADDED", obj("c", "21"))]],
+    )
+    assert handler.calls == [("add", "c", "21")] and source.from_versions == ["10", "21"]
+
+
+def test_the_watch_timeout_is_jittered_up_to_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(informer_module.random, "random", lambda: 0.5)
+    opts = InformerOptions(resync=0, watch_timeout=40.0, inactivity_timeout=7.0)
+    _, source, _, _ = run([([], "1")], [[("BOOKMARK", {"metadata": {"resourceVersion": "2"}})]],
+                          opts)
+    assert source.timeouts[0] == (60.0, 7.0)
+
+
+def test_a_non_status_error_event_is_an_api_error_naming_it(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="lifecycle.driver.informer"):
+        run([([], "10")], [[("ERROR", "not a status")]],
+            InformerOptions(resync=0, backoff_base=1.0))
+    assert [r.getMessage() for r in caplog.records] == [
+        "list/watch of things failed (ApiError: not a status); retrying in 1.00s"]
+
+
+def test_relisting_after_errors_starts_counting_again(
+        caplog: pytest.LogCaptureFixture) -> None:
+    opts = InformerOptions(resync=0, backoff_base=1.0, relist_after_errors=2)
+    with caplog.at_level("WARNING", logger="lifecycle.driver.informer"):
+        informer, source, _, _ = run(
+            [([], "10"), ([], "20"), ([], "30")],
+            [ApiError("a"), ApiError("b"), ApiError("c"), ApiError("d"), ApiError("e")],
+            opts,
+        )
+    assert informer.stats.relists_after_errors == 2 and informer.stats.lists == 3
+    assert source.from_versions == ["10", "10", "20", "20", "30", "30"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.count("2 watches of things in a row failed before any event; "
+                          "re-listing") == 2
+    assert "list/watch of things failed (ApiError: a); retrying in 1.00s" in messages
