@@ -472,3 +472,26 @@ def test_relisting_after_errors_starts_counting_again(
     assert messages.count("2 watches of things in a row failed before any event; "
                           "re-listing") == 2
     assert "list/watch of things failed (ApiError: a); retrying in 1.00s" in messages
+
+
+def test_a_relist_that_fails_after_failed_watches_is_retried() -> None:
+    opts = InformerOptions(resync=0, backoff_base=1.0, relist_after_errors=2)
+    ref: list[Informer] = []
+
+    class ListFailsOnce(Script):
+        calls = 0
+
+        def list(self) -> tuple[list[dict], str]:
+            self.calls += 1
+            if self.calls == 2:
+                raise ApiError("list failed")
+            return super().list()
+
+    source = ListFailsOnce([([], "10"), ([obj("a", "25")], "30")],
+                           [ApiError("a"), ApiError("b")], ref)
+    handler = Recorder()
+    informer = Informer("t", source, handler, opts, sleep=lambda e, s: e.is_set())
+    ref.append(informer)
+    informer._run()
+    assert source.calls == 3 and informer.stats.relists_after_errors == 1
+    assert informer.stats.errors == 3 and handler.calls == [("add", "a", "25")]
