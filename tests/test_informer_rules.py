@@ -495,3 +495,10 @@ def test_a_relist_that_fails_after_failed_watches_is_retried() -> None:
     informer._run()
     assert source.calls == 3 and informer.stats.relists_after_errors == 1
     assert informer.stats.errors == 3 and handler.calls == [("add", "a", "25")]
+
+
+def test_stopping_an_informer_never_started_is_harmless() -> None:
+    source = Script([], [], [])
+    informer = Informer("n", source, Recorder(), InformerOptions(resync=0))
+    informer.stop(timeout=0.1)
+    assert source.stops == 1 and informer._stop.is_set()
