@@ -1,0 +1,187 @@
+"""Mutation canaries: engine breakages the fast tests must keep catching.
+
+Each canary is one deliberate bug: an exact snippet of a source file and the
+edit that breaks one rule of the engine. The test copies the package, as
+installed (``machines/`` and ``providers/`` inside ``lifecycle/``), and the
+tests to a temporary folder, applies the edit there, and runs the named tests
+against the copy: they must fail. A snippet that no longer occurs exactly once
+fails the canary, so a refactoring cannot retire a canary silently. A control
+run of the same tests on the unmodified copy must pass, so a broken copy can
+never make every canary look caught.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Canary:
+    """One deliberate bug and the tests that must catch it."""
+
+    id: str
+    path: str  # relative to the installed ``lifecycle`` package
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+CANARIES: tuple[Canary, ...] = (
+    Canary(
+        "requeue-waiting-before-error",
+        "core/decide.py",
+        "    if error is not None:\n"
+        "        if error.severity is Severity.TERMINAL and not deleting:",
+        "    if waiting or state in timing.wait:\n"
+        "        return Result.later(timing.wait_for(state), \"Waiting\")\n"
+        "    if error is not None:\n"
+        "        if error.severity is Severity.TERMINAL and not deleting:",
+        ("tests/test_requeue_matrix.py",),
+    ),
+    Canary(
+        "requeue-error-before-dirty",
+        "core/decide.py",
+        "    if dirty:\n        return Result.now(\"ObjectChanged\")",
+        "    if dirty and error is None:\n        return Result.now(\"ObjectChanged\")",
+        ("tests/test_requeue_matrix.py",),
+    ),
+    Canary(
+        "condition-stamp-kept-on-flip",
+        "core/conditions.py",
+        "if old is not None and old[\"status\"] == cond.status.value"
+        " and old[\"lastTransitionTime\"]:",
+        "if old is not None and old[\"lastTransitionTime\"]:",
+        ("tests/test_condition_rules.py",),
+    ),
+    Canary(
+        "condition-stamp-moved-on-reason",
+        "core/conditions.py",
+        "if old is not None and old[\"status\"] == cond.status.value"
+        " and old[\"lastTransitionTime\"]:",
+        "if (old is not None and old[\"status\"] == cond.status.value"
+        " and old[\"lastTransitionTime\"] and old.get(\"reason\") == camel_reason(cond.reason)):",
+        ("tests/test_condition_rules.py",),
+    ),
+    Canary(
+        "state-since-reset-every-pass",
+        "core/status.py",
+        "    since = valid_timestamp(old.get(\"stateSince\")) if target == source else when\n",
+        "    since = when\n",
+        ("tests/test_status_rules.py",),
+    ),
+    Canary(
+        "journal-never-resumes",
+        "runtime/effects.py",
+        "    if (previous is not None and previous.outcome == \"pending\"\n",
+        "    if (previous is not None and previous.outcome == \"never resumed\"\n",
+        ("tests/test_journal.py",),
+    ),
+    Canary(
+        "status-write-no-409-retry",
+        "runtime/reconciler.py",
+        "        retry_conflicts(attempt, lambda: self._refresh(run), what=\"status write\")\n",
+        "        attempt()\n",
+        ("tests/test_conflicts.py",),
+    ),
+    Canary(
+        "crd-without-status-failure",
+        "driver/crds.py",
+        "                \"failure\": {\"type\": \"object\","
+        " \"description\": \"The last failed operation.\",",
+        "                \"failure_\": {\"type\": \"object\","
+        " \"description\": \"The last failed operation.\",",
+        ("tests/test_status_schema.py",),
+    ),
+    Canary(
+        "relist-drops-updates",
+        "driver/informer.py",
+        "            elif _rv(before) != _rv(obj):\n"
+        "                self.handler.on_update(before, obj)\n"
+        "        self._resource_version = resource_version",
+        "            elif _rv(before) != _rv(obj):\n                pass\n"
+        "        self._resource_version = resource_version",
+        ("tests/test_informer_rules.py", "tests/test_driver_informer.py"),
+    ),
+)
+
+
+def _ignore(_folder: str, names: list[str]) -> set[str]:
+    return {n for n in names if n in ("__pycache__", ".pytest_cache", ".hypothesis")}
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An unmodified copy of the package (installed layout), the tests and pyproject.toml."""
+    root = tmp_path_factory.mktemp("pristine")
+    shutil.copytree(ROOT / "lifecycle", root / "lifecycle", ignore=_ignore)
+    shutil.copytree(ROOT / "machines", root / "lifecycle" / "machines", ignore=_ignore)
+    shutil.copytree(ROOT / "providers", root / "lifecycle" / "providers", ignore=_ignore)
+    shutil.copytree(ROOT / "tests", root / "tests", ignore=_ignore)
+    shutil.copy2(ROOT / "pyproject.toml", root / "pyproject.toml")
+    return root
+
+
+def _copy(pristine: Path, into: Path) -> Path:
+    shutil.copytree(pristine, into, symlinks=True)
+    return into
+
+
+def _run(root: Path, tests: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+    """Run ``tests`` in ``root`` with the copy of the package first on the import path."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), str(root / "tests")]),
+               PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTEST_ADDOPTS", None)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+         "-p", "no:randomly", *tests],
+        cwd=root, env=env, capture_output=True, text=True, timeout=240, check=False)
+
+
+def _tail(proc: subprocess.CompletedProcess[str]) -> str:
+    return (proc.stdout + proc.stderr)[-3000:]
+
+
+def test_canary_ids_are_unique() -> None:
+    """Every canary has its own id."""
+    ids = [c.id for c in CANARIES]
+    assert len(ids) == len(set(ids))
+
+
+def test_control_unmodified_copy_passes(pristine: Path, tmp_path: Path) -> None:
+    """The tests of every canary pass on the unmodified copy, importing the copy."""
+    root = _copy(pristine, tmp_path / "repo")
+    tests = tuple(dict.fromkeys(t for c in CANARIES for t in c.tests))
+    probe = subprocess.run(
+        [sys.executable, "-c", "import lifecycle, lifecycle.machines; "
+         "print(lifecycle.__file__); print(lifecycle.machines.__file__)"],
+        cwd=root, env=dict(os.environ, PYTHONPATH=str(root)), capture_output=True, text=True,
+        check=True)
+    assert all(line.startswith(str(root)) for line in probe.stdout.split()), probe.stdout
+    proc = _run(root, tests)
+    assert proc.returncode == 0, _tail(proc)
+
+
+@pytest.mark.parametrize("canary", CANARIES, ids=[c.id for c in CANARIES])
+def test_canary_is_caught(canary: Canary, pristine: Path, tmp_path: Path) -> None:
+    """The canary's edit applies to exactly one place, and its tests fail on it."""
+    root = _copy(pristine, tmp_path / "repo")
+    target = root / "lifecycle" / canary.path
+    text = target.read_text()
+    count = text.count(canary.old)
+    assert count == 1, (
+        f"canary {canary.id}: the snippet occurs {count} times in lifecycle/{canary.path} "
+        f"(expected exactly once); update the canary to the current code:\n{canary.old}")
+    target.write_text(text.replace(canary.old, canary.new))
+    proc = _run(root, canary.tests)
+    assert proc.returncode == 1, (
+        f"canary {canary.id} survived (pytest exit code {proc.returncode}; 1 = tests failed):\n"
+        + _tail(proc))
