@@ -45,14 +45,15 @@ CANARIES: tuple[Canary, ...] = (
         "        return Result.later(timing.wait_for(state), \"Waiting\")\n"
         "    if error is not None:\n"
         "        if error.severity is Severity.TERMINAL and not deleting:",
-        ("tests/test_requeue_matrix.py",),
+        ("tests/test_requeue_matrix.py::test_every_pair_of_competing_inputs",),
     ),
     Canary(
         "requeue-error-before-dirty",
         "core/decide.py",
         "    if dirty:\n        return Result.now(\"ObjectChanged\")",
         "    if dirty and error is None:\n        return Result.now(\"ObjectChanged\")",
-        ("tests/test_requeue_matrix.py",),
+        ("tests/test_requeue_matrix.py::test_every_pair_of_competing_inputs",
+         "tests/test_requeue_matrix.py::test_named_rows"),
     ),
     Canary(
         "condition-stamp-kept-on-flip",
@@ -60,7 +61,7 @@ CANARIES: tuple[Canary, ...] = (
         "if old is not None and old[\"status\"] == cond.status.value"
         " and old[\"lastTransitionTime\"]:",
         "if old is not None and old[\"lastTransitionTime\"]:",
-        ("tests/test_condition_rules.py",),
+        ("tests/test_condition_rules.py::test_a_status_flip_moves_last_transition_time",),
     ),
     Canary(
         "condition-stamp-moved-on-reason",
@@ -69,28 +70,30 @@ CANARIES: tuple[Canary, ...] = (
         " and old[\"lastTransitionTime\"]:",
         "if (old is not None and old[\"status\"] == cond.status.value"
         " and old[\"lastTransitionTime\"] and old.get(\"reason\") == camel_reason(cond.reason)):",
-        ("tests/test_condition_rules.py",),
+        ("tests/test_condition_rules.py::test_a_change_without_a_flip_keeps_last_transition_time",),
     ),
     Canary(
         "state-since-reset-every-pass",
         "core/status.py",
         "    since = valid_timestamp(old.get(\"stateSince\")) if target == source else when\n",
         "    since = when\n",
-        ("tests/test_status_rules.py",),
+        ("tests/test_status_rules.py::test_state_since_stays_fixed_while_the_state_is_unchanged",),
     ),
     Canary(
         "journal-never-resumes",
         "runtime/effects.py",
         "    if (previous is not None and previous.outcome == \"pending\"\n",
         "    if (previous is not None and previous.outcome == \"never resumed\"\n",
-        ("tests/test_journal.py",),
+        ("tests/test_journal.py::"
+         "test_a_create_lost_before_it_reached_the_cloud_is_retried_with_the_same_key",),
     ),
     Canary(
         "status-write-no-409-retry",
         "runtime/reconciler.py",
         "        retry_conflicts(attempt, lambda: self._refresh(run), what=\"status write\")\n",
         "        attempt()\n",
-        ("tests/test_conflicts.py",),
+        ("tests/test_conflicts.py::test_fewer_conflicts_than_the_limit_are_absorbed_and_the_write_"
+         "lands_in_the_same_pass",),
     ),
     Canary(
         "crd-without-status-failure",
@@ -99,7 +102,8 @@ CANARIES: tuple[Canary, ...] = (
         " \"description\": \"The last failed operation.\",",
         "                \"failure_\": {\"type\": \"object\","
         " \"description\": \"The last failed operation.\",",
-        ("tests/test_status_schema.py",),
+        ("tests/test_status_schema.py::"
+         "test_every_engine_status_key_is_declared_by_every_managed_kind",),
     ),
     Canary(
         "relist-drops-updates",
@@ -109,7 +113,9 @@ CANARIES: tuple[Canary, ...] = (
         "        self._resource_version = resource_version",
         "            elif _rv(before) != _rv(obj):\n                pass\n"
         "        self._resource_version = resource_version",
-        ("tests/test_informer_rules.py", "tests/test_driver_informer.py"),
+        ("tests/test_informer_rules.py::test_gone_relists_and_delivers_the_difference",
+         "tests/test_driver_informer.py::"
+         "test_a_410_relist_delivers_changes_and_deletions_made_during_the_gap"),
     ),
 )
 
@@ -150,6 +156,31 @@ def _tail(proc: subprocess.CompletedProcess[str]) -> str:
     return (proc.stdout + proc.stderr)[-3000:]
 
 
+def _mutated(canary: Canary, text: str) -> str:
+    """``text`` with the canary's edit applied; fails unless its snippet occurs exactly once."""
+    count = text.count(canary.old)
+    assert count == 1, (
+        f"canary {canary.id}: the snippet occurs {count} times in lifecycle/{canary.path} "
+        f"(expected exactly once); update the canary to the current code:\n{canary.old}")
+    return text.replace(canary.old, canary.new)
+
+
+def test_a_snippet_missing_or_repeated_fails_its_canary() -> None:
+    """A canary whose snippet is gone, or occurs twice, fails instead of passing silently."""
+    canary = Canary("probe", "core/x.py", "a = 1\n", "a = 2\n", ("tests/test_x.py",))
+    assert _mutated(canary, "b = 0\na = 1\n") == "b = 0\na = 2\n"
+    with pytest.raises(AssertionError, match="occurs 0 times"):
+        _mutated(canary, "a = 3\n")
+    with pytest.raises(AssertionError, match="occurs 2 times"):
+        _mutated(canary, "a = 1\na = 1\n")
+
+
+def test_a_collection_error_is_not_a_catch(pristine: Path, tmp_path: Path) -> None:
+    """A test id that does not exist ends with a usage exit code, never the failures' 1."""
+    proc = _run(_copy(pristine, tmp_path / "repo"), ("tests/test_no_such_file.py",))
+    assert proc.returncode not in (0, 1), _tail(proc)
+
+
 def test_canary_ids_are_unique() -> None:
     """Every canary has its own id."""
     ids = [c.id for c in CANARIES]
@@ -175,12 +206,7 @@ def test_canary_is_caught(canary: Canary, pristine: Path, tmp_path: Path) -> Non
     """The canary's edit applies to exactly one place, and its tests fail on it."""
     root = _copy(pristine, tmp_path / "repo")
     target = root / "lifecycle" / canary.path
-    text = target.read_text()
-    count = text.count(canary.old)
-    assert count == 1, (
-        f"canary {canary.id}: the snippet occurs {count} times in lifecycle/{canary.path} "
-        f"(expected exactly once); update the canary to the current code:\n{canary.old}")
-    target.write_text(text.replace(canary.old, canary.new))
+    target.write_text(_mutated(canary, target.read_text()))
     proc = _run(root, canary.tests)
     assert proc.returncode == 1, (
         f"canary {canary.id} survived (pytest exit code {proc.returncode}; 1 = tests failed):\n"
