@@ -117,6 +117,14 @@ CANARIES: tuple[Canary, ...] = (
          "tests/test_driver_informer.py::"
          "test_a_410_relist_delivers_changes_and_deletions_made_during_the_gap"),
     ),
+    Canary(
+        "forced-pass-skips-the-secret",
+        "runtime/reconciler.py",
+        "run.secrets.publish(run.obj, connection, run.forced)",
+        "run.secrets.publish(run.obj, connection, False)",
+        ("tests/test_reconciler.py::"
+         "test_a_forced_pass_rewrites_the_connection_secret_and_an_idle_one_does_not",),
+    ),
 )
 
 

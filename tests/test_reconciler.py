@@ -15,6 +15,7 @@ from helpers import KIND, cond, external, make, ready
 
 from lifecycle.core.errors import UnhandledError
 from lifecycle.core.kind import (
+    CONNECTION_SECRET_LABEL,
     EXTERNAL_NAME,
     FINALIZER,
     INTENT,
@@ -24,6 +25,7 @@ from lifecycle.core.kind import (
     PROVIDER_CONFIG_API,
     PROVIDER_CONFIG_KIND,
     RECONCILE_POLICY,
+    connection_secret_ref,
 )
 from lifecycle.core.values import Creation, Intent, Observation, ResultKind
 from lifecycle.kube.errors import Conflict, Invalid, ServerError, TooManyRequests
@@ -126,6 +128,27 @@ def test_reconcile_annotation_is_removed_and_forces_writes() -> None:
     obj = env.get(KIND, "db")
     assert OPERATION not in obj["metadata"]["annotations"]
     assert env.api.stats["replace_status"] == status_writes + 1  # shortcut forced to run
+
+
+def test_a_forced_pass_rewrites_the_connection_secret_and_an_idle_one_does_not() -> None:
+    env, _ = make()
+    ready(env)
+    namespace, name = connection_secret_ref(env.get(KIND, "db"))
+    secret = env.api.get("v1", "Secret", namespace, name)
+    data = secret["data"]
+    secret["metadata"]["labels"] = {"kept": "by-someone"}  # the label the cache selects on
+    env.api.replace(secret)
+    env.clock.advance(120)
+    env.reconcile(KIND, "db")  # an unforced poll: the data is unchanged, nothing is written
+    assert env.api.get("v1", "Secret", namespace, name)["metadata"]["labels"] == {
+        "kept": "by-someone"}
+    env.apply({**database_manifest("db"),
+               "metadata": {"name": "db", "annotations": {OPERATION: "reconcile"}}})
+    env.reconcile(KIND, "db")
+    repaired = env.api.get("v1", "Secret", namespace, name)
+    assert repaired["metadata"]["labels"] == {"kept": "by-someone",
+                                              CONNECTION_SECRET_LABEL: "true"}
+    assert repaired["data"] == data
 
 
 def test_unknown_operation_value_is_reported_and_ignored() -> None:
