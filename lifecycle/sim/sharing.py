@@ -26,11 +26,9 @@ meant for tests.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 from lifecycle.kube.objects import clone
@@ -81,8 +79,8 @@ def changed_path(before: Any, after: Any, path: str = "") -> str | None:
 class Lender:
     """Hands out stored objects, copied or shared; used with the server's lock held.
 
-    What the server returns is a copy unless the calling thread is inside
-    :meth:`sharing` (a :class:`SharedView` call): then it is the stored object
+    What the server returns is a copy unless the calling thread is inside a
+    :class:`SharedView` call of that verb: then it is the stored object
     itself, remembered for the mutation detector when ``detect`` is on.
     """
 
@@ -93,28 +91,13 @@ class Lender:
         self._lent: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
 
     def shares(self, verb: str) -> bool:
-        """Whether the calling thread is inside :meth:`sharing` for ``verb``."""
+        """Whether the calling thread is inside a :class:`SharedView` call of ``verb``."""
         return self._local.__dict__.get("verb") == verb
-
-    @contextlib.contextmanager
-    def sharing(self, verb: str) -> Iterator[None]:
-        """Within this block, the calling thread's ``verb`` answers with the stored objects.
-
-        Only that verb: a test hook standing in for it that reads the API
-        meanwhile still gets copies.
-        """
-        local = self._local.__dict__
-        before = local.get("verb")
-        local["verb"] = verb
-        try:
-            yield
-        finally:
-            local["verb"] = before
 
     def out(self, obj: dict[str, Any], verb: str, share: bool | None = None) -> dict[str, Any]:
         """What ``verb`` hands out for the stored ``obj``: a copy, or ``obj`` itself when
-        sharing (``share``, or by default whether the calling thread is inside
-        :meth:`sharing` for ``verb``)."""
+        sharing (``share``, or by default whether the calling thread is inside a
+        :class:`SharedView` call of ``verb``)."""
         if not (self._local.__dict__.get("verb") == verb if share is None else share):
             return clone(obj)
         if self.detect:
@@ -171,7 +154,7 @@ class SharedView:
 
         @functools.wraps(attr)
         def shared(*args: Any, **kwargs: Any) -> Any:
-            state = local.__dict__  # what Lender.sharing(name) does, without its generator
+            state = local.__dict__  # this thread's verb being shared (see Lender.shares)
             before = state.get("verb")
             state["verb"] = name
             try:  # the verb is looked up per call: a test may have replaced it
