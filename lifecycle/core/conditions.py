@@ -55,14 +55,21 @@ def merge(
         elif isinstance(entry, Mapping) and isinstance(entry.get("type"), str) and entry["type"]:
             by_type[entry["type"]] = Condition.from_dict(entry).to_dict()
     for cond in updates:
+        status = _VALUE[cond.status]
         old = by_type.get(cond.type)
-        if old is not None and old["status"] == cond.status.value and old["lastTransitionTime"]:
+        if old is not None and old["status"] == status and old["lastTransitionTime"]:
             stamp = old["lastTransitionTime"]
         else:
             stamp = when
-        by_type[cond.type] = cond.to_dict() | {"lastTransitionTime": stamp,
-                                               "reason": camel_reason(cond.reason)}
+        # As cond.to_dict() with the stamp and a valid reason, built in one go.
+        by_type[cond.type] = {"type": cond.type, "status": status,
+                              "reason": camel_reason(cond.reason), "message": cond.message,
+                              "observedGeneration": cond.observed_generation,
+                              "lastTransitionTime": stamp}
     return list(by_type.values())
+
+
+_VALUE = {s: s.value for s in ConditionStatus}
 
 
 _KEYS = ("type", "status", "reason", "message", "observedGeneration", "lastTransitionTime")
@@ -86,6 +93,18 @@ def get(conditions: Sequence[Mapping[str, Any]], type_: str) -> Condition | None
         if (entry.__class__ is dict or isinstance(entry, Mapping)) and entry.get("type") == type_:
             return Condition.from_dict(entry)
     return None
+
+
+def by_type(conditions: Sequence[Mapping[str, Any]]) -> dict[Any, Mapping[str, Any]]:
+    """The entries of a stored list by type, the first of each type as :func:`get` finds it.
+
+    For a caller that looks up several types: one pass over the list instead of one per type.
+    """
+    found: dict[Any, Mapping[str, Any]] = {}
+    for entry in conditions:
+        if entry.__class__ is dict or isinstance(entry, Mapping):
+            found.setdefault(entry.get("type"), entry)
+    return found
 
 
 def phase(conditions: Sequence[Mapping[str, Any]], deleting: bool) -> str:

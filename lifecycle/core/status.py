@@ -87,9 +87,11 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
     events: list[tuple[str, str, str]] = []
     updates: list[Condition] = []
     observed_before = old.get("observedGeneration")
-    stored_ready = cond.get(stored, cond.READY)
+    present = cond.by_type(stored)  # several types are looked up: one pass over the list
+    stored_ready = present.get(cond.READY)
     unobserved = gen != observed_before or (
-        stored_ready is not None and stored_ready.reason == "GenerationNotObserved")
+        stored_ready is not None
+        and str(stored_ready.get("reason", "")) == "GenerationNotObserved")
     if observation is None and error is not None and unobserved:
         # A new generation that could not be observed: Ready is unknown, not stale.
         updates.append(Condition(cond.READY, U, "GenerationNotObserved", error.message, gen))
@@ -116,12 +118,12 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
             failing = error is not None and state_id == "failed"
             updates.append(Condition(activity, T, error.reason if failing else choice.reason,
                                      error.message if failing else choice.message, gen))
-        elif cond.get(stored, activity) is not None:
+        elif activity in present:
             updates.append(Condition(activity, F, spec.ready[1], "", gen))
     updates.extend(notes)
     noted = {n.type for n in notes}
     for note_type in NOTE_TYPES - noted:
-        if cond.get(stored, note_type) is not None:
+        if note_type in present:
             updates.append(Condition(note_type, T, "Valid", "", gen))
     since = valid_timestamp(old.get("stateSince")) if target == source else when
     if since is None:
@@ -132,8 +134,8 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
     held = stuck(machine, target, operation_since or since, stored, gen, now)
     if held is not None:
         updates.append(held)
-        previous = cond.get(stored, "Stuck")
-        if held.status is T and (previous is None or previous.status is not T):
+        previous = present.get("Stuck")
+        if held.status is T and (previous is None or str(previous.get("status")) != T.value):
             events.append(("Warning", "Stuck", held.message))
     history = kept_history(old.get("history"))
     if transition is not None and transition.source != transition.target:
@@ -263,8 +265,18 @@ def kept_history(stored: Any) -> list[dict[str, Any]]:
     """
     if not isinstance(stored, list):
         return []
-    return [{k: h[k] for k in _HISTORY_KEYS} for h in stored
-            if isinstance(h, Mapping) and all(isinstance(h.get(k), str) for k in _HISTORY_KEYS)]
+    return [dict(h) if _recorded(h) else {k: h[k] for k in _HISTORY_KEYS} for h in stored
+            if _recorded(h) or (isinstance(h, Mapping)
+                                and all(isinstance(h.get(k), str) for k in _HISTORY_KEYS))]
+
+
+def _recorded(entry: Any) -> bool:
+    """Whether a stored history entry is a plain dict exactly as the engine writes it."""
+    if entry.__class__ is not dict or tuple(entry) != _HISTORY_KEYS:
+        return False
+    a, b, c, d, e = entry.values()
+    return (a.__class__ is str and b.__class__ is str and c.__class__ is str
+            and d.__class__ is str and e.__class__ is str)
 
 
 def valid_timestamp(value: Any) -> str | None:

@@ -14,9 +14,18 @@ import attrs
 
 def now() -> datetime:
     """The current time in UTC, truncated to seconds as Kubernetes stores it."""
-    # The clock's whole second, built directly: about twice as fast as
-    # datetime.now(UTC).replace(microsecond=0).
-    return datetime.fromtimestamp(_floor(_time()), UTC)
+    # The clock's whole second, built directly (about twice as fast as
+    # datetime.now(UTC).replace(microsecond=0)), and built once per second:
+    # a reconcile asks several times, and a datetime is immutable.
+    global _last_now
+    second = _floor(_time())
+    last = _last_now
+    if last[0] != second:
+        last = _last_now = (second, datetime.fromtimestamp(second, UTC))
+    return last[1]
+
+
+_last_now: tuple[int, datetime] = (-1, datetime.fromtimestamp(0, UTC))
 
 
 def rfc3339(moment: datetime) -> str:
