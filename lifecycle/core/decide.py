@@ -140,28 +140,34 @@ def gate(
                            f"using {policy.value!r} from the {source}", generation))
     raw = objects.spec(obj).get("deletionPolicy", "Delete")
     try:
-        deletion_policy = DeletionPolicy(raw)
-    except (ValueError, TypeError):
+        deletion_policy = _DELETION_POLICIES.get(raw)  # as DeletionPolicy(raw), without the call
+    except TypeError:  # an unhashable value
+        deletion_policy = None
+    if deletion_policy is None:
         deletion_policy = DeletionPolicy.DELETE
         notes.append(_note("ConfigValid", "UnknownDeletionPolicy",
                            f"spec.deletionPolicy {str(raw)[:64]!r} is not Delete or Orphan; "
                            "using Delete", generation))
     deleting = bool(meta.get("deletionTimestamp"))
     forced = operation == "reconcile"
-    common = {"forced": forced, "deleting": deleting, "policy": policy, "notes": tuple(notes),
-              "repaired": repaired, "generation": generation}
+    stop, paused, orphan = None, False, False
     if deleting and FINALIZER not in (meta.get("finalizers") or []):
-        return Gate(state, stop="NotClaimed", **common)
-    if str(annotations.get(PAUSED, "")).lower() == "true":
-        return Gate(state, paused=True, **common)
-    orphan = deleting and (
-        not policy.allows_delete or deletion_policy is DeletionPolicy.ORPHAN)
-    if state == "failed" and not forced and not deleting:
-        failure = objects.mapping(status.get("failure"))
-        if (failure.get("severity") == Severity.TERMINAL.value
-                and failure.get("generation") == generation):
-            return Gate(state, stop="TerminalError", **common)
-    return Gate(state, orphan=orphan, **common)
+        stop = "NotClaimed"
+    elif str(annotations.get(PAUSED, "")).lower() == "true":
+        paused = True
+    else:
+        orphan = deleting and (
+            not policy.allows_delete or deletion_policy is DeletionPolicy.ORPHAN)
+        if state == "failed" and not forced and not deleting:
+            failure = objects.mapping(status.get("failure"))
+            if (failure.get("severity") == Severity.TERMINAL.value
+                    and failure.get("generation") == generation):
+                stop, orphan = "TerminalError", False
+    return Gate(state, stop, "", forced, deleting, paused, orphan, policy, tuple(notes),
+                repaired, generation)
+
+
+_DELETION_POLICIES = {p.value: p for p in DeletionPolicy}
 
 
 def restore(machine: type[LifecycleMachine], status: Any) -> str:
