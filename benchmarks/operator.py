@@ -15,10 +15,10 @@ from typing import Any
 import attrs
 
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
-from lifecycle.driver.manager import ManagerOptions
 from lifecycle.kube.resources import ResourceType
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
+from lifecycle.runtime.reads import DEFAULT_READS_TTL
 from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.sim.apiserver import EmbeddedAPI
 
@@ -71,8 +71,9 @@ def build(n: int, *, latency: float = 0.0, create_polls: int = 0) -> Operator:
     cloud = SimCloud(seed=0, create_polls=create_polls, modify_polls=0, delete_polls=0,
                      latency=latency)
     # As the driver runs it (ManagerOptions.reads_ttl): supporting reads reused briefly.
+    # The driver itself (and the kubernetes client it imports) is not loaded.
     reconciler = Reconciler(api.shared(), kind, DatabaseConnector(cloud),
-                            reads_ttl=ManagerOptions().reads_ttl)
+                            reads_ttl=DEFAULT_READS_TTL)
     keys: list[tuple[str | None, str]] = []
     for i in range(n):
         name = f"db-{i:06d}"

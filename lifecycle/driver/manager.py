@@ -72,6 +72,7 @@ from lifecycle.driver.metrics import OperatorMetrics, ProbeServer
 from lifecycle.driver.queue import WorkQueue, default_rate_limiter
 from lifecycle.runtime.contract import Connector
 from lifecycle.runtime.providerconfigs import ProviderConfigReconciler, config_of
+from lifecycle.runtime.reads import DEFAULT_READS_TTL
 
 __all__ = [
     "Controller",
@@ -370,7 +371,7 @@ class ManagerOptions:
     default_policy: ReconcilePolicy = ReconcilePolicy.MANAGE
     probe_address: tuple[str, int] | None = None
     drain_timeout: float = 30.0
-    reads_ttl: float = 5.0
+    reads_ttl: float = DEFAULT_READS_TTL
     allow_cross_namespace_secrets: bool = False
     allow_adoption: frozenset[str] = frozenset()
     track_provider_config_usage: bool = True

@@ -18,6 +18,9 @@ from lifecycle.kube.errors import NotFound
 from lifecycle.runtime.contract import ProviderConfig
 from lifecycle.runtime.secrets import decode, read_secret
 
+#: How long an operator reuses the supporting reads, in seconds (``ManagerOptions.reads_ttl``).
+DEFAULT_READS_TTL = 5.0
+
 
 def namespace_annotations(api: Cluster, namespace: str | None) -> Mapping[str, str]:
     """The annotations of ``namespace`` (empty for cluster-scoped objects or a missing one)."""
