@@ -49,12 +49,7 @@ import attrs
 
 from lifecycle.core import objects
 from lifecycle.core.decide import Decision, Facts, Gate, ReconcilePolicy, decide, gate
-from lifecycle.core.errors import (
-    ExternalError,
-    HandledError,
-    TerminalError,
-    UnhandledError,
-)
+from lifecycle.core.errors import ExternalError, HandledError, TerminalError, UnhandledError
 from lifecycle.core.kind import (
     EXTERNAL_NAME,
     FINALIZER,
@@ -75,12 +70,7 @@ from lifecycle.core.plan import Plan, after_create, conclude, created, gather, h
 from lifecycle.core.values import Observation, Result, now
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.errors import ApiError, NotFound, TooManyRequests
-from lifecycle.runtime.contract import (
-    Connector,
-    ExternalClient,
-    ManagedResource,
-    close_client,
-)
+from lifecycle.runtime.contract import Connector, ExternalClient, ManagedResource, close_client
 from lifecycle.runtime.effects import Effects, guarded, run_actions, stored_intent
 from lifecycle.runtime.names import NameIndex
 from lifecycle.runtime.passes import (
@@ -227,8 +217,10 @@ class Reconciler:
 
     def _holds(self, run: Pass) -> bool:
         """Whether the object already carries our finalizer and its external name."""
-        return FINALIZER in objects.finalizers(run.obj) and bool(
-            objects.annotations(run.obj).get(EXTERNAL_NAME))
+        meta = objects.metadata(run.obj)
+        found = meta.get("finalizers")  # as objects.finalizers(), without building a list
+        return isinstance(found, list) and FINALIZER in found and bool(
+            objects.mapping(meta.get("annotations")).get(EXTERNAL_NAME))
 
     def _first_password(self, run: Pass) -> TerminalError | None:
         """Persist the password of an object not claimed yet, before anything is committed.
