@@ -115,10 +115,13 @@ def phase(conditions: Sequence[Mapping[str, Any]], deleting: bool) -> str:
     """
     if deleting:
         return "Terminating"
-    relevant = [c for c in conditions if c.get("type") not in ACTIVITY_TYPES]
-    if relevant and all(c.get("status") == _TRUE for c in relevant):
-        return "Ready"
-    return "Progressing"
+    relevant = False
+    for c in conditions:
+        if c.get("type") not in ACTIVITY_TYPES:
+            if c.get("status") != _TRUE:
+                return "Progressing"
+            relevant = True
+    return "Ready" if relevant else "Progressing"
 
 
 #: Condition types that record activity history rather than health.

@@ -265,9 +265,13 @@ def kept_history(stored: Any) -> list[dict[str, Any]]:
     """
     if not isinstance(stored, list):
         return []
-    return [dict(h) if _recorded(h) else {k: h[k] for k in _HISTORY_KEYS} for h in stored
-            if _recorded(h) or (isinstance(h, Mapping)
-                                and all(isinstance(h.get(k), str) for k in _HISTORY_KEYS))]
+    kept = []
+    for h in stored:
+        if _recorded(h):
+            kept.append(dict(h))
+        elif isinstance(h, Mapping) and all(isinstance(h.get(k), str) for k in _HISTORY_KEYS):
+            kept.append({k: h[k] for k in _HISTORY_KEYS})
+    return kept
 
 
 def _recorded(entry: Any) -> bool:
