@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -106,9 +108,9 @@ class Kind:
             data = {}
         if not isinstance(data, Mapping):
             raise TerminalError("spec.forProvider must be an object")
-        known = spec_keys(self.parameters)
-        unknown = sorted(str(k) for k in data if k not in known.values())
-        if unknown:
+        known, keys = _spec_keys(self.parameters)
+        if not keys.issuperset(data):
+            unknown = sorted(str(k) for k in data if k not in keys)
             raise TerminalError(f"unknown field(s) in spec.forProvider: {', '.join(unknown)}")
         try:
             return self.parameters(**data)
@@ -137,7 +139,7 @@ class Kind:
 
         Used to write provider defaults (``Observation.late_init``) back into the spec.
         """
-        keys = spec_keys(self.parameters)
+        keys = _spec_keys(self.parameters)[0]
         return {keys.get(str(k), str(k)): v for k, v in values.items()}
 
     def external_name(self, obj: Mapping[str, Any]) -> str:
@@ -161,7 +163,7 @@ class Kind:
         problem = None
         if not isinstance(name, str) or not name:
             problem = "is empty"
-        elif any(ord(c) < 32 or ord(c) == 127 for c in name):
+        elif _CONTROL.search(name):
             problem = "contains a control character"
         elif self.external_name_max is not None and (
                 len(name.encode("utf-8", "surrogatepass")) > self.external_name_max):
@@ -200,8 +202,20 @@ def spec_keys(parameters: type) -> dict[str, str]:
 
     The key is the field's attrs ``alias`` when it has one, else its name.
     """
-    return {f.name: getattr(f, "alias", None) or f.name
-            for f in attrs.fields(parameters) if f.init}
+    return dict(_spec_keys(parameters)[0])
+
+
+# An attrs class's fields are fixed when it is made: its keys never change.
+@functools.lru_cache(maxsize=128)
+def _spec_keys(parameters: type) -> tuple[Mapping[str, str], frozenset[str]]:
+    """:func:`spec_keys` (shared: read-only) and the set of its keys."""
+    known = {f.name: getattr(f, "alias", None) or f.name
+             for f in attrs.fields(parameters) if f.init}
+    return known, frozenset(known.values())
+
+
+#: A control character (NUL among them) or DEL: never part of an external name.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def connection_secret_ref(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -211,9 +225,12 @@ def connection_secret_ref(obj: Mapping[str, Any]) -> tuple[str, str]:
     the object's, the name to ``<name>-connection``.
     """
     meta = obj["metadata"]
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    spec = obj.get("spec")
+    # ``type(...) is dict`` first: the common case, without the ABC isinstance check.
+    if not (type(spec) is dict or isinstance(spec, Mapping)):
+        spec = {}
     ref = spec.get("writeConnectionSecretToRef") or {}
-    if not isinstance(ref, Mapping):
+    if not (type(ref) is dict or isinstance(ref, Mapping)):
         ref = {}
     namespace = ref.get("namespace") or meta.get("namespace") or "default"
     return str(namespace), str(ref.get("name") or f"{meta['name']}-connection")
