@@ -792,7 +792,11 @@ OWNER_TAG = "lifecycle.dev/owner"
 
 def _parameters_dict(parameters: Any) -> dict[str, Any]:
     """The resource's parameters as a plain dict without unset (``None``) values."""
-    if attrs.has(type(parameters)):
+    if type(parameters) is DatabaseParameters:
+        # Its validated fields hold plain values: what attrs.asdict gives, without its walk.
+        data = {"engine": parameters.engine, "storage_gb": parameters.storage_gb,
+                "size": parameters.size, "version": parameters.version}
+    elif attrs.has(type(parameters)):
         data = attrs.asdict(parameters)
     elif isinstance(parameters, Mapping):
         data = dict(parameters)
