@@ -11,6 +11,7 @@ import attrs
 
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.machine import LifecycleMachine
+from lifecycle.core.objects import is_mapping
 
 #: Group of the engine's own kinds (ProviderConfig) and annotations.
 GROUP = "lifecycle.dev"
@@ -101,12 +102,12 @@ class Kind:
         ``InvalidSpec``) naming the offending field as the spec spells it,
         never with a traceback's worth of detail.
         """
-        if not isinstance(spec, Mapping):
+        if not is_mapping(spec):
             raise TerminalError("spec must be an object")
         data = spec.get("forProvider", {})
         if data is None:
             data = {}
-        if not isinstance(data, Mapping):
+        if not is_mapping(data):
             raise TerminalError("spec.forProvider must be an object")
         known, keys = _spec_keys(self.parameters)
         if not keys.issuperset(data):
@@ -181,13 +182,15 @@ def check_references(obj: Mapping[str, Any]) -> None:
     ``namespace``) is absent or a non-empty string. Raises
     :class:`TerminalError` (reason ``InvalidReference``) naming the field.
     """
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    spec = obj.get("spec")
+    if not is_mapping(spec):
+        spec = {}
     for field, keys in (("providerConfigRef", ("name",)),
                         ("writeConnectionSecretToRef", ("name", "namespace"))):
         ref = spec.get(field)
         if ref is None:
             continue
-        if not isinstance(ref, Mapping):
+        if not is_mapping(ref):
             raise TerminalError(f"spec.{field} must be an object, not {type(ref).__name__}",
                                 reason="InvalidReference")
         for key in keys:
@@ -226,11 +229,10 @@ def connection_secret_ref(obj: Mapping[str, Any]) -> tuple[str, str]:
     """
     meta = obj["metadata"]
     spec = obj.get("spec")
-    # ``type(...) is dict`` first: the common case, without the ABC isinstance check.
-    if not (type(spec) is dict or isinstance(spec, Mapping)):
+    if not is_mapping(spec):
         spec = {}
     ref = spec.get("writeConnectionSecretToRef") or {}
-    if not (type(ref) is dict or isinstance(ref, Mapping)):
+    if not is_mapping(ref):
         ref = {}
     namespace = ref.get("namespace") or meta.get("namespace") or "default"
     return str(namespace), str(ref.get("name") or f"{meta['name']}-connection")

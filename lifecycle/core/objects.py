@@ -18,6 +18,11 @@ def mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def is_mapping(value: Any) -> bool:
+    """Whether ``value`` is a mapping; a plain dict is told without the ABC check."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """The object's ``metadata``, or an empty mapping if it is missing or malformed."""
     return mapping(obj.get("metadata"))

@@ -117,10 +117,9 @@ def staged_meta(run: Pass) -> dict[str, Any]:
 def _copy_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
     copied = dict(meta)
     annotations, labels = meta.get("annotations"), meta.get("labels")
-    # ``type(...) is dict`` first: the common case, without the ABC isinstance check.
-    if type(annotations) is dict or isinstance(annotations, Mapping):
+    if objects.is_mapping(annotations):
         copied["annotations"] = dict(annotations)
-    if type(labels) is dict or isinstance(labels, Mapping):
+    if objects.is_mapping(labels):
         copied["labels"] = dict(labels)
     finalizers = meta.get("finalizers")
     if isinstance(finalizers, list):

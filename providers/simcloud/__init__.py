@@ -834,8 +834,11 @@ class DatabaseClient:
             status = ProviderStatus.PENDING
         else:
             status = ProviderStatus.AVAILABLE
-        compared = ("engine", "storage_gb", "size", "version")
-        up_to_date = all(desc[key] == wanted[key] for key in compared if key in wanted)
+        up_to_date = True
+        for key in ("engine", "storage_gb", "size", "version"):
+            if key in wanted and desc[key] != wanted[key]:
+                up_to_date = False
+                break
         late_init = {} if "version" in wanted else {"version": desc["version"]}
         return Observation(
             exists=True,
