@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import base64
 import json
+from types import MappingProxyType
 from typing import Any
 
 import attrs
 import pytest
 
+from lifecycle.core import objects
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.kind import INTENT, Kind
 from lifecycle.core.values import Intent
@@ -122,3 +124,21 @@ def test_database_parameters_give_the_dict_attrs_asdict_gives(parameters: Any) -
     expected = {k: v for k, v in attrs.asdict(parameters).items() if v is not None}
     assert _parameters_dict(parameters) == expected
     assert list(_parameters_dict(parameters)) == list(expected)
+
+
+def test_readers_take_any_mapping_and_refuse_anything_else() -> None:
+    meta = MappingProxyType({"annotations": MappingProxyType({"a": "1"}),
+                             "labels": {"l": "2"}, "finalizers": ["f", 3]})
+    obj = MappingProxyType({"metadata": meta, "spec": MappingProxyType({"s": 1}),
+                            "status": {"t": 2}})
+    assert objects.metadata(obj) is meta
+    assert objects.annotations(obj) == {"a": "1"}
+    assert objects.labels(obj) == {"l": "2"}
+    assert objects.finalizers(obj) == ["f"]
+    assert objects.spec(obj) == {"s": 1}
+    assert objects.status(obj) == {"t": 2}
+    for broken in ({"metadata": "m"}, {"metadata": ["annotations"]}, {}):
+        for reader in (objects.metadata, objects.annotations, objects.labels,
+                       objects.spec, objects.status):
+            assert reader(broken) == {}
+        assert objects.finalizers(broken) == []
