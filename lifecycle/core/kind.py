@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -9,6 +11,7 @@ import attrs
 
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.machine import LifecycleMachine
+from lifecycle.core.objects import is_mapping
 
 #: Group of the engine's own kinds (ProviderConfig) and annotations.
 GROUP = "lifecycle.dev"
@@ -99,16 +102,16 @@ class Kind:
         ``InvalidSpec``) naming the offending field as the spec spells it,
         never with a traceback's worth of detail.
         """
-        if not isinstance(spec, Mapping):
+        if not is_mapping(spec):
             raise TerminalError("spec must be an object")
         data = spec.get("forProvider", {})
         if data is None:
             data = {}
-        if not isinstance(data, Mapping):
+        if not is_mapping(data):
             raise TerminalError("spec.forProvider must be an object")
-        known = spec_keys(self.parameters)
-        unknown = sorted(str(k) for k in data if k not in known.values())
-        if unknown:
+        known, keys = _spec_keys(self.parameters)
+        if not keys.issuperset(data):
+            unknown = sorted(str(k) for k in data if k not in keys)
             raise TerminalError(f"unknown field(s) in spec.forProvider: {', '.join(unknown)}")
         try:
             return self.parameters(**data)
@@ -137,7 +140,7 @@ class Kind:
 
         Used to write provider defaults (``Observation.late_init``) back into the spec.
         """
-        keys = spec_keys(self.parameters)
+        keys = _spec_keys(self.parameters)[0]
         return {keys.get(str(k), str(k)): v for k, v in values.items()}
 
     def external_name(self, obj: Mapping[str, Any]) -> str:
@@ -161,7 +164,7 @@ class Kind:
         problem = None
         if not isinstance(name, str) or not name:
             problem = "is empty"
-        elif any(ord(c) < 32 or ord(c) == 127 for c in name):
+        elif _CONTROL.search(name):
             problem = "contains a control character"
         elif self.external_name_max is not None and (
                 len(name.encode("utf-8", "surrogatepass")) > self.external_name_max):
@@ -179,13 +182,15 @@ def check_references(obj: Mapping[str, Any]) -> None:
     ``namespace``) is absent or a non-empty string. Raises
     :class:`TerminalError` (reason ``InvalidReference``) naming the field.
     """
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    spec = obj.get("spec")
+    if not is_mapping(spec):
+        spec = {}
     for field, keys in (("providerConfigRef", ("name",)),
                         ("writeConnectionSecretToRef", ("name", "namespace"))):
         ref = spec.get(field)
         if ref is None:
             continue
-        if not isinstance(ref, Mapping):
+        if not is_mapping(ref):
             raise TerminalError(f"spec.{field} must be an object, not {type(ref).__name__}",
                                 reason="InvalidReference")
         for key in keys:
@@ -200,8 +205,20 @@ def spec_keys(parameters: type) -> dict[str, str]:
 
     The key is the field's attrs ``alias`` when it has one, else its name.
     """
-    return {f.name: getattr(f, "alias", None) or f.name
-            for f in attrs.fields(parameters) if f.init}
+    return dict(_spec_keys(parameters)[0])
+
+
+# An attrs class's fields are fixed when it is made: its keys never change.
+@functools.lru_cache(maxsize=128)
+def _spec_keys(parameters: type) -> tuple[Mapping[str, str], frozenset[str]]:
+    """:func:`spec_keys` (shared: read-only) and the set of its keys."""
+    known = {f.name: getattr(f, "alias", None) or f.name
+             for f in attrs.fields(parameters) if f.init}
+    return known, frozenset(known.values())
+
+
+#: A control character (NUL among them) or DEL: never part of an external name.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def connection_secret_ref(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -211,9 +228,11 @@ def connection_secret_ref(obj: Mapping[str, Any]) -> tuple[str, str]:
     the object's, the name to ``<name>-connection``.
     """
     meta = obj["metadata"]
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    spec = obj.get("spec")
+    if not is_mapping(spec):
+        spec = {}
     ref = spec.get("writeConnectionSecretToRef") or {}
-    if not isinstance(ref, Mapping):
+    if not is_mapping(ref):
         ref = {}
     namespace = ref.get("namespace") or meta.get("namespace") or "default"
     return str(namespace), str(ref.get("name") or f"{meta['name']}-connection")

@@ -18,29 +18,45 @@ def mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def is_mapping(value: Any) -> bool:
+    """Whether ``value`` is a mapping; a plain dict is told without the ABC check."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+# The readers below run dozens of times per reconcile: each tells a plain dict
+# itself and calls mapping() only for anything else.
+
+
 def metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """The object's ``metadata``, or an empty mapping if it is missing or malformed."""
-    return mapping(obj.get("metadata"))
+    value = obj.get("metadata")
+    return value if type(value) is dict else mapping(value)
 
 
 def spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """The object's ``spec``, or an empty mapping if it is missing or malformed."""
-    return mapping(obj.get("spec"))
+    value = obj.get("spec")
+    return value if type(value) is dict else mapping(value)
 
 
 def status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """The object's ``status``, or an empty mapping if it is missing or malformed."""
-    return mapping(obj.get("status"))
+    value = obj.get("status")
+    return value if type(value) is dict else mapping(value)
 
 
 def annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """The object's annotations, or an empty mapping."""
-    return mapping(metadata(obj).get("annotations"))
+    meta = obj.get("metadata")
+    value = (meta if type(meta) is dict else mapping(meta)).get("annotations")
+    return value if type(value) is dict else mapping(value)
 
 
 def labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """The object's labels, or an empty mapping."""
-    return mapping(metadata(obj).get("labels"))
+    meta = obj.get("metadata")
+    value = (meta if type(meta) is dict else mapping(meta)).get("labels")
+    return value if type(value) is dict else mapping(value)
 
 
 def generation(obj: Mapping[str, Any]) -> int:
@@ -51,7 +67,8 @@ def generation(obj: Mapping[str, Any]) -> int:
 
 def finalizers(obj: Mapping[str, Any]) -> list[str]:
     """The object's finalizers (strings only)."""
-    found = metadata(obj).get("finalizers")
+    meta = obj.get("metadata")
+    found = (meta if type(meta) is dict else mapping(meta)).get("finalizers")
     return [f for f in found if isinstance(f, str)] if isinstance(found, list) else []
 
 

@@ -20,6 +20,7 @@ reconciled object) and a clock.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -141,10 +142,21 @@ def stored_intent(annotations: Mapping[str, Any]) -> Intent | None:
     raw = annotations.get(INTENT)
     if not isinstance(raw, str):
         return None
+    return _parsed_intent(raw)
+
+
+# A pass reads the entry it just wrote several times: parse each text once. The
+# result depends on the (immutable) text alone and Intent is frozen, so it never goes stale.
+@functools.lru_cache(maxsize=64)
+def _parsed_intent(raw: str) -> Intent | None:
     try:
         return Intent.from_dict(json.loads(raw))
     except (ValueError, TypeError, AttributeError):
         return None
+
+
+#: ``json.dumps(..., sort_keys=True)`` without building an encoder for every entry.
+_journal_text = json.JSONEncoder(sort_keys=True).encode
 
 
 class Effects:
@@ -245,8 +257,8 @@ class Effects:
         closed = closed_intent(stored_intent(self.port.annotations()), observation)
         if closed is None:
             return False
-        self.port.stage(INTENT, json.dumps(closed.to_dict(), sort_keys=True))
+        self.port.stage(INTENT, _journal_text(closed.to_dict()))
         return True
 
     def _record(self, intent: Intent) -> None:
-        self.port.annotate(INTENT, json.dumps(intent.to_dict(), sort_keys=True))
+        self.port.annotate(INTENT, _journal_text(intent.to_dict()))

@@ -49,7 +49,9 @@ class Pass:
     observed: int | None = None
 
     def annotations(self) -> Mapping[str, Any]:
-        """The object's annotations with the staged changes applied."""
+        """The object's annotations with the staged changes applied (read-only)."""
+        if not self.staged:  # nothing to apply: the object's own, without a copy
+            return objects.annotations(self.obj)
         return objects.annotations({"metadata": staged_meta(self)})
 
 
@@ -114,11 +116,14 @@ def staged_meta(run: Pass) -> dict[str, Any]:
 
 def _copy_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
     copied = dict(meta)
-    for key in ("annotations", "labels"):
-        if isinstance(meta.get(key), Mapping):
-            copied[key] = dict(meta[key])
-    if isinstance(meta.get("finalizers"), list):
-        copied["finalizers"] = list(meta["finalizers"])
+    annotations, labels = meta.get("annotations"), meta.get("labels")
+    if objects.is_mapping(annotations):
+        copied["annotations"] = dict(annotations)
+    if objects.is_mapping(labels):
+        copied["labels"] = dict(labels)
+    finalizers = meta.get("finalizers")
+    if isinstance(finalizers, list):
+        copied["finalizers"] = list(finalizers)
     return copied
 
 

@@ -16,7 +16,7 @@ the operator allows other namespaces.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -58,7 +58,8 @@ def decode(secret: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in objects.mapping(secret.get("data")).items():
         try:
-            out[key] = base64.b64decode(value).decode()
+            # What base64.b64decode does for a str or bytes value, without its wrappers.
+            out[key] = binascii.a2b_base64(value).decode()
         except (ValueError, TypeError):
             continue
     return out
@@ -92,6 +93,9 @@ class ConnectionSecrets:
         self.password_factory = password_factory
         self.allow_cross_namespace = allow_cross_namespace
         self._seen: dict[tuple[str, str], dict[str, Any] | None] = {}
+        #: The last ``data`` mapping decoded and its decoded form: the Secrets this pass
+        #: reads or writes are never changed in place, so one decode per Secret suffices.
+        self._decoded: tuple[Any, dict[str, str]] = (None, {})
 
     def check_namespace(self, owner: Mapping[str, Any]) -> None:
         """Refuse a connection Secret outside a namespaced owner's own namespace.
@@ -99,13 +103,26 @@ class ConnectionSecrets:
         Raises :class:`TerminalError` ``SecretNamespaceNotAllowed`` unless the
         kind is cluster-scoped or other namespaces are allowed.
         """
+        self._checked_ref(owner)
+
+    def _checked_ref(self, owner: Mapping[str, Any]) -> tuple[str, str]:
+        """``owner``'s connection Secret (namespace, name), checked by :meth:`check_namespace`."""
         namespace, name = connection_secret_ref(owner)
-        own = objects.metadata(owner).get("namespace")
-        if self.kind.namespaced and not self.allow_cross_namespace and namespace != own:
-            raise TerminalError(
-                f"connection Secret {namespace}/{name} is outside the resource's namespace "
-                f"{own}; the operator writes connection Secrets only in the resource's own "
-                "namespace", reason="SecretNamespaceNotAllowed")
+        if self.kind.namespaced and not self.allow_cross_namespace:
+            own = objects.metadata(owner).get("namespace")
+            if namespace != own:
+                raise TerminalError(
+                    f"connection Secret {namespace}/{name} is outside the resource's namespace "
+                    f"{own}; the operator writes connection Secrets only in the resource's own "
+                    "namespace", reason="SecretNamespaceNotAllowed")
+        return namespace, name
+
+    def _decode(self, secret: Mapping[str, Any]) -> Mapping[str, str]:
+        """:func:`decode` of a Secret this pass read or wrote, decoded once (read-only)."""
+        data = secret.get("data")
+        if data is not self._decoded[0]:
+            self._decoded = (data, decode(secret))
+        return self._decoded[1]
 
     def read(self, owner: Mapping[str, Any], namespace: str, name: str,
              fresh: bool = False, *, creating: bool = False) -> dict[str, Any] | None:
@@ -133,9 +150,12 @@ class ConnectionSecrets:
     def stored_password(self, owner: Mapping[str, Any], *,
                         creating: bool = False) -> str | None:
         """The password recorded in ``owner``'s connection Secret, if any."""
-        self.check_namespace(owner)
-        secret = self.read(owner, *connection_secret_ref(owner), creating=creating)
-        return decode(secret).get("password") if secret else None
+        return self._stored_password(owner, self._checked_ref(owner), creating)
+
+    def _stored_password(self, owner: Mapping[str, Any], ref: tuple[str, str],
+                         creating: bool) -> str | None:
+        secret = self.read(owner, *ref, creating=creating)
+        return self._decode(secret).get("password") if secret else None
 
     def password(self, owner: Mapping[str, Any], read_only: bool, forced: bool,
                  deleting: bool = False) -> str | None:
@@ -162,14 +182,14 @@ class ConnectionSecrets:
         A password found only on the retry after a create that met an
         existing Secret is kept: the new one is never written over it.
         """
-        stored = self.stored_password(owner, creating=True)
+        ref = self._checked_ref(owner)
+        stored = self._stored_password(owner, ref, True)
         if stored:
             return stored
         password = self.password_factory()
-        self.publish(owner, {"password": password}, forced, keep=True)
-        namespace, name = connection_secret_ref(owner)
-        written = self._seen.get((namespace, name))
-        return (decode(written).get("password") if written else None) or password
+        self._publish(owner, ref, {"password": password}, forced, keep=True)
+        written = self._seen.get(ref)
+        return (self._decode(written).get("password") if written else None) or password
 
     def publish(self, owner: Mapping[str, Any], details: Mapping[str, str],
                 forced: bool = False, *, keep: bool = False) -> None:
@@ -182,21 +202,25 @@ class ConnectionSecrets:
         a terminal error, a Secret that cannot be written (missing namespace,
         forbidden) a handled one.
         """
-        self.check_namespace(owner)
-        namespace, name = connection_secret_ref(owner)
+        self._publish(owner, self._checked_ref(owner), details, forced, keep=keep)
+
+    def _publish(self, owner: Mapping[str, Any], ref: tuple[str, str],
+                 details: Mapping[str, str], forced: bool, *, keep: bool) -> None:
+        namespace, name = ref
         fresh = [False]
 
         def attempt() -> None:
             secret = self.read(owner, namespace, name, fresh=fresh[0], creating=True)
             fresh[0] = True
-            current = decode(secret) if secret else {}
+            current = self._decode(secret) if secret else {}
             given = {k: str(v) for k, v in details.items()}
             if keep:  # only what the Secret lacks (or holds empty)
                 given = {k: v for k, v in given.items() if not current.get(k)}
             wanted = {**current, **given}
             if secret is not None and wanted == current and not forced:
                 return
-            data = {k: base64.b64encode(v.encode()).decode() for k, v in wanted.items()}
+            data = {k: binascii.b2a_base64(v.encode(), newline=False).decode()  # = b64encode
+                    for k, v in wanted.items()}
             ownership = self._ownership(owner, namespace)
             try:
                 if secret is None:

@@ -792,7 +792,11 @@ OWNER_TAG = "lifecycle.dev/owner"
 
 def _parameters_dict(parameters: Any) -> dict[str, Any]:
     """The resource's parameters as a plain dict without unset (``None``) values."""
-    if attrs.has(type(parameters)):
+    if type(parameters) is DatabaseParameters:
+        # Its validated fields hold plain values: what attrs.asdict gives, without its walk.
+        data = {"engine": parameters.engine, "storage_gb": parameters.storage_gb,
+                "size": parameters.size, "version": parameters.version}
+    elif attrs.has(type(parameters)):
         data = attrs.asdict(parameters)
     elif isinstance(parameters, Mapping):
         data = dict(parameters)
@@ -830,8 +834,11 @@ class DatabaseClient:
             status = ProviderStatus.PENDING
         else:
             status = ProviderStatus.AVAILABLE
-        compared = ("engine", "storage_gb", "size", "version")
-        up_to_date = all(desc[key] == wanted[key] for key in compared if key in wanted)
+        up_to_date = True
+        for key in ("engine", "storage_gb", "size", "version"):
+            if key in wanted and desc[key] != wanted[key]:
+                up_to_date = False
+                break
         late_init = {} if "version" in wanted else {"version": desc["version"]}
         return Observation(
             exists=True,
