@@ -40,15 +40,41 @@ def test_the_shared_view_hands_out_the_stored_object_and_the_api_a_copy(api):
     assert api.get("v1", "ConfigMap", "default", "settings")["data"] == {"k": "v"}
 
 
-def test_what_is_written_through_the_view_is_still_copied(api):
+def test_a_body_written_through_the_view_is_handed_over(api):
     view = api.shared()
     body = _config_map()
     stored = view.create(body)
+    # The server fills in its own copy of the object and its metadata ...
+    assert stored is not body and stored["metadata"] is not body["metadata"]
+    assert "resourceVersion" not in body["metadata"] and "uid" not in body["metadata"]
+    # ... and keeps the rest of the body: the caller must not change it any more.
+    assert stored["data"] is body["data"]
     body["data"]["k"] = "changed after the write"
-    assert stored["data"] == {"k": "v"}
+    with pytest.raises(SharedObjectChanged) as caught:
+        api.get("v1", "ConfigMap", "default", "settings")
+    assert "at .data.k" in str(caught.value)
+
+
+def test_a_replace_through_the_view_stores_a_new_version(api):
+    view = api.shared()
+    stored = view.create(_config_map())
     updated = view.replace({**stored, "data": {"k": "w"}})
     assert updated["data"] == {"k": "w"} and stored["data"] == {"k": "v"}  # a new version
     assert view.get("v1", "ConfigMap", "default", "settings") is updated
+    assert stored["metadata"]["resourceVersion"] != updated["metadata"]["resourceVersion"]
+    status = {"phase": "x"}  # kinds without a status subresource keep status in the body
+    assert view.replace({**updated, "status": status})["status"] is status
+
+
+def test_what_is_written_on_the_api_itself_is_copied(api):
+    body = _config_map()
+    api.create(body)
+    body["data"]["k"] = "changed after the write"
+    assert api.get("v1", "ConfigMap", "default", "settings")["data"] == {"k": "v"}
+    replaced = {**api.get("v1", "ConfigMap", "default", "settings"), "data": {"k": "w"}}
+    api.replace(replaced)
+    replaced["data"]["k"] = "changed again"
+    assert api.shared().get("v1", "ConfigMap", "default", "settings")["data"] == {"k": "w"}
 
 
 def test_a_change_to_a_shared_object_is_caught_at_the_next_read(api):

@@ -126,8 +126,7 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
         self._crds = CRDController(self)
         self.faults = FaultInjector(seed)
         self.faults.on_drop(self._log.drop_watches)
-        self.stats: collections.Counter[str] = collections.Counter()
-        self._kind_stats: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._calls: dict[tuple[str, str], int] = {}  # (verb, kind) -> calls
         for rtype in (*BUILTIN_TYPES, CRD):
             self.register(rtype)
         self._create(
@@ -190,22 +189,30 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
     # -- bookkeeping -----------------------------------------------------------
 
     def _count(self, verb: str, kind: str) -> None:
+        key = (verb, kind)
         with self._lock:
-            self.stats[verb] += 1
-            self._kind_stats[(verb, kind)] += 1
+            calls = self._calls
+            calls[key] = calls.get(key, 0) + 1
+
+    @property
+    def stats(self) -> collections.Counter[str]:
+        """Calls so far per verb (failed and faulted calls included), as of now."""
+        totals: collections.Counter[str] = collections.Counter()
+        with self._lock:
+            for (verb, _), calls in self._calls.items():
+                totals[verb] += calls
+        return totals
 
     def writes(self, kind: str | None = None) -> int:
         """How many write calls (create, replace, replace_status, patch, delete) were made."""
         with self._lock:
-            if kind is None:
-                return sum(self.stats[verb] for verb in WRITE_VERBS)
-            return sum(self._kind_stats[(verb, kind)] for verb in WRITE_VERBS)
+            return sum(calls for (verb, of), calls in self._calls.items()
+                       if verb in WRITE_VERBS and (kind is None or of == kind))
 
     def reset_stats(self) -> None:
         """Zero ``stats`` and the per-kind counters."""
         with self._lock:
-            self.stats.clear()
-            self._kind_stats.clear()
+            self._calls.clear()
 
     @property
     def resource_version(self) -> str:
@@ -283,7 +290,8 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
         self._count("create", rtype.kind)
         self.faults.check("create", rtype.kind)
         with self._lock:
-            return self._out("create", self._create(rtype, clone(obj), dry_run=dry_run), dry_run)
+            new = self._lender.taken(obj, "create")
+            return self._out("create", self._create(rtype, new, dry_run=dry_run), dry_run)
 
     def _create(
         self, rtype: ResourceType, new: dict[str, Any], *, dry_run: bool = False
@@ -386,8 +394,10 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
             if rtype.status_subresource and obj.__class__ is dict and "status" in obj:
                 # the stored status wins: do not copy the incoming one (keep its key's place)
                 obj = {k: (None if k == "status" else v) for k, v in obj.items()}
-            # a private copy whose metadata was type-checked above
-            result = self._replace(rtype, stored, clone(obj), dry_run=dry_run, owned=True)
+            # the server's own copy (metadata type-checked above): deep, or below its
+            # metadata the body a SharedView caller hands over (Lender.taken)
+            new = self._lender.taken(obj, "replace")
+            result = self._replace(rtype, stored, new, dry_run=dry_run, owned=True)
             return self._out("replace", result, dry_run)
 
     def _replace(self, rtype: ResourceType, stored: dict[str, Any], new: dict[str, Any],
@@ -488,7 +498,8 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
         check_meta_types(rtype, obj)
         with self._lock:
             stored = self._target_of_update(rtype, obj)
-            result = self._replace_status(rtype, stored, clone(obj.get("status")), dry_run)
+            status = self._lender.taken(obj.get("status"), "replace_status", levels=0)
+            result = self._replace_status(rtype, stored, status, dry_run)
             return self._out("replace_status", result, dry_run)
 
     def _replace_status(

@@ -4,10 +4,11 @@ A stored object is never changed after it is written (each write builds a new
 dict, sharing unchanged parts with the version before it). By default every
 object the API returns is a deep copy, so a caller may change what it got.
 Through a :class:`SharedView` (``EmbeddedAPI.shared()``) the API returns the
-stored objects themselves and copies only what is written: reads cost
-nothing, and a caller that wants to change an object copies it first
-(:func:`lifecycle.kube.objects.clone`), as the objects of a
-controller-runtime or client-go informer cache must be copied. The engine
+stored objects themselves, and keeps a written body below the two levels it
+fills in (the object and its metadata) instead of copying it deeply: reads
+cost nothing, writes little, and a caller that wants to change an object it
+read or wrote copies it first (:func:`lifecycle.kube.objects.clone`), as the
+objects of a controller-runtime or client-go informer cache must be copied. The engine
 reads through such a view in the harness, the demo and the benchmarks; test
 code reading ``EmbeddedAPI`` directly keeps getting copies.
 
@@ -111,6 +112,25 @@ class Lender:
                 _verify(entry)
         return obj
 
+    def taken(self, body: Any, verb: str, *, levels: int = 2) -> Any:
+        """What the server keeps of a ``body`` written by ``verb``: a deep copy, or, inside a
+        :class:`SharedView` call of ``verb``, the body itself below its first ``levels``
+        levels (the object and its metadata, which the server fills in).
+
+        A caller writing through the view hands the body over: like an object it
+        read, it must not change it afterwards. The mutation detector holds it to
+        that, since what is stored shares the body's parts.
+        """
+        if self._local.__dict__.get("verb") != verb or body.__class__ is not dict:
+            return clone(body)
+        if levels == 0:
+            return body
+        new = body.copy()
+        meta = new.get("metadata")
+        if levels > 1 and meta.__class__ is dict:
+            new["metadata"] = meta.copy()
+        return new
+
     def touched(self, obj: dict[str, Any]) -> None:
         """The server reads the stored ``obj`` again: it must be as it was handed out."""
         if self.detect:
@@ -138,8 +158,9 @@ class SharedView:
     Every verb of the wrapped :class:`~lifecycle.sim.apiserver.EmbeddedAPI`
     (reads, writes, watches opened through it) returns the stored objects
     themselves instead of copies; every other attribute is the API's own.
-    What is written is still copied, so a caller may keep changing an object
-    it wrote. Obtain one with ``EmbeddedAPI.shared()``.
+    A body written through the view is kept below the levels the server
+    fills in (:meth:`Lender.taken`): the caller hands it over and must not
+    change it afterwards. Obtain one with ``EmbeddedAPI.shared()``.
     """
 
     def __init__(self, api: Any, lender: Lender) -> None:
