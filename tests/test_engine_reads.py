@@ -142,3 +142,11 @@ def test_readers_take_any_mapping_and_refuse_anything_else() -> None:
                        objects.spec, objects.status):
             assert reader(broken) == {}
         assert objects.finalizers(broken) == []
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ({}, True), ({"a": 1}, True), (MappingProxyType({}), True), (None, False), ([], False),
+    ("x", False), (0, False), ([("a", 1)], False)])
+def test_is_mapping(value: Any, expected: bool) -> None:
+    assert objects.is_mapping(value) is expected
+    assert (objects.mapping(value) == value if expected else objects.mapping(value) == {})

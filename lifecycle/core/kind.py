@@ -160,7 +160,6 @@ class Kind:
         (reason ``InvalidExternalName``); the message quotes at most 64
         characters of the name.
         """
-        shown = repr(name[:64]) if isinstance(name, str) else type(name).__name__
         problem = None
         if not isinstance(name, str) or not name:
             problem = "is empty"
@@ -170,6 +169,7 @@ class Kind:
                 len(name.encode("utf-8", "surrogatepass")) > self.external_name_max):
             problem = f"is longer than {self.external_name_max} bytes"
         if problem is not None:
+            shown = repr(name[:64]) if isinstance(name, str) else type(name).__name__
             raise TerminalError(
                 f"external name {shown} {problem}; set a valid {EXTERNAL_NAME} annotation, "
                 f"then annotate {OPERATION}=reconcile", reason="InvalidExternalName")

@@ -15,12 +15,14 @@ def mapping(value: Any) -> Mapping[str, Any]:
     """``value`` if it is a mapping, else an empty one (for reading untrusted objects)."""
     if type(value) is dict:  # the common case, without the ABC check
         return value
+    if value is None:  # the next most common (a missing field), without it too
+        return {}
     return value if isinstance(value, Mapping) else {}
 
 
 def is_mapping(value: Any) -> bool:
-    """Whether ``value`` is a mapping; a plain dict is told without the ABC check."""
-    return type(value) is dict or isinstance(value, Mapping)
+    """Whether ``value`` is a mapping; a plain dict or None is told without the ABC check."""
+    return type(value) is dict or (value is not None and isinstance(value, Mapping))
 
 
 # The readers below run dozens of times per reconcile: each tells a plain dict

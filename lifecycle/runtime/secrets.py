@@ -133,6 +133,13 @@ class ConnectionSecrets:
         mark (it belongs to another resource, or the operator did not create it).
         ``creating``: a None answer is followed by a create (see :func:`read_secret`).
         """
+        secret = self._read(owner, namespace, name, fresh, creating)
+        return None if secret is None else dict(secret)
+
+    def _read(self, owner: Mapping[str, Any], namespace: str, name: str,
+              fresh: bool, creating: bool) -> Mapping[str, Any] | None:
+        """:meth:`read` for this module's own callers, which never change what they get:
+        the Secret as read, without a copy."""
         key = (namespace, name)
         if fresh or key not in self._seen:
             self._seen[key] = read_secret(self.api, namespace, name,
@@ -145,7 +152,7 @@ class ConnectionSecrets:
                 f"connection Secret {namespace}/{name} exists and does not belong to this "
                 "resource; choose another spec.writeConnectionSecretToRef",
                 reason="ConnectionSecretNotOwned")
-        return dict(secret)
+        return secret
 
     def stored_password(self, owner: Mapping[str, Any], *,
                         creating: bool = False) -> str | None:
@@ -154,7 +161,7 @@ class ConnectionSecrets:
 
     def _stored_password(self, owner: Mapping[str, Any], ref: tuple[str, str],
                          creating: bool) -> str | None:
-        secret = self.read(owner, *ref, creating=creating)
+        secret = self._read(owner, *ref, False, creating)
         return self._decode(secret).get("password") if secret else None
 
     def password(self, owner: Mapping[str, Any], read_only: bool, forced: bool,
@@ -210,7 +217,7 @@ class ConnectionSecrets:
         fresh = [False]
 
         def attempt() -> None:
-            secret = self.read(owner, namespace, name, fresh=fresh[0], creating=True)
+            secret = self._read(owner, namespace, name, fresh[0], True)
             fresh[0] = True
             current = self._decode(secret) if secret else {}
             given = {k: str(v) for k, v in details.items()}

@@ -677,7 +677,8 @@ class SimCloud:
     def _log(self, call: CloudCall) -> None:
         """Record one call in the bounded log and the counts."""
         self.calls.append(call)
-        self._counts[call.operation, call.name, call.ok] += 1
+        key = (call.operation, call.name, call.ok)
+        self._counts[key] = self._counts.get(key, 0) + 1  # no Counter.__missing__ call
 
     def _authenticate(self, credentials: tuple[str, str]) -> None:
         """Raise :class:`CloudAuthError` unless the credentials are accepted."""
