@@ -30,10 +30,12 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     #: ``additionalPrinterColumns`` of the version: dicts with name, type, jsonPath...
     printer_columns: tuple[Any, ...] = attrs.field(default=(), eq=False, repr=False)
+    #: ``group/version``, or just the version for the core group (``v1``); computed once,
+    #: since every call of the API server looks its type up by it.
+    api_version: str = attrs.field(init=False, eq=False, repr=False)
 
-    @property
-    def api_version(self) -> str:
-        """``group/version``, or just the version for the core group (``v1``)."""
+    @api_version.default
+    def _api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
