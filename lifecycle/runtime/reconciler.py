@@ -459,7 +459,7 @@ class Reconciler:
         events = (concluded.settled.events if made is None
                   else passage(made, concluded))
         final = self.table.states[concluded.target].final
-        if not final:
+        if not final and run.staged:
             self._mutate(run, lambda m: None)  # commit what is still staged
         for type_, reason, message in events:
             self._event(run.obj, type_, reason, message)
