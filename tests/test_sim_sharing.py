@@ -225,3 +225,17 @@ def test_a_hook_standing_in_for_a_verb_reads_copies(api):
     written = view.replace({**stored, "data": {"k": "w"}})
     assert seen and written is view.get("v1", "ConfigMap", "default", "settings")
     api.check_shared()  # the hook changed a copy, never a shared object
+
+
+def test_lookup_answers_as_get_does_and_none_for_a_missing_object(api):
+    created = api.create(_config_map())
+    assert api.lookup("v1", "ConfigMap", "default", "settings") == created
+    assert api.lookup("v1", "ConfigMap", "default", "absent") is None
+    assert api.lookup("v1", "ConfigMap", "other", "settings") is None
+    assert api.stats["get"] == 3  # a lookup is a read, counted as one
+    view = api.shared()
+    assert view.lookup("v1", "ConfigMap", "default", "settings") is (
+        view.get("v1", "ConfigMap", "default", "settings"))  # shared, as get is
+    copy = api.lookup("v1", "ConfigMap", "default", "settings")
+    copy["data"]["k"] = "the caller's own"
+    assert api.get("v1", "ConfigMap", "default", "settings")["data"] == {"k": "v"}

@@ -99,6 +99,24 @@ class Reads:
             return self._lender.out(self._stored(rtype, object_key(rtype, namespace, name)),
                                    "get")
 
+    def lookup(self, api_version: str, kind: str, namespace: str | None,
+               name: str) -> dict[str, Any] | None:
+        """Read one object like :meth:`get` (counted as a ``get``), None if it does not exist.
+
+        For a caller that creates what is absent (as ``CachedCluster.lookup``):
+        the answer is the same as ``get``'s, without an exception for a miss.
+        """
+        self._count("get", kind)
+        self.faults.check("get", kind)
+        rtype = self.resource_type(api_version, kind)
+        key = object_key(rtype, namespace, name)
+        with self._lock:
+            found = self._table(rtype).get(key)
+            if found is None:
+                return None
+            self._lender.touched(found)
+            return self._lender.out(found, "lookup")
+
     def list(
         self,
         api_version: str,

@@ -188,8 +188,8 @@ class SharedView:
 
 
 #: The verbs whose answers a :class:`SharedView` shares.
-_VERBS = frozenset({"get", "list", "list_page", "watch", "create", "replace", "replace_status",
-                    "patch", "delete", "record_event"})
+_VERBS = frozenset({"get", "lookup", "list", "list_page", "watch", "create", "replace",
+                    "replace_status", "patch", "delete", "record_event"})
 
 
 def _verify(entry: tuple[dict[str, Any], dict[str, Any]]) -> None:
