@@ -540,8 +540,8 @@ class Reconciler:
         """
         def attempt() -> None:
             spec = run.obj.get("spec")
-            params = spec.get("forProvider") if isinstance(spec, Mapping) else None
-            if not isinstance(params, Mapping):
+            params = spec.get("forProvider") if objects.is_mapping(spec) else None
+            if not objects.is_mapping(params):
                 return
             missing = {k: v for k, v in fields.items() if params.get(k) is None and v is not None}
             if not missing:
