@@ -47,6 +47,9 @@ class Pass:
     #: The generation this pass's late-initialisation write produced, when the
     #: observation also holds for it (only provider defaults were filled in).
     observed: int | None = None
+    #: Whether the object carried our finalizer and its external name before the
+    #: pass wrote anything that could change them (set by the reconciler).
+    holds: bool = False
 
     def annotations(self) -> Mapping[str, Any]:
         """The object's annotations with the staged changes applied (read-only)."""

@@ -183,6 +183,7 @@ class Reconciler:
                    forced=g.forced, notes=list(g.notes))
         if g.forced:
             self._mutate(run, lambda m: m.get("annotations", {}).pop(OPERATION, None))
+        run.holds = self._holds(run)  # read by every step up to the first object write
         if g.paused:
             return self._held(run, g)
         if g.orphan:
@@ -197,7 +198,7 @@ class Reconciler:
                 # Another object holds the name: leave its resource alone.
                 return self._run(run, gather(g, objects.status(run.obj),
                                              observation=Observation.absent()), None)
-            if refused is None and creating and not self._holds(run):
+            if refused is None and creating and not run.holds:
                 refused = self._first_password(run)
         if refused is not None:
             # Refused before anything is committed or called: a condition only.
@@ -256,7 +257,7 @@ class Reconciler:
             check_references(run.obj)
             run.secrets.check_namespace(run.obj)
             annotations = objects.annotations(run.obj)
-            if self._holds(run):
+            if run.holds:
                 self.kind.check_external_name(current_name(run.obj))
             else:
                 self.kind.check_external_name(
@@ -270,7 +271,7 @@ class Reconciler:
 
     def _claim(self, run: Pass, deleting: bool) -> HandledError | None:
         """Claim the external name in the index: the conflict, or None when it is ours."""
-        name = current_name(run.obj) if self._holds(run) or deleting else (
+        name = current_name(run.obj) if run.holds or deleting else (
             self.kind.external_name(run.obj))
         if not isinstance(name, str) or not name:
             return None
@@ -323,7 +324,7 @@ class Reconciler:
         the object cannot vanish while the resource exists; observing (which
         changes nothing) may come first.
         """
-        if self._holds(run):
+        if run.holds:
             return
         external = self.kind.external_name(run.obj)
 
