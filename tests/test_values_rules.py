@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -211,3 +212,24 @@ def test_error_overrides_apply_to_the_instance_only() -> None:
         "RateLimited", 3.0, "slow")
     assert type(throttled.retry_after) is float
     assert Throttled("slow", retry_after=1).reason == "Throttled"
+
+
+@pytest.mark.parametrize("intent", [
+    Intent("create", "uid/create/1/1", 1, "2026-01-01T00:00:00Z"),
+    Intent("delete", 'quote " backslash \\ newline \n é \u2028', 2**40, "s", "failed"),
+    Intent("update", "k", True, "s", "succeeded"),  # not an int: the plain encoder's text
+])
+def test_the_journal_text_is_json_dumps_with_sorted_keys(intent: Intent) -> None:
+    assert intent.to_json() == json.dumps(intent.to_dict(), sort_keys=True)
+    assert Intent.from_dict(json.loads(intent.to_json())) == Intent.from_dict(intent.to_dict())
+
+
+def test_rfc3339_answers_each_moment_whatever_it_formatted_before() -> None:
+    current = now()
+    assert rfc3339(current) == rfc3339(current) == current.strftime("%Y-%m-%dT%H:%M:%SZ")
+    other = datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert rfc3339(other) == "2020-01-02T03:04:05Z"
+    assert rfc3339(current) == current.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert rfc3339(datetime(2020, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=2)))) == (
+        "2020-01-02T01:04:05Z")
+    assert now() == now().replace(microsecond=0)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from json.encoder import encode_basestring_ascii as _json_string  # what json.dumps uses
 from math import floor as _floor
 from time import time as _time
 from typing import Any
@@ -208,6 +210,9 @@ class HistoryEntry:
         }
 
 
+_INTENT_JSON = '{"generation": %d, "key": %s, "operation": %s, "outcome": %s, "started": %s}'
+
+
 @attrs.frozen
 class Intent:
     """The intent journal entry, written before any mutating external call.
@@ -222,6 +227,20 @@ class Intent:
     generation: int
     started: str
     outcome: str = "pending"
+
+    def to_json(self) -> str:
+        """The journal annotation's text: ``json.dumps(self.to_dict(), sort_keys=True)``.
+
+        Formatted directly (the same text, about a third of the time): the
+        engine writes one with every mutating call.
+        """
+        key, operation, outcome, started = self.key, self.operation, self.outcome, self.started
+        if (self.generation.__class__ is int and key.__class__ is str
+                and operation.__class__ is str and outcome.__class__ is str
+                and started.__class__ is str):
+            return _INTENT_JSON % (self.generation, _json_string(key), _json_string(operation),
+                                   _json_string(outcome), _json_string(started))
+        return json.dumps(self.to_dict(), sort_keys=True)
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise for the journal annotation."""

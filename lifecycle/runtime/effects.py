@@ -155,8 +155,6 @@ def _parsed_intent(raw: str) -> Intent | None:
         return None
 
 
-#: ``json.dumps(..., sort_keys=True)`` without building an encoder for every entry.
-_journal_text = json.JSONEncoder(sort_keys=True).encode
 
 
 class Effects:
@@ -257,8 +255,8 @@ class Effects:
         closed = closed_intent(stored_intent(self.port.annotations()), observation)
         if closed is None:
             return False
-        self.port.stage(INTENT, _journal_text(closed.to_dict()))
+        self.port.stage(INTENT, closed.to_json())
         return True
 
     def _record(self, intent: Intent) -> None:
-        self.port.annotate(INTENT, _journal_text(intent.to_dict()))
+        self.port.annotate(INTENT, intent.to_json())
