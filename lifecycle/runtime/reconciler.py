@@ -460,8 +460,8 @@ class Reconciler:
         events = (concluded.settled.events if made is None
                   else passage(made, concluded))
         final = self.table.states[concluded.target].final
-        if not final and run.staged:
-            self._mutate(run, lambda m: None)  # commit what is still staged
+        if not final:
+            self._commit_staged(run)
         for type_, reason, message in events:
             self._event(run.obj, type_, reason, message)
         if concluded.settled.status != old or run.forced:
@@ -523,6 +523,11 @@ class Reconciler:
             run.staged.clear()
 
         retry_conflicts(attempt, lambda: self._refresh(run), what="object write")
+
+    def _commit_staged(self, run: Pass) -> None:
+        """Commit what is still staged (nothing to write when nothing is)."""
+        if run.staged:
+            self._mutate(run, lambda m: None)
 
     def set_annotation(self, run: Pass, key: str, value: str) -> None:
         """Commit one annotation on the object (used by the intent journal)."""
