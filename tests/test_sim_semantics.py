@@ -683,3 +683,29 @@ def test_preconditions_of_the_wrong_type_are_bad_requests(
     with pytest.raises(BadRequest, match=f"Go struct field Preconditions.preconditions.{field} "):
         api.delete(AV, "Widget", "default", "w", **given)
     assert exists(api, AV, "Widget", "default", "w")
+
+
+@pytest.mark.parametrize("bad", [{"resourceVersion": 5}, {"uid": 7}, {"namespace": {"x": 1}},
+                                 {"name": ["w"]}])
+def test_a_status_write_whose_metadata_does_not_decode_is_a_bad_request_first(
+    api: EmbeddedAPI, bad: dict[str, Any]
+) -> None:
+    stored = api.create(widget("w"))
+    body = {**stored, "metadata": {**stored["metadata"], **bad}, "status": {"phase": "x"}}
+    with pytest.raises(BadRequest) as caught:  # before NotFound, Conflict or Invalid
+        api.replace_status(body)
+    assert "cannot unmarshal" in str(caught.value)
+    missing = {**body, "metadata": {**body["metadata"], "name": "absent"}} if "name" not in bad \
+        else body
+    with pytest.raises(BadRequest):
+        api.replace_status(missing)
+
+
+def test_a_status_write_of_the_stored_metadata_itself_is_taken(api: EmbeddedAPI) -> None:
+    view = api.shared()
+    stored = view.create(widget("w"))
+    written = view.replace_status({**stored, "status": {"phase": "x"}})
+    assert written["status"] == {"phase": "x"}
+    assert written["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"]
+    with pytest.raises(Conflict):  # the stored metadata of an older version: a stale write
+        view.replace_status({**stored, "status": {"phase": "y"}})

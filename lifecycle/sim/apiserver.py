@@ -495,9 +495,14 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
         rtype = self._type_of(obj)
         self._count("replace_status", rtype.kind)
         self.faults.check("replace_status", rtype.kind)
-        check_meta_types(rtype, obj)
         with self._lock:
-            stored = self._target_of_update(rtype, obj)
+            try:
+                stored = self._target_of_update(rtype, obj)
+            except Exception:
+                check_meta_types(rtype, obj)  # a body that does not decode is refused first
+                raise
+            if obj.get("metadata") is not stored["metadata"]:  # the stored one decoded
+                check_meta_types(rtype, obj)
             status = self._lender.taken(obj.get("status"), "replace_status", levels=0)
             result = self._replace_status(rtype, stored, status, dry_run)
             return self._out("replace_status", result, dry_run)
