@@ -40,9 +40,9 @@ from lifecycle.kube.errors import (
     NotFound,
 )
 from lifecycle.kube.objects import clone, merge_patch
-from lifecycle.kube.resources import BUILTIN_TYPES, EVENT, NAMESPACE, SECRET, ResourceType
+from lifecycle.kube.resources import BUILTIN_TYPES, NAMESPACE, SECRET, ResourceType
 from lifecycle.sim.crds import CRD, CRDController
-from lifecycle.sim.events import new_event, repeated_event
+from lifecycle.sim.events import Events
 from lifecycle.sim.faults import WRITE_VERBS, FaultInjector
 from lifecycle.sim.gc import Collector, Deletes, deletion_done
 from lifecycle.sim.reads import Reads
@@ -83,7 +83,7 @@ def _uuid4(bits: int) -> str:
     return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
-class EmbeddedAPI(Reads, Deletes, Snapshots):
+class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
     """An in-memory Kubernetes API server for tests, the demo and benchmarks.
 
     ``clock`` supplies timestamps (default: :func:`lifecycle.core.values.now`);
@@ -571,43 +571,3 @@ class EmbeddedAPI(Reads, Deletes, Snapshots):
     def close(self) -> None:
         """End every open watch; watches opened afterwards end at once."""
         self._log.close()
-
-    # -- events --------------------------------------------------------------------
-
-    def record_event(
-        self,
-        involved: dict[str, Any],
-        type: str,
-        reason: str,
-        message: str,
-        *,
-        component: str = "lifecycle",
-    ) -> dict[str, Any]:
-        """Record a v1 Event about ``involved`` in its namespace (``default`` if cluster-scoped).
-
-        An event identical to an earlier one (same involved uid, type, reason,
-        message and component) increments that event's ``count`` and
-        ``lastTimestamp`` instead of creating a new Event. Faults for
-        ``create`` of kind ``Event`` apply.
-        """
-        self._count("record_event", "Event")
-        self.faults.check("create", "Event")
-        meta = involved.get("metadata")
-        if meta.__class__ is not dict:
-            meta = metadata(involved)
-        namespace = meta.get("namespace") or "default"
-        uid = str(meta.get("uid", ""))
-        index_key = (namespace, uid, type, reason, message, component)
-        with self._lock:
-            stamp = self._timestamp()
-            table = self._store[("v1", "Event")]
-            existing_name = self._event_index.get(index_key)
-            existing = table.get((namespace, existing_name)) if existing_name else None
-            if existing is not None:
-                return self._out("record_event",
-                                 self._commit(EVENT, existing, repeated_event(existing, stamp)))
-            name = f"{meta.get('name', 'object')}.{self._rng.getrandbits(64):016x}"
-            event = new_event(involved, name, type, reason, message, component, stamp)
-            created = self._create(EVENT, event)
-            self._event_index[index_key] = name
-            return self._out("record_event", created)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import random
+import threading
 from collections.abc import Mapping
 from typing import Any
 
 from lifecycle.core.objects import metadata
+from lifecycle.kube.resources import EVENT, ResourceType
+from lifecycle.sim.faults import FaultInjector
 
-__all__ = ["new_event", "repeated_event"]
+__all__ = ["Events", "new_event", "repeated_event"]
 
 
 def new_event(
@@ -53,3 +57,68 @@ def repeated_event(existing: Mapping[str, Any], stamp: str) -> dict[str, Any]:
     new["count"] = int(existing.get("count", 1)) + 1
     new["lastTimestamp"] = stamp
     return new
+
+
+class Events:
+    """The Event recorder of the embedded API (mixed into ``EmbeddedAPI``)."""
+
+    _lock: threading.RLock
+    _rng: random.Random
+    _store: dict[tuple[str, str], dict[tuple[str | None, str], dict[str, Any]]]
+    _event_index: dict[tuple[str, ...], str]
+    faults: FaultInjector
+
+    def _count(self, verb: str, kind: str) -> None:
+        raise NotImplementedError
+
+    def _timestamp(self) -> str:
+        raise NotImplementedError
+
+    def _out(self, verb: str, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _create(self, rtype: ResourceType, new: dict[str, Any], *,
+                dry_run: bool = False) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _commit(self, rtype: ResourceType, stored: dict[str, Any], new: dict[str, Any],
+                dry_run: bool = False) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def record_event(
+        self,
+        involved: dict[str, Any],
+        type: str,
+        reason: str,
+        message: str,
+        *,
+        component: str = "lifecycle",
+    ) -> dict[str, Any]:
+        """Record a v1 Event about ``involved`` in its namespace (``default`` if cluster-scoped).
+
+        An event identical to an earlier one (same involved uid, type, reason,
+        message and component) increments that event's ``count`` and
+        ``lastTimestamp`` instead of creating a new Event. Faults for
+        ``create`` of kind ``Event`` apply.
+        """
+        self._count("record_event", "Event")
+        self.faults.check("create", "Event")
+        meta = involved.get("metadata")
+        if meta.__class__ is not dict:
+            meta = metadata(involved)
+        namespace = meta.get("namespace") or "default"
+        uid = str(meta.get("uid", ""))
+        index_key = (namespace, uid, type, reason, message, component)
+        with self._lock:
+            stamp = self._timestamp()
+            table = self._store[("v1", "Event")]
+            existing_name = self._event_index.get(index_key)
+            existing = table.get((namespace, existing_name)) if existing_name else None
+            if existing is not None:
+                return self._out("record_event",
+                                 self._commit(EVENT, existing, repeated_event(existing, stamp)))
+            name = f"{meta.get('name', 'object')}.{self._rng.getrandbits(64):016x}"
+            event = new_event(involved, name, type, reason, message, component, stamp)
+            created = self._create(EVENT, event)
+            self._event_index[index_key] = name
+            return self._out("record_event", created)
