@@ -58,17 +58,15 @@ CANARIES: tuple[Canary, ...] = (
     Canary(
         "condition-stamp-kept-on-flip",
         "core/conditions.py",
-        "if old is not None and old[\"status\"] == cond.status.value"
-        " and old[\"lastTransitionTime\"]:",
+        "if old is not None and old[\"status\"] == status and old[\"lastTransitionTime\"]:",
         "if old is not None and old[\"lastTransitionTime\"]:",
         ("tests/test_condition_rules.py::test_a_status_flip_moves_last_transition_time",),
     ),
     Canary(
         "condition-stamp-moved-on-reason",
         "core/conditions.py",
-        "if old is not None and old[\"status\"] == cond.status.value"
-        " and old[\"lastTransitionTime\"]:",
-        "if (old is not None and old[\"status\"] == cond.status.value"
+        "if old is not None and old[\"status\"] == status and old[\"lastTransitionTime\"]:",
+        "if (old is not None and old[\"status\"] == status"
         " and old[\"lastTransitionTime\"] and old.get(\"reason\") == camel_reason(cond.reason)):",
         ("tests/test_condition_rules.py::test_a_change_without_a_flip_keeps_last_transition_time",),
     ),
