@@ -87,7 +87,7 @@ def run(config: Config = FULL, progress: Callable[[str], None] | None = None) ->
     say("hot path")
     hot = hot_path.run(repeat=config.hot_path_rounds, budget=config.hot_path_budget)
     say(f"throughput, N = {', '.join(map(str, config.sizes))}")
-    through = throughput.run(config.sizes, config.size_rounds)
+    through = throughput.in_fresh_process(config.sizes, config.size_rounds)
     say(f"latency-bound scaling, workers = {', '.join(map(str, config.workers))}")
     lat = latency.run(config.workers, latency=config.latency, duration=config.latency_duration)
     say(f"memory, {config.memory_objects} objects")
