@@ -709,3 +709,25 @@ def test_a_status_write_of_the_stored_metadata_itself_is_taken(api: EmbeddedAPI)
     assert written["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"]
     with pytest.raises(Conflict):  # the stored metadata of an older version: a stale write
         view.replace_status({**stored, "status": {"phase": "y"}})
+
+
+def test_an_event_is_refused_where_a_create_would_be(api: EmbeddedAPI) -> None:
+    namespace(api, "closing")
+    involved = api.create(widget("w", namespace="closing", finalizers=["keep"]))
+    api.delete("v1", "Namespace", None, "closing")  # terminating while the widget holds on
+    with pytest.raises(Forbidden, match="is being terminated"):
+        api.record_event(involved, "Normal", "Seen", "in a closing namespace")
+    ghost = {**involved, "metadata": {**involved["metadata"], "namespace": "ghost"}}
+    with pytest.raises(NotFound, match='namespaces "ghost" not found'):
+        api.record_event(ghost, "Normal", "Seen", "in no namespace")
+    long_name = {**involved, "metadata": {**involved["metadata"], "namespace": "default",
+                                          "name": "x" * 250}}
+    with pytest.raises(Invalid, match=r"metadata\.name"):  # the Event's name would be too long
+        api.record_event(long_name, "Normal", "Seen", "about a long name")
+    fine = api.create(widget("fine"))
+    with pytest.raises(Invalid, match="Unsupported value"):
+        api.record_event(fine, "Loud", "Seen", "of an unknown type")
+    stored = api.record_event(fine, "Normal", "Seen", "once")
+    assert stored["metadata"]["uid"] and stored["metadata"]["resourceVersion"]
+    assert stored["metadata"]["creationTimestamp"] == stored["firstTimestamp"]
+    assert api.get("v1", "Event", "default", stored["metadata"]["name"]) == stored

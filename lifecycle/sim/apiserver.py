@@ -310,15 +310,7 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
                 namespace = meta.get("namespace")
                 if not namespace:
                     raise Invalid(f"{rtype.kind}: metadata.namespace: Required value")
-                ns_obj = self._store[("v1", "Namespace")].get((None, namespace))
-                if ns_obj is None:
-                    raise NotFound(f'namespaces "{namespace}" not found')
-                if ns_obj["metadata"].get("deletionTimestamp"):
-                    raise Forbidden(
-                        f'{rtype.resource} "{meta.get("name") or ""}" is forbidden: unable to '
-                        f"create new content in namespace {namespace} because it is being "
-                        f"terminated"
-                    )
+                self._check_namespace_open(rtype, namespace, meta.get("name"))
             else:
                 meta.pop("namespace", None)
                 namespace = None
@@ -346,21 +338,41 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
             if rtype is CRD:
                 new = self._crds.admit(new, None)
             new = admit_schema(rtype, new)
-            meta = new["metadata"]
             new["apiVersion"], new["kind"] = rtype.api_version, rtype.kind
-            meta["uid"] = _uuid4(self._rng.getrandbits(128))
-            meta["creationTimestamp"] = self._timestamp()
-            meta["generation"] = 1
+            self._created(rtype, table, namespace, name, new, dry_run=dry_run)
             if dry_run:
                 return new
-            self._log.rv += 1
-            meta["resourceVersion"] = str(self._log.rv)
-            table[(namespace, name)] = new
-            self._record("ADDED", rtype, new, None)
             self._gc.adopted(rtype, new)
             if rtype is CRD:
                 self._crds.written(new)
             return new
+
+    def _check_namespace_open(self, rtype: ResourceType, namespace: str, name: Any) -> None:
+        """A namespaced create needs its namespace to exist and not be terminating."""
+        ns_obj = self._store[("v1", "Namespace")].get((None, namespace))
+        if ns_obj is None:
+            raise NotFound(f'namespaces "{namespace}" not found')
+        if ns_obj["metadata"].get("deletionTimestamp"):
+            raise Forbidden(
+                f'{rtype.resource} "{name or ""}" is forbidden: unable to create new content '
+                f"in namespace {namespace} because it is being terminated"
+            )
+
+    def _created(self, rtype: ResourceType, table: dict[tuple[str | None, str], dict[str, Any]],
+                 namespace: str | None, name: str, new: dict[str, Any], *,
+                 dry_run: bool = False) -> dict[str, Any]:
+        """Fill in what the server sets on a create and store ``new`` (lock held, admitted)."""
+        meta = new["metadata"]
+        meta["uid"] = _uuid4(self._rng.getrandbits(128))
+        meta["creationTimestamp"] = self._timestamp()
+        meta["generation"] = 1
+        if dry_run:
+            return new
+        self._log.rv += 1
+        meta["resourceVersion"] = str(self._log.rv)
+        table[(namespace, name)] = new
+        self._record("ADDED", rtype, new, None)
+        return new
 
     # -- update --------------------------------------------------------------------
 

@@ -8,8 +8,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from lifecycle.core.objects import metadata
+from lifecycle.kube.errors import AlreadyExists
 from lifecycle.kube.resources import EVENT, ResourceType
 from lifecycle.sim.faults import FaultInjector
+from lifecycle.sim.validation import check_event_type, check_name
 
 __all__ = ["Events", "new_event", "repeated_event"]
 
@@ -77,8 +79,12 @@ class Events:
     def _out(self, verb: str, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _create(self, rtype: ResourceType, new: dict[str, Any], *,
-                dry_run: bool = False) -> dict[str, Any]:
+    def _check_namespace_open(self, rtype: ResourceType, namespace: str, name: Any) -> None:
+        raise NotImplementedError
+
+    def _created(self, rtype: ResourceType, table: dict[tuple[str | None, str], dict[str, Any]],
+                 namespace: str | None, name: str, new: dict[str, Any], *,
+                 dry_run: bool = False) -> dict[str, Any]:
         raise NotImplementedError
 
     def _commit(self, rtype: ResourceType, stored: dict[str, Any], new: dict[str, Any],
@@ -119,6 +125,13 @@ class Events:
                                  self._commit(EVENT, existing, repeated_event(existing, stamp)))
             name = f"{meta.get('name', 'object')}.{self._rng.getrandbits(64):016x}"
             event = new_event(involved, name, type, reason, message, component, stamp)
-            created = self._create(EVENT, event)
+            # The checks of a create that an Event built here can fail, in their order: its
+            # metadata is only a name and a namespace, and it has no owners and no schema.
+            self._check_namespace_open(EVENT, namespace, name)
+            check_name(EVENT, name)
+            if (namespace, name) in table:
+                raise AlreadyExists(f'{EVENT.resource} "{name}" already exists')
+            check_event_type(name, event)
+            created = self._created(EVENT, table, namespace, name, event)
             self._event_index[index_key] = name
             return self._out("record_event", created)

@@ -189,9 +189,10 @@ class Collector:
         self, rtype: ResourceType, new: dict[str, Any] | None, old: dict[str, Any] | None
     ) -> None:
         """Update the owner index after a write (``new`` ``None``: the object is gone)."""
-        if new is not None and old is not None and (
-                new["metadata"].get("ownerReferences") == old["metadata"].get("ownerReferences")):
-            return  # the same references: the same owners
+        new_refs = new["metadata"].get("ownerReferences") if new is not None else None
+        old_refs = old["metadata"].get("ownerReferences") if old is not None else None
+        if new_refs == old_refs or not (new_refs or old_refs):
+            return  # the same references, or none before or after: the same owners
         old_uids = {str(ref.get("uid")) for ref in _refs(old)} if old is not None else set()
         new_uids = {str(ref.get("uid")) for ref in _refs(new)} if new is not None else set()
         if old_uids == new_uids:
