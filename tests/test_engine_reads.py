@@ -22,7 +22,6 @@ from lifecycle.core.kind import INTENT, Kind
 from lifecycle.core.values import Intent
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseParameters, _parameters_dict
-from lifecycle.runtime import effects
 from lifecycle.runtime.effects import stored_intent
 from lifecycle.runtime.secrets import decode
 
@@ -56,7 +55,7 @@ def test_a_journal_text_reads_as_json_loads_reads_it_every_time(raw: str) -> Non
 def test_a_written_entry_reads_back_as_itself() -> None:
     entries = [Intent("create", f"uid/create/1/{n}", 1, "2024-01-01T00:00:00Z")
                for n in range(200)]  # more than are remembered: the oldest are parsed again
-    texts = [effects._journal_text(entry.to_dict()) for entry in entries]
+    texts = [entry.to_json() for entry in entries]
     for entry, text in zip(entries, texts, strict=True):
         assert json.loads(text) == entry.to_dict()
         assert stored_intent({INTENT: text}) == entry
