@@ -49,6 +49,9 @@ class Change(NamedTuple):
     previous: dict[str, Any] | None
 
 
+_new_tuple = tuple.__new__
+
+
 def labels_of(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
     """The labels of a stored object (empty for ``None`` or an object without labels)."""
     if obj is None:
@@ -91,9 +94,9 @@ class History:
         previous: dict[str, Any] | None,
     ) -> None:
         """Append one change at the current resourceVersion and wake the watches."""
-        self._ring[self.rv % self.window] = Change(
-            self.rv, change_type, key, namespace, obj, previous
-        )
+        # tuple.__new__ builds the named tuple without the Python frame of Change.__new__
+        self._ring[self.rv % self.window] = _new_tuple(
+            Change, (self.rv, change_type, key, namespace, obj, previous))
         if self.watches:  # only an open watch waits (a stopped one is woken by its stop)
             self.cond.notify_all()
 
