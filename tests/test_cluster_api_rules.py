@@ -520,3 +520,97 @@ def test_the_client_retries_connection_failures_only() -> None:
     retries = api_client(host="http://127.0.0.1:9").configuration.retries
     assert (retries.total, retries.connect, retries.read, retries.status) == (3, 3, 0, 0)
     assert not retries.respect_retry_after_header and not retries.raise_on_status
+
+
+# ------------------------------------------------------------- the transport
+def exchange(cluster: KubeCluster) -> None:
+    """A read, a write with a JSON body and a merge patch, each answered 200."""
+    cluster.get("v1", "ConfigMap", "default", "a")
+    cluster.replace({"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": "a", "namespace": "default"}, "data": {"k": "v"}})
+    cluster._request("PATCH", "/api/v1/namespaces/default/configmaps/a", {"data": {"k": "w"}},
+                     content_type="application/merge-patch+json")
+
+
+def test_every_route_sends_the_same_requests(wire: Wire) -> None:
+    # Straight to the pool, and through the client's REST layer (taken when the
+    # client's own read retries are on): the same methods, paths, bodies and headers.
+    seen = []
+    for go_retries in (False, True):
+        client = api_client(host=wire.url)
+        client.configuration.client_go_retries = go_retries
+        client.configuration.api_key = {"BearerToken": "t0k3n"}
+        client.configuration.api_key_prefix = {"BearerToken": "Bearer"}
+        wire.seen.clear()
+        exchange(KubeCluster(client))
+        seen.append([(method, path, body, headers["content-type"] if body else None,
+                      headers["authorization"], headers["accept"])
+                     for method, path, headers, body in wire.seen])
+    assert seen[0] == seen[1]
+    assert seen[0] == [
+        ("GET", "/api/v1/namespaces/default/configmaps/a", None, None,
+         ["Bearer t0k3n"], ["application/json"]),
+        ("PUT", "/api/v1/namespaces/default/configmaps/a",
+         {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "a", "namespace": "default"}, "data": {"k": "v"}},
+         ["application/json"], ["Bearer t0k3n"], ["application/json"]),
+        ("PATCH", "/api/v1/namespaces/default/configmaps/a", {"data": {"k": "w"}},
+         ["application/merge-patch+json"], ["Bearer t0k3n"], ["application/json"])]
+
+
+def test_the_rest_layers_errors_are_translated_alike(wire: Wire) -> None:
+    for go_retries in (False, True):
+        client = api_client(host=wire.url)
+        client.configuration.client_go_retries = go_retries
+        wire.answers.append(Answer(409, {"kind": "Status", "reason": "Conflict", "code": 409,
+                                         "message": "the object has been modified"}))
+        with pytest.raises(Conflict) as caught:
+            KubeCluster(client).get("v1", "ConfigMap", "default", "a")
+        assert str(caught.value) == "the object has been modified"
+
+
+def test_a_configured_proxy_carries_every_request(wire: Wire) -> None:
+    # The server's address does not resolve: only the proxy (the wire) can answer,
+    # and it sees each request in the absolute form a proxy is sent.
+    configuration = k8s.Configuration(host="http://apiserver.invalid:6443")
+    configuration.proxy = wire.url
+    cluster = KubeCluster(k8s.ApiClient(configuration))
+    cluster.get("v1", "ConfigMap", "default", "a")
+    assert wire.requests() == [
+        ("GET", "http://apiserver.invalid:6443/api/v1/namespaces/default/configmaps/a")]
+
+
+def test_a_path_in_the_host_prefixes_every_request(wire: Wire) -> None:
+    cluster = KubeCluster(api_client(host=wire.url + "/k8s/clusters/c-1/"))
+    wire.answers += [Answer(), Answer(body={"items": [], "metadata": {}})]
+    cluster.get("v1", "ConfigMap", "default", "a")
+    cluster.list("v1", "ConfigMap", "default")
+    assert wire.requests() == [("GET", "/k8s/clusters/c-1/api/v1/namespaces/default/configmaps/a"),
+                               ("GET", "/k8s/clusters/c-1/api/v1/namespaces/default/configmaps")]
+
+
+def test_requests_use_the_pool_the_client_holds_for_the_server(
+        wire: Wire, cluster: KubeCluster) -> None:
+    manager = cluster.client.rest_client.pool_manager
+    cluster.get("v1", "ConfigMap", "default", "a")
+    cluster.get("v1", "ConfigMap", "default", "b")
+    (first,) = manager.pools.keys()
+    assert manager.connection_from_url(wire.url) is manager.pools[first]
+    assert manager.pools[first].num_connections == 1  # one connection, reused
+    cluster.client.rest_client.close()  # the client drops its pools
+    cluster.get("v1", "ConfigMap", "default", "c")
+    (again,) = manager.pools.keys()
+    assert manager.pools[again].num_connections == 1  # a new pool, held by the client
+    assert wire.requests() == [("GET", f"/api/v1/namespaces/default/configmaps/{name}")
+                               for name in "abc"]
+
+
+def test_a_timeout_changed_after_the_first_request_applies_to_the_next(wire: Wire) -> None:
+    cluster = KubeCluster(api_client(host=wire.url), request_timeout=30.0)
+    cluster.get("v1", "ConfigMap", "default", "a")
+    cluster.request_timeout = 0.3
+    wire.answers += [Answer(), Answer(delay=2.0)]
+    cluster.get("v1", "ConfigMap", "default", "b")
+    with pytest.raises(ServerError) as caught:
+        cluster.get("v1", "ConfigMap", "default", "slow")
+    assert caught.value.status == 503

@@ -27,13 +27,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import attrs
 import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
+from kubernetes.client import rest as k8s_rest
 
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 from lifecycle.core.objects import metadata
@@ -192,6 +193,8 @@ class KubeCluster:
             self.register(ResourceInfo(kind.group, kind.version, kind.kind, kind.plural,
                                        kind.namespaced))
         self._events: OrderedDict[tuple[str, ...], tuple[str, int]] = OrderedDict()
+        self._timeout = urllib3.Timeout(total=request_timeout)
+        self._target_host: tuple[str, Any, tuple[str | None, int, str], str] | None = None
 
     def register(self, info: ResourceInfo) -> None:
         """Make a kind known without discovery."""
@@ -270,22 +273,72 @@ class KubeCluster:
         if body is not None:
             headers["Content-Type"] = content_type
         queries: list[tuple[str, str]] = list((query or {}).items())
-        url = client.configuration.host + path
         try:
             client.update_params_for_auth(headers, queries, ["BearerToken"], path, method, body)
             if queries:
-                url += "?" + urlencode(queries)
-            response = client.rest_client.request(method, url, headers=headers, body=body,
-                                                  _request_timeout=self.request_timeout)
-            try:
-                data = response.read()
-            finally:
-                response.response.release_conn()
+                path += "?" + urlencode(queries)
+            response = self._send(method, path, body, headers)
         except Exception as exc:
             raise translate(exc) from None
         if not 200 <= response.status < 300:
-            raise translate(k8s.ApiException(http_resp=response))
-        return json.loads(data) if data else None
+            answer = k8s_rest.RESTResponse(response)
+            answer.read()
+            raise translate(k8s.ApiException(http_resp=answer))
+        raw = response.data
+        return json.loads(raw) if raw else None
+
+    def _send(self, method: str, path: str, body: Any,
+              headers: dict[str, str]) -> urllib3.BaseHTTPResponse:
+        """Send one request; the whole response read and its connection back in the pool.
+
+        It goes straight to the client's connection pool for the API server
+        (the pool its ``PoolManager`` built from the configuration: TLS, CA,
+        client certificate, retries, socket options), skipping the per-call URL
+        parsing and content-type dispatch of the client's generic REST layer.
+        Through a proxy, or with the client's own read retries switched on,
+        the request goes through that layer instead, which owns both.
+        """
+        rest = self.client.rest_client
+        host = self.client.configuration.host
+        if (type(rest.pool_manager) is not urllib3.PoolManager
+                or getattr(self.client.configuration, "client_go_retries", False)):
+            response = rest.request(method, host.rstrip("/") + path, headers=headers, body=body,
+                                    _request_timeout=self.request_timeout)
+            try:
+                response.read()
+            finally:
+                response.response.release_conn()
+            return response.response
+        data = json.dumps(body) if body is not None else None
+        timeout = self._timeout
+        if timeout.total != self.request_timeout:
+            timeout = self._timeout = urllib3.Timeout(total=self.request_timeout)
+        pool, prefix = self._pool(rest.pool_manager, host)
+        return pool.urlopen(method, prefix + path, body=data, headers=headers,
+                            timeout=timeout, preload_content=True)
+
+    def _pool(self, manager: urllib3.PoolManager,
+              host: str) -> tuple[urllib3.HTTPConnectionPool, str]:
+        """The manager's pool for ``host``, and the host's path prefix.
+
+        The pool key is worked out once per host; each call then looks the
+        pool up by key, so a pool the manager has dropped (cleared, evicted)
+        is never used again: the manager makes a new one as it would.
+        """
+        target = self._target_host
+        if target is None or target[0] != host:
+            parts = urlsplit(host)
+            scheme = (parts.scheme or "http").lower()
+            port = parts.port or (443 if scheme == "https" else 80)
+            key = manager.key_fn_by_scheme[scheme](
+                {**manager.connection_pool_kw, "scheme": scheme, "host": parts.hostname,
+                 "port": port})
+            target = self._target_host = (host, key, (parts.hostname, port, scheme),
+                                          parts.path.rstrip("/"))
+        pool = manager.pools.get(target[1])
+        if pool is None:
+            pool = manager.connection_from_host(*target[2])
+        return pool, target[3]
 
     def get(self, api_version: str, kind: str, namespace: str | None,
             name: str) -> dict[str, Any]:
