@@ -353,7 +353,7 @@ def test_a_cached_manager_has_its_options_and_arguments_and_no_secret_informer_b
     options, metrics = ManagerOptions(workers=1), OperatorMetrics()
     manager = _manager(server, options, metrics=metrics)
     assert manager.options is options and manager.metrics is metrics
-    assert manager.closers == []
+    assert manager.closers == [manager.cluster.stop]  # its final mutation check
     assert manager.cluster._informers == []
 
 

@@ -19,6 +19,7 @@ from lifecycle.driver.informer import InformerOptions
 from lifecycle.driver.manager import ManagerOptions
 from lifecycle.kube.errors import AlreadyExists, Conflict, NotFound, TooManyRequests
 from lifecycle.kube.resources import ResourceType
+from lifecycle.kube.sharing import SharedObjectChanged
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.harness import database_manifest
@@ -81,15 +82,44 @@ def setup() -> tuple[Counting, Store, CachedCluster]:
     return inner, store, cached
 
 
-def test_reads_come_from_a_synced_store_as_copies(setup):
+def test_reads_come_from_a_synced_store_shared(setup):
     inner, store, cached = setup
     store.put(inner.api.create(configmap("a")))
     inner.calls.clear()
     got = cached.get(API, KIND, "default", "a")
+    assert got is store.get(("default", "a"))  # the store's object itself, no copy
     assert got["data"] == {"k": "a"} and inner.calls == []
-    got["data"]["k"] = "changed"
-    assert store.get(("default", "a"))["data"] == {"k": "a"}
     assert cached.hits == 1 and cached.misses == 0
+
+
+def test_a_caller_changing_a_shared_object_is_caught(setup):
+    inner, store, cached = setup
+    assert cached.detector.enabled  # the test suite turns the detector on
+    store.put(inner.api.create(configmap("a")))
+    cached.get(API, KIND, "default", "a")["data"]["k"] = "changed"
+    with pytest.raises(SharedObjectChanged, match=r"ConfigMap default/a .* at \.data\.k"):
+        cached.get(API, KIND, "default", "a")  # handed out again: checked first
+    with pytest.raises(SharedObjectChanged):
+        cached.stop()  # the last check, when the manager stops
+
+
+def test_a_changed_write_result_is_caught_too(setup):
+    inner, _, cached = setup
+    made = cached.create(configmap("a"))
+    made["metadata"]["labels"] = {"mine": "now"}
+    with pytest.raises(SharedObjectChanged, match=r"at \.metadata\.labels"):
+        cached.check_shared()
+    assert inner.api.get(API, KIND, "default", "a")["metadata"].get("labels") is None
+
+
+def test_without_the_detector_nothing_is_remembered() -> None:
+    inner, store = Counting(), Store()
+    cached = CachedCluster(inner, detect_mutations=False)  # type: ignore[arg-type]
+    cached.serve_from(API, KIND, store, complete=True)
+    store.put(inner.api.create(configmap("a")))
+    cached.get(API, KIND, "default", "a")["data"]["k"] = "changed"
+    cached.stop()
+    assert cached.get(API, KIND, "default", "a")["data"] == {"k": "changed"}
 
 
 def test_an_unsynced_store_is_not_used(setup):
@@ -229,9 +259,8 @@ def test_a_remembered_write_is_preferred_until_exactly_the_ttl():
     cached = CachedCluster(inner, clock=lambda: now[0])  # type: ignore[arg-type]
     cached.serve_from(API, KIND, store, complete=True)
     store.put(inner.api.create(configmap("a")))
-    body = cached.get(API, KIND, "default", "a")
-    body["data"] = {"k": "b"}
-    cached.replace(body)  # the store still holds "a"
+    read = cached.get(API, KIND, "default", "a")
+    cached.replace({**read, "data": {"k": "b"}})  # the store still holds "a"
     now[0] = WRITTEN_TTL - 0.001
     hits = cached.hits
     assert cached.get(API, KIND, "default", "a")["data"] == {"k": "b"}

@@ -8,8 +8,8 @@ import base64
 import pytest
 
 from lifecycle.kube.objects import clone
+from lifecycle.kube.sharing import SharedObjectChanged, changed_path, detector_from_env
 from lifecycle.sim import EmbeddedAPI
-from lifecycle.sim.sharing import SharedObjectChanged, changed_path, detector_from_env
 
 
 def _secret(name: str = "creds", password: str = "hunter2") -> dict:

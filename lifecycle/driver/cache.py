@@ -22,7 +22,14 @@ Staleness is handled the way it must be with any cache:
   the object does not exist, as in controller-runtime's cached client; a miss
   in a partial store is read from the API server.
 
-Objects are handed out as copies: a caller may change what it got.
+Objects are handed out shared, as a controller-runtime cache hands them out:
+a read returns the store's object itself and a write returns the object the
+API server answered, which is also what the cache keeps. A caller must not
+change either; it copies first (:func:`lifecycle.kube.objects.clone`). The
+engine never changes what it reads or writes back. The mutation detector of
+:mod:`lifecycle.kube.sharing` (on in the test suite) holds every caller to
+that: a change is caught the next time the object is handed out, and on
+:meth:`CachedCluster.check_shared` and :meth:`CachedCluster.stop`.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from lifecycle.driver.cluster import KubeCluster
 from lifecycle.driver.informer import Informer, InformerOptions
 from lifecycle.driver.manager import Manager, ManagerOptions
 from lifecycle.kube.errors import AlreadyExists, Conflict, NotFound
-from lifecycle.kube.objects import clone
+from lifecycle.kube.sharing import MutationDetector
 from lifecycle.runtime.contract import Connector
 
 __all__ = ["CachedCluster", "Store", "cached_manager"]
@@ -97,9 +104,12 @@ class CachedCluster:
     """A :class:`~lifecycle.kube.cluster.Cluster` reading from informer stores, writing through."""
 
     def __init__(self, cluster: KubeCluster, *,
-                 clock: Any = time.monotonic) -> None:
+                 clock: Any = time.monotonic, detect_mutations: bool | None = None) -> None:
         self.cluster = cluster
         self.clock = clock
+        #: Checks that no caller changes an object handed out (default: the
+        #: ``LIFECYCLE_MUTATION_DETECTOR`` environment variable).
+        self.detector = MutationDetector(detect_mutations, source="the informer cache")
         self._stores: dict[tuple[str, str], tuple[Store, bool]] = {}
         self._written: OrderedDict[tuple[str, str, str | None, str],
                                    tuple[dict[str, Any], str, float]] = OrderedDict()
@@ -146,9 +156,15 @@ class CachedCluster:
         return informer
 
     def stop(self) -> None:
-        """Stop the informers this cache started itself."""
+        """Stop the informers this cache started itself; with the detector on, check
+        every object handed out (:class:`~lifecycle.kube.sharing.SharedObjectChanged`)."""
         for informer in self._informers:
             informer.stop()
+        self.detector.check()
+
+    def check_shared(self) -> None:
+        """Run the mutation detector over every object handed out and still remembered."""
+        self.detector.check()
 
     # --------------------------------------------------------------- reads
     def get(self, api_version: str, kind: str, namespace: str | None,
@@ -190,7 +206,7 @@ class CachedCluster:
             obj, base, at = written
             if not _caught_up(stored, obj, base) and self.clock() - at < WRITTEN_TTL:
                 self.hits += 1
-                return clone(obj)
+                return self._lend(obj)
             with self._lock:
                 self._written.pop(ident, None)
         if stored is None:
@@ -199,12 +215,17 @@ class CachedCluster:
                 raise NotFound(f'{kind.lower()}s "{name}" not found')
             return self._live(ident)
         self.hits += 1
-        return clone(stored)
+        return self._lend(stored)
 
     def _live(self, ident: tuple[str, str, str | None, str]) -> dict[str, Any]:
         self.misses += 1
         obj = self.cluster.get(*ident)
         self._remember(ident, obj, "")
+        return self._lend(obj)
+
+    def _lend(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Hand out ``obj`` itself (shared: the caller must not change it)."""
+        self.detector.lend(obj)
         return obj
 
     # -------------------------------------------------------------- writes
@@ -219,7 +240,7 @@ class CachedCluster:
             self._forget(self._ident(obj))
             raise
         self._remember(self._ident(made), made, "")
-        return made
+        return self._lend(made)
 
     def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Write through (guarded by the body's resourceVersion); remember the result."""
@@ -237,7 +258,7 @@ class CachedCluster:
             self._forget(ident)  # the retry reads the truth
             raise
         self._remember(ident, written, _version(obj))
-        return written
+        return self._lend(written)
 
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
         """Delete through the API server; the next read of it goes there too."""
@@ -272,7 +293,7 @@ class CachedCluster:
                 self._written.pop(ident, None)
             return
         with self._lock:
-            self._written[ident] = (clone(obj), base, self.clock())
+            self._written[ident] = (obj, base, self.clock())
             self._written.move_to_end(ident)
             while len(self._written) > MAX_WRITTEN:
                 self._written.popitem(last=False)
@@ -310,7 +331,8 @@ def cached_manager(cluster: KubeCluster, pairs: Sequence[tuple[Kind, Connector]]
     ``lifecycle.dev/connection-secret=true``) in the watched namespace (all
     when none), which needs ``list`` and ``watch`` on Secrets; other Secrets
     (provider credentials) are still read from the API server. The
-    manager's :meth:`~lifecycle.driver.manager.Manager.stop` stops it.
+    manager's :meth:`~lifecycle.driver.manager.Manager.stop` stops the cache
+    (its informer, and the mutation detector's last check).
     """
     options = options or ManagerOptions()
     cached = CachedCluster(cluster)
@@ -319,5 +341,5 @@ def cached_manager(cluster: KubeCluster, pairs: Sequence[tuple[Kind, Connector]]
     if secrets:
         cached.watch_secrets(options.namespace,
                              label_selector=f"{CONNECTION_SECRET_LABEL}=true")
-        manager.closers.append(cached.stop)
+    manager.closers.append(cached.stop)
     return manager

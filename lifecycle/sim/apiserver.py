@@ -97,7 +97,7 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
     :meth:`shared` is a view whose reads, writes and watches return the stored
     objects themselves, not copies: its callers treat them as read-only and
     copy before changing. ``detect_mutations`` turns on the detector that
-    raises :class:`~lifecycle.sim.sharing.SharedObjectChanged` when a caller
+    raises :class:`~lifecycle.kube.sharing.SharedObjectChanged` when a caller
     changed one (default: the ``LIFECYCLE_MUTATION_DETECTOR`` environment
     variable); :meth:`check_shared` runs it over everything handed out.
     """
@@ -259,7 +259,7 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
 
         For callers that never change what they read (the engine): reads cost
         no copy. With the mutation detector on, a change to a shared object
-        raises :class:`~lifecycle.sim.sharing.SharedObjectChanged` at the
+        raises :class:`~lifecycle.kube.sharing.SharedObjectChanged` at the
         server's next look at it.
         """
         return SharedView(self, self._lender)
@@ -267,7 +267,7 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
     def check_shared(self) -> None:
         """Run the mutation detector over every object handed out and not replaced since.
 
-        Raises :class:`~lifecycle.sim.sharing.SharedObjectChanged` naming the
+        Raises :class:`~lifecycle.kube.sharing.SharedObjectChanged` naming the
         first changed object and path; does nothing without ``share`` and the
         detector.
         """

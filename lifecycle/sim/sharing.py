@@ -13,69 +13,21 @@ reads through such a view in the harness, the demo and the benchmarks; test
 code reading ``EmbeddedAPI`` directly keeps getting copies.
 
 Changing a shared object would change the server's state behind its back, so
-sharing comes with a mutation detector, like client-go's
-``KUBE_CACHE_MUTATION_DETECTOR``: each object handed out is remembered with a
-private copy, and the copy is compared with the object whenever the server
-touches it again, when a newer version replaces it, and on
-:meth:`Lender.check`. A difference raises :class:`SharedObjectChanged`,
-naming the object and the first changed path (never a value: it may be a
-Secret's). The detector is on when ``detect`` is true, or when the
-environment variable ``LIFECYCLE_MUTATION_DETECTOR`` is ``1``/``true``; it
-costs a copy per object handed out and a comparison per access, so it is
-meant for tests.
+sharing comes with the mutation detector of :mod:`lifecycle.kube.sharing`: a
+change to an object handed out is caught when the server touches it again,
+when a newer version replaces it, and on :meth:`Lender.check`.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from typing import Any
 
 from lifecycle.kube.objects import clone
+from lifecycle.kube.sharing import MutationDetector
 
-__all__ = ["Lender", "SharedObjectChanged", "SharedView", "changed_path", "detector_from_env"]
-
-#: Remembered objects beyond which the oldest are checked and forgotten.
-_MAX_REMEMBERED = 50_000
-
-
-class SharedObjectChanged(RuntimeError):
-    """A caller changed an object the embedded API shared with it (``share=True``)."""
-
-
-def detector_from_env() -> bool:
-    """Whether ``LIFECYCLE_MUTATION_DETECTOR`` asks for the mutation detector."""
-    return os.environ.get("LIFECYCLE_MUTATION_DETECTOR", "").strip().lower() in {"1", "true",
-                                                                                 "yes"}
-
-
-def changed_path(before: Any, after: Any, path: str = "") -> str | None:
-    """The first path at which ``after`` differs from ``before`` (``None`` if equal).
-
-    Paths look like ``.metadata.labels`` or ``.status.conditions[0]``; ``.``
-    is the whole object.
-    """
-    if before.__class__ is not after.__class__:
-        return path or "."
-    if isinstance(before, dict):
-        for key in before.keys() | after.keys():
-            if key not in before or key not in after:
-                return f"{path}.{key}"
-            found = changed_path(before[key], after[key], f"{path}.{key}")
-            if found is not None:
-                return found
-        return None
-    if isinstance(before, list):
-        if len(before) != len(after):
-            return path or "."
-        for index, (old, new) in enumerate(zip(before, after, strict=True)):
-            found = changed_path(old, new, f"{path}[{index}]")
-            if found is not None:
-                return found
-        return None
-    return None if before == after else (path or ".")
-
+__all__ = ["Lender", "SharedView"]
 
 class Lender:
     """Hands out stored objects, copied or shared; used with the server's lock held.
@@ -86,10 +38,13 @@ class Lender:
     """
 
     def __init__(self, *, detect: bool | None = None) -> None:
-        self.detect = detector_from_env() if detect is None else detect
+        self.detector = MutationDetector(detect, source="the embedded API")
         self._local = threading.local()
-        # id(object) -> (the object as handed out, a private copy of it)
-        self._lent: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+
+    @property
+    def detect(self) -> bool:
+        """Whether the mutation detector is on."""
+        return self.detector.enabled
 
     def shares(self, verb: str) -> bool:
         """Whether the calling thread is inside a :class:`SharedView` call of ``verb``."""
@@ -101,15 +56,7 @@ class Lender:
         :class:`SharedView` call of ``verb``)."""
         if not (self._local.__dict__.get("verb") == verb if share is None else share):
             return clone(obj)
-        if self.detect:
-            entry = self._lent.get(id(obj))
-            if entry is None:
-                if len(self._lent) >= _MAX_REMEMBERED:
-                    self.check()
-                    self._lent.clear()
-                self._lent[id(obj)] = (obj, clone(obj))
-            else:
-                _verify(entry)
+        self.detector.lend(obj)
         return obj
 
     def taken(self, body: Any, verb: str, *, levels: int = 2) -> Any:
@@ -133,23 +80,16 @@ class Lender:
 
     def touched(self, obj: dict[str, Any]) -> None:
         """The server reads the stored ``obj`` again: it must be as it was handed out."""
-        if self.detect:
-            entry = self._lent.get(id(obj))
-            if entry is not None:
-                _verify(entry)
+        self.detector.touched(obj)
 
     def replaced(self, previous: dict[str, Any] | None) -> None:
         """A newer version replaced ``previous`` (or deleted it): check it one last time."""
-        if self.detect and previous is not None:
-            entry = self._lent.pop(id(previous), None)
-            if entry is not None:
-                _verify(entry)
+        self.detector.replaced(previous)
 
     def check(self) -> None:
-        """Compare every remembered object with its copy; :class:`SharedObjectChanged` if any
+        """Compare every remembered object with its copy; ``SharedObjectChanged`` if any
         changed."""
-        for entry in list(self._lent.values()):
-            _verify(entry)
+        self.detector.check()
 
 
 class SharedView:
@@ -190,18 +130,3 @@ class SharedView:
 #: The verbs whose answers a :class:`SharedView` shares.
 _VERBS = frozenset({"get", "lookup", "list", "list_page", "watch", "create", "replace",
                     "replace_status", "patch", "delete", "record_event"})
-
-
-def _verify(entry: tuple[dict[str, Any], dict[str, Any]]) -> None:
-    obj, copy = entry
-    if obj == copy:
-        return
-    meta = copy.get("metadata") or {}
-    namespace = meta.get("namespace")
-    name = f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
-    where = changed_path(copy, obj) or "."
-    raise SharedObjectChanged(
-        f"{copy.get('kind')} {name} (resourceVersion {meta.get('resourceVersion')}) was "
-        f"changed at {where} after the embedded API shared it: objects it shares are "
-        f"read-only; copy one with lifecycle.kube.objects.clone() before changing it"
-    )
