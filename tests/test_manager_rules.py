@@ -369,9 +369,10 @@ def test_a_reconcile_counts_as_an_active_worker_while_it_runs() -> None:
     c.process((None, "boom"))
     assert during == [1.0, 1.0]
     assert sample(c.metrics, "controller_runtime_active_workers", controller="t") == 0.0
-    c._active = 2
+    c.metrics.active_workers.labels(controller="t").set(2)  # two others are running
     c.process(("default", "a"))
-    assert during[-1] == 3.0 and c._active == 2
+    assert during[-1] == 3.0
+    assert sample(c.metrics, "controller_runtime_active_workers", controller="t") == 2.0
 
 
 def _records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:

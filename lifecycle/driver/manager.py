@@ -155,8 +155,6 @@ class Controller:
         #: of the controller's own objects: how another controller follows this kind.
         self.followers: list[Callable[[dict[str, Any] | None, dict[str, Any] | None], None]] = []
         self._threads: list[threading.Thread] = []
-        self._active = 0
-        self._lock = threading.Lock()
         self.metrics.controller(name, workers)
         self.metrics.watch_queue(name, self.queue)
         self.metrics.watch_informer(name, self.informer)
@@ -254,9 +252,7 @@ class Controller:
     def process(self, key: Key) -> None:
         """Reconcile one key and apply the requeue matrix to the queue."""
         namespace, name = key
-        with self._lock:
-            self._active += 1
-            self.metrics.active_workers.labels(controller=self.name).set(self._active)
+        self.metrics.worker_started(self.name)
         started = time.monotonic()
         outcome = "error"
         rid = os.urandom(4).hex()
@@ -285,9 +281,7 @@ class Controller:
         finally:
             elapsed = time.monotonic() - started
             self.metrics.reconciled(self.name, outcome, elapsed)
-            with self._lock:
-                self._active -= 1
-                self.metrics.active_workers.labels(controller=self.name).set(self._active)
+            self.metrics.worker_finished(self.name)
 
     def _requeue(self, key: Key, result: Result) -> tuple[str, float]:
         """Apply the requeue matrix; the metric result and the delay before the next pass."""

@@ -101,7 +101,16 @@ class OperatorMetrics:
                             registry=r)
         self._informers: dict[str, Any] = {}
         self._informers_lock = threading.Lock()
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r.register(_InformerCollector(self))
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)``, looked up once: the hot paths record through it."""
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     # -------------------------------------------------------------- queues
     def watch_queue(self, name: str, queue: Any) -> None:
@@ -116,19 +125,19 @@ class OperatorMetrics:
 
     def queue_added(self, name: str) -> None:
         """Count one add."""
-        self.adds.labels(name=name).inc()
+        self._child(self.adds, name).inc()
 
     def queue_started(self, name: str, waited: float) -> None:
         """Observe how long a key waited."""
-        self.queue_latency.labels(name=name).observe(waited)
+        self._child(self.queue_latency, name).observe(waited)
 
     def queue_finished(self, name: str, worked: float) -> None:
         """Observe how long a key was processed."""
-        self.work_duration.labels(name=name).observe(worked)
+        self._child(self.work_duration, name).observe(worked)
 
     def queue_retried(self, name: str) -> None:
         """Count one rate-limited retry."""
-        self.retries.labels(name=name).inc()
+        self._child(self.retries, name).inc()
 
     # --------------------------------------------------------- controllers
     def controller(self, name: str, workers: int) -> None:
@@ -139,12 +148,20 @@ class OperatorMetrics:
             self.reconcile_total.labels(controller=name, result=result)
         self.reconcile_errors.labels(controller=name)
 
+    def worker_started(self, name: str) -> None:
+        """One more worker of controller ``name`` is reconciling."""
+        self._child(self.active_workers, name).inc()
+
+    def worker_finished(self, name: str) -> None:
+        """One worker of controller ``name`` has finished its reconcile."""
+        self._child(self.active_workers, name).dec()
+
     def reconciled(self, name: str, result: str, seconds: float) -> None:
         """Record one finished reconcile."""
-        self.reconcile_total.labels(controller=name, result=result).inc()
+        self._child(self.reconcile_total, name, result).inc()
         if result == "error":
-            self.reconcile_errors.labels(controller=name).inc()
-        self.reconcile_time.labels(controller=name).observe(seconds)
+            self._child(self.reconcile_errors, name).inc()
+        self._child(self.reconcile_time, name).observe(seconds)
 
     def watch_informer(self, kind: str, informer: Any) -> None:
         """Export the per-state gauge and watch counters of an informer."""
