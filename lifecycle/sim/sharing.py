@@ -56,7 +56,8 @@ class Lender:
         :class:`SharedView` call of ``verb``)."""
         if not (self._local.__dict__.get("verb") == verb if share is None else share):
             return clone(obj)
-        self.detector.lend(obj)
+        if self.detector.enabled:
+            self.detector.lend(obj)
         return obj
 
     def taken(self, body: Any, verb: str, *, levels: int = 2) -> Any:
