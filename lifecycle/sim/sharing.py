@@ -29,6 +29,7 @@ from lifecycle.kube.sharing import MutationDetector
 
 __all__ = ["Lender", "SharedView"]
 
+
 class Lender:
     """Hands out stored objects, copied or shared; used with the server's lock held.
 
@@ -40,11 +41,6 @@ class Lender:
     def __init__(self, *, detect: bool | None = None) -> None:
         self.detector = MutationDetector(detect, source="the embedded API")
         self._local = threading.local()
-
-    @property
-    def detect(self) -> bool:
-        """Whether the mutation detector is on."""
-        return self.detector.enabled
 
     def shares(self, verb: str) -> bool:
         """Whether the calling thread is inside a :class:`SharedView` call of ``verb``."""
