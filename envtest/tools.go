@@ -1,0 +1,8 @@
+//go:build tools
+
+// Package tools pins the kube-apiserver command so that go mod tidy keeps it.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+)

@@ -1,0 +1,422 @@
+"""A real Kubernetes API server for tests and for trying the operator: the envtest tier.
+
+As controller-runtime's envtest does for Go operators, :class:`RealCluster`
+starts a real ``kube-apiserver`` backed by a real ``etcd`` on loopback, with
+generated certificates (:mod:`lifecycle.testing.pki`), RBAC authorization on
+and no controllers, kubelets or scheduler: objects are stored, validated,
+watched and authorized exactly as on a cluster, but nothing runs Pods, and
+there is no garbage collector or namespace controller (an object whose owner
+is deleted stays; a deleted namespace stays Terminating).
+
+No prebuilt binary is downloaded. :func:`binaries` builds both servers from
+their Go modules (the Go module shipped as :mod:`lifecycle.envtest`, which
+pins ``k8s.io/kubernetes`` and the etcd server it uses) with the machine's
+``go``, once per version, into the user's cache directory
+(``$LIFECYCLE_ENVTEST_CACHE``, else ``$XDG_CACHE_HOME/lifecycle/envtest``,
+else ``~/.cache/lifecycle/envtest``). A first build takes minutes; later
+starts take seconds.
+
+``lifecycle envtest`` runs one in the foreground; the ``real_cluster``
+pytest fixture starts one per test session.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+
+from lifecycle.core.errors import LifecycleError
+from lifecycle.testing.pki import Credentials, issue
+
+__all__ = ["Binaries", "EnvtestError", "RealCluster", "binaries", "cache_root",
+           "kubernetes_version"]
+
+#: Files of the Go module that decide what is built (the cache key hashes them).
+SOURCES = ("go.mod", "go.sum", "tools.go", "etcd/main.go")
+#: The hint printed when ``go`` is missing.
+GO_HINT = ("the real API server is built from its Go modules and needs Go 1.26 or newer "
+           "on PATH (apt-get install golang-go, or a Go toolchain from your package manager)")
+#: How long a build may take, in seconds.
+BUILD_TIMEOUT = 3600.0
+
+
+class EnvtestError(LifecycleError):
+    """The real API server cannot be built or started; the message says why in one line."""
+
+
+@attrs.frozen
+class Binaries:
+    """The built servers and the Kubernetes version they are."""
+
+    kube_apiserver: Path
+    etcd: Path
+    version: str
+
+
+def _module() -> Any:
+    """The shipped Go module's folder (a Traversable of package ``lifecycle.envtest``)."""
+    return resources.files("lifecycle.envtest")
+
+
+def kubernetes_version() -> str:
+    """The ``k8s.io/kubernetes`` version the shipped go.mod pins (``v1.37.2``)."""
+    text = _module().joinpath("go.mod").read_text(encoding="utf-8")
+    found = re.search(r"^\s*(?:require\s+)?k8s\.io/kubernetes\s+(v\S+)", text, re.M)
+    if not found:
+        raise EnvtestError("the envtest go.mod does not require k8s.io/kubernetes")
+    return found.group(1)
+
+
+def cache_root() -> Path:
+    """Where built servers are kept (see the module's docstring)."""
+    explicit = os.environ.get("LIFECYCLE_ENVTEST_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "lifecycle" / "envtest"
+
+
+def _key() -> str:
+    """The cache key: the version and a digest of the module's sources."""
+    digest = hashlib.sha256()
+    for name in SOURCES:
+        digest.update(name.encode() + b"\0" + _module().joinpath(name).read_bytes())
+    return f"{kubernetes_version()}-{digest.hexdigest()[:12]}"
+
+
+def binaries(*, build: bool = True, log: Any = None) -> Binaries:
+    """The servers for this version, built first when the cache has none.
+
+    ``log(line)`` is told when a build starts and ends. With ``build=False``
+    a missing build raises :class:`EnvtestError` instead. Concurrent callers
+    (pytest workers, two terminals) wait for one build through a file lock.
+    """
+    version = kubernetes_version()
+    home = cache_root() / _key()
+    found = Binaries(home / "kube-apiserver", home / "etcd", version)
+    if found.kube_apiserver.is_file() and found.etcd.is_file():
+        return found
+    if not build:
+        raise EnvtestError(f"the real API server {version} is not built yet (run "
+                           f"lifecycle envtest once, or call binaries())")
+    go = shutil.which("go")
+    if go is None:
+        raise EnvtestError(GO_HINT)
+    home.parent.mkdir(parents=True, exist_ok=True)
+    with open(home.parent / f"{home.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if found.kube_apiserver.is_file() and found.etcd.is_file():
+            return found
+        _build(go, home, version, log)
+    return found
+
+
+def _build(go: str, home: Path, version: str, log: Any) -> None:
+    """Build both servers into a scratch folder, then move it to ``home`` whole."""
+    if log:
+        log(f"building kube-apiserver {version} and etcd from their Go modules into {home} "
+            f"(once; a first build takes several minutes)")
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="envtest-build-", dir=home.parent) as scratch:
+        source = Path(scratch) / "src"
+        out = Path(scratch) / "bin"
+        for name in SOURCES:
+            target = source / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(_module().joinpath(name).read_bytes())
+        out.mkdir()
+        env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly",
+               "GOTOOLCHAIN": os.environ.get("GOTOOLCHAIN", "local")}
+        command = [go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(out) + os.sep,
+                   "k8s.io/kubernetes/cmd/kube-apiserver", "./etcd"]
+        try:
+            done = subprocess.run(command, cwd=source, env=env, capture_output=True,
+                                  text=True, timeout=BUILD_TIMEOUT, check=False)
+        except subprocess.TimeoutExpired:
+            raise EnvtestError(f"building the real API server took over "
+                               f"{BUILD_TIMEOUT:.0f} s") from None
+        if done.returncode != 0:
+            tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+            raise EnvtestError(f"go build of the real API server failed: {tail}")
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(home)
+        os.replace(out, home)
+    if log:
+        log(f"built in {time.monotonic() - started:.0f} s")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RealCluster:
+    """A kube-apiserver and its etcd on loopback, with an admin kubeconfig.
+
+    ``RealCluster(directory).start()`` prepares certificates and data in
+    ``directory`` (kept across restarts), starts etcd and the API server and
+    waits until ``/readyz`` answers. ``port=0`` picks a free port. ``durable``
+    keeps etcd's fsync (off by default: a test server trades durability for
+    speed). Stop it with :meth:`stop` or use it as a context manager.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, port: int = 0,
+                 durable: bool = False, log: Any = None) -> None:
+        self.dir = Path(directory).absolute()
+        self.port = port or free_port()
+        self.durable = durable
+        self.log = log
+        self.kubeconfig = self.dir / "admin.kubeconfig"
+        self.credentials = Credentials.under(self.dir / "pki")
+        self.version = ""
+        self._processes: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def url(self) -> str:
+        """The API server's address."""
+        return f"https://127.0.0.1:{self.port}"
+
+    # ------------------------------------------------------------- lifecycle
+    def start(self, *, timeout: float = 120.0) -> RealCluster:
+        """Build if needed, start etcd and the API server, wait until ready."""
+        built = binaries(log=self.log)
+        self.version = built.version
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.credentials = issue(self.dir / "pki")
+        etcd_port, peer_port = free_port(), free_port()
+        try:
+            self._spawn("etcd", [
+                str(built.etcd), "--name", "envtest", "--data-dir", str(self.dir / "etcd"),
+                "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
+                "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
+                "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
+                "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
+                "--initial-cluster", f"envtest=http://127.0.0.1:{peer_port}",
+                "--log-level", "warn",
+                *(() if self.durable else ("--unsafe-no-fsync",))])
+            self._wait(lambda: _http_ok(f"http://127.0.0.1:{etcd_port}/health"), timeout,
+                       "etcd")
+            c = self.credentials
+            self._spawn("kube-apiserver", [
+                str(built.kube_apiserver),
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                f"--cert-dir={self.dir / 'pki'}",
+                f"--tls-cert-file={c.serving_cert}", f"--tls-private-key-file={c.serving_key}",
+                f"--client-ca-file={c.ca_cert}",
+                "--authorization-mode=RBAC",
+                f"--service-account-key-file={c.service_account_public}",
+                f"--service-account-signing-key-file={c.service_account_key}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--allow-privileged=true",
+                "--disable-admission-plugins=ServiceAccount",
+                "--v=1"])
+            self._write_kubeconfig()
+            self._wait(self._ready, timeout, "kube-apiserver")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop the API server, then etcd (SIGTERM, then SIGKILL after 10 s)."""
+        for process in reversed(self._processes):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+        self._processes.clear()
+
+    def __enter__(self) -> RealCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def alive(self) -> bool:
+        """Whether both processes still run."""
+        return bool(self._processes) and all(p.poll() is None for p in self._processes)
+
+    def _spawn(self, name: str, command: Sequence[str]) -> None:
+        logfile = open(self.dir / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
+        try:
+            process = subprocess.Popen(command, stdout=logfile, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            logfile.close()
+        self._processes.append(process)
+
+    def _wait(self, ready: Any, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            dead = [p for p in self._processes if p.poll() is not None]
+            if dead:
+                raise EnvtestError(f"{what} exited with code {dead[0].returncode}: "
+                                   f"{self._last_line(what)}")
+            if ready():
+                return
+            time.sleep(0.2)
+        raise EnvtestError(f"{what} was not ready within {timeout:.0f} s "
+                           f"(its log: {self.dir / (what + '.log')})")
+
+    def _last_line(self, what: str) -> str:
+        try:
+            lines = (self.dir / f"{what}.log").read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        return lines[-1][:300] if lines else "(empty log)"
+
+    def _ssl(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.credentials.ca_cert))
+        context.load_cert_chain(str(self.credentials.admin_cert),
+                                str(self.credentials.admin_key))
+        return context
+
+    def _ready(self) -> bool:
+        return _http_ok(f"{self.url}/readyz", self._ssl())
+
+    # ---------------------------------------------------------- kubeconfigs
+    def _write_kubeconfig(self) -> None:
+        c = self.credentials
+        user = {"client-certificate-data": _b64(c.admin_cert),
+                "client-key-data": _b64(c.admin_key)}
+        _write(self.kubeconfig, self.config_for(user, "admin"))
+
+    def config_for(self, user: dict[str, str], name: str,
+                   namespace: str = "default") -> dict[str, Any]:
+        """A kubeconfig for this server whose user entry is ``user``."""
+        return {
+            "apiVersion": "v1", "kind": "Config", "preferences": {},
+            "current-context": name,
+            "clusters": [{"name": "envtest", "cluster": {
+                "server": self.url,
+                "certificate-authority-data": _b64(self.credentials.ca_cert)}}],
+            "users": [{"name": name, "user": user}],
+            "contexts": [{"name": name, "context": {
+                "cluster": "envtest", "user": name, "namespace": namespace}}],
+        }
+
+    def write_kubeconfig(self, path: str | os.PathLike[str]) -> Path:
+        """Copy the admin kubeconfig to ``path``."""
+        target = Path(path).absolute()
+        _write(target, yaml.safe_load(self.kubeconfig.read_text(encoding="utf-8")))
+        return target
+
+    def api_client(self) -> Any:
+        """An official-client ``ApiClient`` as the administrator."""
+        from lifecycle.driver.cluster import api_client
+
+        return api_client(kubeconfig=str(self.kubeconfig))
+
+    def service_account_token(self, namespace: str, name: str, *,
+                              seconds: int = 3600) -> str:
+        """A token of ServiceAccount ``namespace/name`` (created if missing), via TokenRequest."""
+        from kubernetes import client as k8s
+
+        core = k8s.CoreV1Api(self.api_client())
+        with contextlib.suppress(k8s.ApiException):
+            core.create_namespace({"metadata": {"name": namespace}})
+        try:
+            core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
+        except k8s.ApiException as exc:
+            if exc.status != 409:
+                raise
+        answer = core.create_namespaced_service_account_token(
+            name, namespace, {"spec": {"expirationSeconds": seconds}})
+        return str(answer.status.token)
+
+    def service_account_kubeconfig(self, path: str | os.PathLike[str], namespace: str,
+                                   name: str) -> Path:
+        """Write a kubeconfig that acts as ServiceAccount ``namespace/name``."""
+        token = self.service_account_token(namespace, name)
+        target = Path(path).absolute()
+        _write(target, self.config_for({"token": token}, f"{namespace}-{name}", namespace))
+        return target
+
+    def install_crds(self, kinds: Sequence[Any]) -> None:
+        """Install (create or replace) the CRDs of ``kinds`` and wait until each is served."""
+        from lifecycle.driver.crds import crds
+
+        install(self.api_client(), crds(kinds))
+
+    def logs(self) -> Iterator[tuple[str, str]]:
+        """The last 20 lines of each server's log (for a failing test's report)."""
+        for name in ("etcd", "kube-apiserver"):
+            path = self.dir / f"{name}.log"
+            if path.exists():
+                yield name, "\n".join(path.read_text(errors="replace").splitlines()[-20:])
+
+
+def install(client: Any, documents: Sequence[dict[str, Any]], *, timeout: float = 60.0) -> None:
+    """Create or update each CRD in ``documents`` and wait until all are Established."""
+    from kubernetes import client as k8s
+
+    ext = k8s.ApiextensionsV1Api(client)
+    for doc in documents:
+        name = doc["metadata"]["name"]
+        try:
+            ext.create_custom_resource_definition(doc)
+        except k8s.ApiException as exc:
+            if exc.status != 409:
+                raise
+            current = ext.read_custom_resource_definition(name)
+            body = {**doc, "metadata": {**doc["metadata"],
+                                        "resourceVersion": current.metadata.resource_version}}
+            ext.replace_custom_resource_definition(name, body)
+    deadline = time.monotonic() + timeout
+    for doc in documents:
+        name = doc["metadata"]["name"]
+        while True:
+            found = ext.read_custom_resource_definition(name)
+            conditions = {c.type: c.status for c in (found.status.conditions or [])}
+            if conditions.get("Established") == "True":
+                break
+            if time.monotonic() > deadline:
+                raise EnvtestError(f"CRD {name} was not established within {timeout:.0f} s")
+            time.sleep(0.1)
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as answer:  # noqa: S310
+            return bool(answer.status == 200)
+    except (OSError, ValueError):
+        return False
+
+
+def _b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+def _write(path: Path, doc: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    temporary.chmod(0o600)
+    os.replace(temporary, path)
