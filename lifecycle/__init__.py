@@ -83,6 +83,6 @@ def _installed_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("lifecycle")
+        return version("kube-lifecycle")
     except PackageNotFoundError:  # a source tree that was never installed
         return "0+unknown"

@@ -217,7 +217,7 @@ def test_every_public_name_resolves():
         if name != "__version__":
             assert getattr(value, "__doc__", None), f"{name} has no docstring"
     assert set(lifecycle.__all__) <= set(dir(lifecycle))
-    assert lifecycle.__version__ == version("lifecycle")
+    assert lifecycle.__version__ == version("kube-lifecycle")
     with pytest.raises(AttributeError):
         _ = lifecycle.NoSuchName
 

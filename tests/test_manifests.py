@@ -498,12 +498,12 @@ def test_version_and_typing_marker(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
     assert exc.value.code == 0
-    assert capsys.readouterr().out.strip() == f"lifecycle {version('lifecycle')}"
-    assert lifecycle.__version__ == version("lifecycle")
+    assert capsys.readouterr().out.strip() == f"lifecycle {version('kube-lifecycle')}"
+    assert lifecycle.__version__ == version("kube-lifecycle")
     assert (Path(lifecycle.__file__).parent / "py.typed").is_file()
     done = subprocess.run([sys.executable, "-m", "lifecycle", "--version"],
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and done.stdout.strip() == f"lifecycle {version('lifecycle')}"
+    assert done.returncode == 0 and done.stdout.strip() == f"lifecycle {version('kube-lifecycle')}"
 
 
 # ------------------------------------------------- claims, classes, parents

@@ -419,7 +419,7 @@ sys.exit(main(sys.argv[1:]))
     (["diagram", "DatabaseInstance", "-f", "dot"], 0, 'digraph "DatabaseInstanceMachine"', ""),
     (["diagram", "DatabaseInstance", "-f", "svg"], 2, "",
      "lifecycle diagram: cannot render svg: the graphviz Python package is not installed "
-     "(pip install 'lifecycle[diagrams]')"),
+     "(pip install 'kube-lifecycle[diagrams]')"),
     (["run", "--kinds", "Role"], 2, "", "lifecycle run: no registered kind 'Role'"),
 ])
 def test_without_the_optional_extras(argv: list[str], code: int, stdout: str,

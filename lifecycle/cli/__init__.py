@@ -50,7 +50,7 @@ def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("lifecycle")
+        return version("kube-lifecycle")
     except PackageNotFoundError:
         return "unknown"
 

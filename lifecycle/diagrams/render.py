@@ -52,7 +52,7 @@ def render_dot(source: str, fmt: str) -> bytes:
     except ModuleNotFoundError:
         raise DiagramError(
             f"cannot render {fmt}: the graphviz Python package is not installed (pip install "
-            "'lifecycle[diagrams]'); -f dot and -f mermaid work without it") from None
+            "'kube-lifecycle[diagrams]'); -f dot and -f mermaid work without it") from None
 
     try:
         return graphviz.Source(source).pipe(format=fmt)

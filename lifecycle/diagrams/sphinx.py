@@ -92,7 +92,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
                          types=frozenset({str}))
     app.add_directive("lifecycle-diagram", LifecycleDiagram)
     try:
-        release = version("lifecycle")
+        release = version("kube-lifecycle")
     except PackageNotFoundError:
         release = "0+unknown"
     return {"version": release, "parallel_read_safe": True, "parallel_write_safe": True}
