@@ -1,0 +1,218 @@
+"""Runtime rules that once survived the whole suite when broken (issue 31).
+
+Each test is named after the rule it pins down and fails on a one-line
+breakage of ``lifecycle/runtime`` that no other test noticed:
+
+- the intent journal resumes a pending key only at the generation it was
+  minted for (``effects.next_intent``);
+- a late-initialisation write the schema pruned is reported as
+  ``ConfigValid False LateInitNotPersisted``, never taken as persisted
+  (``Reconciler._late_init``);
+- the external-name index never releases a name held by another object
+  (``NameIndex.release``).
+
+They run in mutmut's fast selection (``pyproject.toml``) and stand as
+canaries in ``tests/test_mutation_canaries.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import suppress
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+from helpers import KIND, external, make, ready
+
+from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, INTENT
+from lifecycle.core.values import Intent, Observation
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
+from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.runtime.contract import ManagedResource, ProviderConfig
+from lifecycle.runtime.effects import next_intent
+from lifecycle.runtime.names import NameIndex
+from lifecycle.testing import Environment
+
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class Crash(BaseException):
+    """The operator process dying in the middle of a call."""
+
+
+def _intent(env: Environment, name: str = "db") -> dict[str, Any]:
+    return json.loads(env.get(KIND, name)["metadata"]["annotations"][INTENT])
+
+
+# ------------------------------------------------- the journal and the generation
+def test_a_pending_intent_is_resumed_only_at_its_own_generation() -> None:
+    pending = Intent("update", "u/update/2/4", 2, "2025-12-31T00:00:00Z")
+    # Same operation, same generation: the interrupted call, resumed with its key.
+    assert next_intent(pending, "update", "u", 2, AT) is pending
+    # A new generation is a new intent: a new key of that generation, the next sequence.
+    retried = next_intent(pending, "update", "u", 3, AT)
+    assert retried == Intent("update", "u/update/3/5", 3, "2026-01-01T00:00:00Z")
+    # Also for a create pending at an older generation.
+    created = Intent("create", "u/create/1/1", 1, "2025-12-31T00:00:00Z")
+    assert next_intent(created, "create", "u", 2, AT) == Intent(
+        "create", "u/create/2/2", 2, "2026-01-01T00:00:00Z")
+
+
+def test_an_update_lost_at_one_generation_is_retried_under_a_key_of_the_next() -> None:
+    env, cloud = make()
+    ready(env, version="15")
+    uid = env.get(KIND, "db")["metadata"]["uid"]
+    real_modify = cloud.modify_instance
+
+    def lost(*args: Any, **kwargs: Any) -> Any:
+        raise Crash
+
+    cloud.modify_instance = lost  # type: ignore[method-assign]
+    env.apply(database_manifest("db", version="15", storage_gb=30))  # generation 2
+    with suppress(Crash):
+        env.reconcile(KIND, "db")
+    cloud.modify_instance = real_modify  # type: ignore[method-assign]
+    pending = _intent(env)
+    assert pending == {**pending, "operation": "update", "outcome": "pending",
+                       "key": f"{uid}/update/2/2", "generation": 2}
+
+    env.apply(database_manifest("db", version="15", storage_gb=40))  # generation 3
+    env.run_until_idle()
+    assert env.state(KIND, "db") == "ready"
+    assert cloud.instances()[external(env)]["storage_gb"] == 40
+    done = _intent(env)
+    assert done == {**done, "operation": "update", "outcome": "succeeded",
+                    "key": f"{uid}/update/3/3", "generation": 3}
+
+
+# ------------------------------------------------ late initialisation, pruned
+def test_a_late_init_write_the_schema_pruned_is_reported_not_taken_as_persisted() -> None:
+    env, _ = make(create_polls=0)
+    real_replace = env.api.replace
+
+    def pruning(obj: dict[str, Any]) -> dict[str, Any]:
+        params = (obj.get("spec") or {}).get("forProvider")
+        if isinstance(params, dict):
+            params.pop("version", None)  # as a structural schema without the field would
+        return real_replace(obj)
+
+    env.api.replace = pruning  # type: ignore[method-assign]
+    env.apply(database_manifest("db"))
+    env.reconcile(KIND, "db")  # creates
+    env.reconcile(KIND, "db")  # observes the provider's default version, tries to write it
+    obj = env.get(KIND, "db")
+    assert "version" not in obj["spec"]["forProvider"]
+    generation = obj["metadata"]["generation"]
+    config = env.condition(KIND, "db", "ConfigValid")
+    assert config is not None
+    assert (config.status.value, config.reason) == ("False", "LateInitNotPersisted")
+    assert config.message == ("provider defaults for version could not be written to "
+                              "spec.forProvider (pruned by the schema?)")
+    assert config.observed_generation == generation
+
+
+def test_a_late_init_write_that_persisted_reports_no_problem() -> None:
+    env, _ = make(create_polls=0)
+    env.apply(database_manifest("db"))
+    env.run_until_idle()
+    obj = env.get(KIND, "db")
+    assert obj["spec"]["forProvider"]["version"] == "15"
+    config = env.condition(KIND, "db", "ConfigValid")
+    assert config is None or config.reason != "LateInitNotPersisted"
+
+
+class _ReportsEverything:
+    """A SimCloud connector whose observation reports every parameter for late-init."""
+
+    def __init__(self, cloud: SimCloud) -> None:
+        self.inner = DatabaseConnector(cloud)
+
+    def connect(self, resource: ManagedResource, config: ProviderConfig) -> Any:
+        client = self.inner.connect(resource, config)
+
+        class Client:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(client, name)
+
+            def observe(self, res: ManagedResource) -> Observation:
+                seen = client.observe(res)
+                if not seen.exists:
+                    return seen
+                return attrs.evolve(seen, late_init={**seen.late_init, "size": "large",
+                                                     "version": "15"})
+
+        return Client()
+
+
+def test_late_init_never_overwrites_a_value_the_user_set() -> None:
+    cloud = SimCloud(seed=1, create_polls=0)
+    env = Environment([(DatabaseInstance, _ReportsEverything(cloud))])
+    env.provider_config()
+    env.apply(database_manifest("db", size="small"))
+    env.run_until_idle()
+    assert env.state(KIND, "db") == "ready"
+    params = env.get(KIND, "db")["spec"]["forProvider"]
+    assert params["size"] == "small"  # the user's value, kept
+    assert params["version"] == "15"  # the unset one, filled in
+    assert cloud.instances()[external(env)]["size"] == "small"
+
+
+# -------------------------------------------------------- the external-name index
+def _obj(name: str, uid: str, created: str, *, held: str | None = None,
+         annotated: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": uid,
+                            "creationTimestamp": created, "annotations": {}}
+    if held is not None:
+        meta["finalizers"] = [FINALIZER]
+        meta["annotations"][EXTERNAL_NAME] = held
+    if annotated is not None:
+        meta["annotations"][EXTERNAL_NAME] = annotated
+    return {"metadata": meta, "spec": {}, "status": {}}
+
+
+def test_the_name_index_never_releases_a_name_another_object_holds() -> None:
+    a = _obj("a", "ua", "2026-01-01T00:00:00Z", held="x")
+    b = _obj("b", "ub", "2026-01-02T00:00:00Z", annotated="x")
+    objs = {"a": a, "b": b}
+    index = NameIndex(lambda: list(objs.values()), lambda _ns, name: objs.get(name))
+    holder_a = ("ua", "default", "a", "2026-01-01T00:00:00Z")
+    assert index.claim(b, "x") == holder_a  # b lost x to a
+    del objs["b"]
+    index.release(b, "x")  # b is deleted: it held nothing to give up
+    c = _obj("c", "uc", "2026-01-03T00:00:00Z", annotated="x")
+    objs["c"] = c
+    assert index.claim(c, "x") == holder_a  # a still holds x
+    index.release(a, "x")  # the holder gives it up: the next claimant gets it
+    assert index.claim(c, "x") is None
+
+
+def test_deleting_an_object_that_lost_a_name_leaves_the_name_with_its_holder() -> None:
+    env, cloud = make(create_polls=0)
+    # Both hold "shared" (finalizer and name committed, as restored from a backup taken
+    # before the index existed): the older object, a, keeps it and b loses it.
+    for name, storage in (("a", 20), ("b", 50)):
+        manifest = database_manifest(name, storage_gb=storage,
+                                     annotations={EXTERNAL_NAME: "shared"})
+        manifest["metadata"]["finalizers"] = [FINALIZER]
+        env.apply(manifest)
+        env.advance(1)
+    env.advance(60)
+    assert env.state(KIND, "a") == "ready"
+    assert env.condition(KIND, "b", "Failed").reason == "ExternalNameConflict"
+    env.delete(KIND, "b")  # b's deletion leaves a's resource alone and releases nothing
+    env.reconcile(KIND, "b")
+    assert not env.exists(KIND, "b")
+    assert "shared" in cloud.instances()
+
+    # c comes before a's next poll (which would claim the name for a again).
+    env.apply(database_manifest("c", storage_gb=60, annotations={EXTERNAL_NAME: "shared"}))
+    env.reconcile(KIND, "c")
+    failed = env.condition(KIND, "c", "Failed")
+    assert failed is not None and failed.reason == "ExternalNameConflict"
+    assert failed.message == "external name 'shared' is held by default/a; choose another name"
+    assert FINALIZER not in (env.get(KIND, "c")["metadata"].get("finalizers") or [])
+    assert env.state(KIND, "a") == "ready"
+    assert cloud.instances()["shared"]["storage_gb"] == 20
+    assert cloud.count("modify", "shared") == 0
