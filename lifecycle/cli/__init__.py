@@ -29,6 +29,7 @@ COMMANDS = (
     "lifecycle.cli.verify",
     "lifecycle.cli.run",
     "lifecycle.cli.serve",
+    "lifecycle.cli.envtest",
     "lifecycle.cli.bench",
 )
 
