@@ -32,7 +32,7 @@ from psycopg import sql
 from lifecycle.core.values import Creation, Observation
 from lifecycle.providers.postgres import fields
 from lifecycle.providers.postgres.config import Session, SqlClient, check_name
-from lifecycle.providers.postgres.grant import (
+from lifecycle.providers.postgres.grant_spec import (
     ROUTINE_PRIVILEGES,
     SCHEMA_PRIVILEGES,
     SEQUENCE_PRIVILEGES,
