@@ -66,8 +66,7 @@ def _object_type(value: Any) -> str:
 
 
 def _name(_: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if not isinstance(value, str) or not value:
-        raise TypeError(f"'{attribute.alias or attribute.name}' must be a non-empty string")
+    fields.check_name_value(f"'{attribute.alias or attribute.name}'", value)
 
 
 @attrs.frozen

@@ -7,9 +7,16 @@ Validators raise ``TypeError``/``ValueError`` with the field's name, which
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from typing import Any
 
 import attrs
+
+#: PostgreSQL truncates identifiers longer than this many bytes (NAMEDATALEN - 1).
+MAX_NAME_BYTES = 63
+#: What ``validUntil`` may also be besides a date: no expiry, or always expired.
+_INFINITIES = frozenset({"infinity", "-infinity"})
 
 
 def _strict_bool(_: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -26,11 +33,54 @@ def _connection_limit(_: Any, attribute: attrs.Attribute, value: Any) -> None:
         raise ValueError(f"'{attribute.name}' must be -1 (no limit) or at least 0")
 
 
+def name_problem(value: Any) -> str:
+    """Why ``value`` is not a PostgreSQL name the server would keep as it is ("" if it is):
+    not a non-empty string, a NUL in it, or longer than 63 bytes (the server would cut it)."""
+    if not isinstance(value, str) or not value:
+        return "must be a non-empty string"
+    if "\x00" in value:
+        return "contains a NUL character"
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        return f"is longer than {MAX_NAME_BYTES} bytes (PostgreSQL would truncate it)"
+    return ""
+
+
+def check_name_value(label: str, value: Any) -> None:
+    """Raise ``TypeError``/``ValueError`` naming ``label`` when ``value`` is no valid name."""
+    problem = name_problem(value)
+    if problem.startswith("must"):
+        raise TypeError(f"{label} {problem}")
+    if problem:
+        raise ValueError(f"{label} {problem}")
+
+
 def _name(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None:
+        return
+    check_name_value(f"'{attribute.name}'", value)
+
+
+def _text(_: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is None:
         return
     if not isinstance(value, str) or not value:
         raise TypeError(f"'{attribute.name}' must be a non-empty string")
+    if "\x00" in value or len(value) > 256:
+        raise ValueError(f"'{attribute.name}' must be at most 256 characters without NUL")
+
+
+def _timestamp(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"'{attribute.name}' must be a date and time (ISO 8601) or infinity")
+    if value.strip().lower() in _INFINITIES:
+        return
+    try:
+        datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError(f"'{attribute.name}' {value[:40]!r} is not a date and time "
+                         "(ISO 8601, e.g. 2030-01-01T00:00:00Z) nor infinity") from None
 
 
 def flag(default: bool, *, alias: str | None = None) -> Any:
@@ -65,6 +115,9 @@ def _names(value: Any) -> tuple[str, ...] | None:
     for item in value:
         if not isinstance(item, str) or not item:
             raise TypeError("must be a list of non-empty names")
+        problem = name_problem(item)
+        if problem:
+            raise ValueError(f"name {item[:64]!r} {problem}")
     return tuple(sorted(set(value)))
 
 
@@ -75,12 +128,24 @@ def names(alias: str) -> Any:
             return _names(value)
         except TypeError as exc:
             raise TypeError(f"'{alias}' {exc}") from None
+        except ValueError as exc:
+            raise ValueError(f"'{alias}': {exc}") from None
     return attrs.field(default=None, converter=convert, alias=alias)
 
 
 def text(alias: str) -> Any:
-    """An optional non-empty string (spec key ``alias``)."""
+    """An optional non-empty string (spec key ``alias``), at most 256 characters, no NUL."""
+    return attrs.field(default=None, validator=_text, alias=alias)
+
+
+def role_name(alias: str) -> Any:
+    """An optional PostgreSQL role name (spec key ``alias``)."""
     return attrs.field(default=None, validator=_name, alias=alias)
+
+
+def timestamp(alias: str) -> Any:
+    """An optional date and time (spec key ``alias``): ISO 8601, or ``infinity``."""
+    return attrs.field(default=None, validator=_timestamp, alias=alias)
 
 
 def name(*, required: bool = False) -> Any:
@@ -99,3 +164,19 @@ def expand_privileges(privileges: Any, allowed: tuple[str, ...], on: str) -> tup
         raise ValueError(f"privilege(s) {', '.join(wrong)} do not apply to {on}; "
                          f"use {', '.join(allowed)} or ALL")
     return tuple(sorted(expanded))
+
+
+#: One piece of a type name: a plain or quoted identifier, a dot, a type modifier such as
+#: ``(10, 2)``, or array brackets.
+_TYPE_PART = (r'\s*(?:"(?:[^"\x00]|"")+"|[A-Za-z_][A-Za-z0-9_$]*|\.'
+              r"|\(\s*-?\d+\s*(?:,\s*-?\d+\s*)?\)|\[\s*\d*\s*\])")
+_TYPE_NAME = re.compile(rf"(?:{_TYPE_PART})+\s*")
+
+
+def type_name_problem(value: str) -> str:
+    """Why ``value`` is not a type name as an argument list spells it ("" if it is): words
+    (``double precision``), schema-qualified or quoted names, ``(n)``/``(p, s)`` modifiers
+    and ``[]``; nothing else (no stray parenthesis, quote or punctuation)."""
+    if not value.strip() or len(value) > 200 or not _TYPE_NAME.fullmatch(value):
+        return f"{value[:64]!r} is not a type name (such as integer, text, numeric(10,2), int[])"
+    return ""

@@ -97,6 +97,9 @@ def _object_names(alias: str) -> Any:
             raise TypeError(f"'{alias}' must be a list of names, or [\"*\"]")
         if not value or not all(isinstance(v, str) and v for v in value):
             raise TypeError(f"'{alias}' must be a non-empty list of non-empty names")
+        for item in value:
+            if item != EVERY:
+                fields.check_name_value(f"'{alias}' name {item[:64]!r}", item)
         if EVERY in value and len(set(value)) > 1:
             raise ValueError(f"'{alias}': \"*\" (every one in the schema) stands alone")
         return tuple(sorted(set(value)))
@@ -114,6 +117,8 @@ def _columns(value: Any) -> tuple[str, ...] | None:
     if EVERY in value:
         raise ValueError("'columns' names columns; for every column, grant on the table "
                          "(leave 'columns' out)")
+    for item in value:
+        fields.check_name_value(f"'columns' name {item[:64]!r}", item)
     return tuple(sorted(set(value)))
 
 
@@ -123,6 +128,10 @@ def _arguments(value: Any) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, list | tuple) or not all(
             isinstance(v, str) and v.strip() for v in value):
         raise TypeError("a routine's 'arguments' must be a list of type names")
+    for item in value:
+        problem = fields.type_name_problem(item)
+        if problem:
+            raise ValueError(f"a routine's 'arguments': {problem}")
     return tuple(v.strip() for v in value)
 
 

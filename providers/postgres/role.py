@@ -139,9 +139,9 @@ class RoleParameters:
     replication: bool = fields.flag(False)
     bypass_rls: bool = fields.flag(False, alias="bypassRls")
     superuser: bool = fields.flag(False, alias="superUser")
-    valid_until: str | None = fields.text("validUntil")
+    valid_until: str | None = fields.timestamp("validUntil")
     member_of: tuple[str, ...] | None = fields.names("memberOf")
-    reassign_owned_to: str | None = fields.text("reassignOwnedTo")
+    reassign_owned_to: str | None = fields.role_name("reassignOwnedTo")
     drop_owned: bool = fields.flag(False, alias="dropOwned")
     configuration_parameters: tuple[RoleSetting, ...] | None = attrs.field(
         default=None, converter=_settings, alias="configurationParameters")
