@@ -30,6 +30,9 @@ OWNER = "lifecycle.dev/operator"
 EXTERNAL_NAME = "lifecycle.dev/external-name"
 #: The intent journal entry (JSON), written before every mutating external call.
 INTENT = "lifecycle.dev/intent"
+#: The journal entry's MAC (hex HMAC-SHA256 under the operator's key, written with it):
+#: only an entry whose MAC checks out is trusted (:mod:`lifecycle.core.seal`).
+INTENT_MAC = "lifecycle.dev/intent-mac"
 #: ``"true"`` asks to adopt an existing external resource not created by this object
 #: (honoured only where the operator allows adoption).
 ADOPT = "lifecycle.dev/adopt"

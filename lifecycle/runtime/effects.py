@@ -13,6 +13,12 @@ as after a crash between the call and its outcome, and clients treat
 create-of-existing as success, so nothing is created twice; once closed, a
 later call of that operation gets a new key.
 
+Every entry is written with its MAC (``lifecycle.dev/intent-mac``, the same
+write), made with the operator's key for this object and external name
+(:mod:`lifecycle.core.seal`); an entry without a MAC that checks out (written
+by a tenant, copied from another object, replayed after the external name
+changed) is read as no entry at all.
+
 :class:`Effects` knows nothing of the reconciler: it gets the client, the
 resource, an :class:`ObjectPort` (read and commit annotations of the
 reconciled object) and a clock.
@@ -30,9 +36,10 @@ import attrs
 
 from lifecycle.core.decide import Decision
 from lifecycle.core.errors import ExternalError, HandledError, Severity
-from lifecycle.core.kind import EXTERNAL_NAME, INTENT
+from lifecycle.core.kind import EXTERNAL_NAME, INTENT, INTENT_MAC
 from lifecycle.core.values import Creation, Intent, Observation, rfc3339
 from lifecycle.runtime.contract import ExternalClient, ManagedResource
+from lifecycle.runtime.journalkey import Journal, subject_of
 
 T = TypeVar("T")
 
@@ -138,7 +145,12 @@ def closed_intent(intent: Intent | None, observation: Observation | None) -> Int
 
 
 def stored_intent(annotations: Mapping[str, Any]) -> Intent | None:
-    """The journal entry recorded in ``annotations``, or None when absent or unreadable."""
+    """The journal entry recorded in ``annotations``, or None when absent or unreadable.
+
+    As written, sealed or not: for display only. What the engine acts on is
+    read through :meth:`Journal.read <lifecycle.runtime.journalkey.Journal.read>`,
+    which refuses an entry the operator did not seal for this object and name.
+    """
     raw = annotations.get(INTENT)
     if not isinstance(raw, str):
         return None
@@ -164,17 +176,31 @@ class Effects:
     ``connection`` the connection details a create returned, and
     ``external_name`` the name a provider assigned on create (committed to
     the object's external-name annotation as soon as the create returns), if any.
+    Entries are sealed by ``journal`` (default: this process's key) for the
+    resource's kind, namespace, name, uid and external name; an entry not
+    sealed so is read as none (:mod:`lifecycle.core.seal`).
     """
 
     def __init__(self, client: ExternalClient, resource: ManagedResource, port: ObjectPort,
-                 clock: Callable[[], datetime]) -> None:
+                 clock: Callable[[], datetime], journal: Journal | None = None) -> None:
         self.client = client
         self.resource = resource
         self.port = port
         self.clock = clock
+        self.journal = journal if journal is not None else Journal()
         self.operation: str | None = None
         self.connection: dict[str, str] = {}
         self.external_name: str | None = None
+        self._pending: Intent | None = None
+
+    def _subject(self) -> Any:
+        r = self.resource
+        return subject_of(r.kind, r.namespace, r.name, r.uid,
+                          self.external_name or r.external_name)
+
+    def trusted(self) -> Intent | None:
+        """The journal entry this operator sealed for this object and external name, or None."""
+        return self.journal.read(self.port.annotations(), self._subject())
 
     def create(self) -> None:
         """Journal, then create (the password, if any, was persisted before connect).
@@ -196,8 +222,14 @@ class Effects:
         next observation under the assigned name closes it.
         """
         if creation.external_name and creation.external_name != self.resource.external_name:
-            self.port.annotate(EXTERNAL_NAME, creation.external_name)
             self.external_name = creation.external_name
+            self._reseal(self._pending)
+            self.port.annotate(EXTERNAL_NAME, creation.external_name)
+
+    def _reseal(self, intent: Intent | None) -> None:
+        """Stage ``intent`` sealed for the name just assigned, to ride on the name's write."""
+        if intent is not None:
+            self.port.stage(INTENT_MAC, self.journal.mac(intent, self._subject()))
 
     def resume_create(self) -> str | None:
         """Repeat a pending create with its journalled key; the name the provider assigned.
@@ -208,15 +240,16 @@ class Effects:
         pending or the provider names nothing new. No new journal entry is
         written: the call is the pending one, resumed.
         """
-        intent = stored_intent(self.port.annotations())
+        intent = self.trusted()
         if intent is None or intent.operation != "create" or intent.outcome != "pending":
             return None
         creation = self.client.create(attrs.evolve(self.resource, idempotency_key=intent.key))
         name = getattr(creation, "external_name", None)
         if not name or name == self.resource.external_name:
             return None
-        self.port.annotate(EXTERNAL_NAME, name)
         self.external_name = name
+        self._reseal(intent)
+        self.port.annotate(EXTERNAL_NAME, name)
         self.resource = attrs.evolve(self.resource, external_name=name)
         return str(name)
 
@@ -232,9 +265,10 @@ class Effects:
 
     def _journalled(self, operation: str, call: Callable[[ManagedResource], Any],
                     before_closing: Callable[[Any], None] | None = None) -> Any:
-        intent = next_intent(stored_intent(self.port.annotations()), operation,
+        intent = next_intent(self.trusted(), operation,
                              self.resource.uid, self.resource.generation, self.clock())
         self._record(intent)
+        self._pending = intent
         resource = attrs.evolve(self.resource, idempotency_key=intent.key)
         try:
             result = guarded(lambda: call(resource))
@@ -252,11 +286,14 @@ class Effects:
         The closed entry is staged (committed with the object's next write)
         only when there is one to close; lost in a crash, it is closed again.
         """
-        closed = closed_intent(stored_intent(self.port.annotations()), observation)
+        closed = closed_intent(self.trusted(), observation)
         if closed is None:
             return False
+        self.port.stage(INTENT_MAC, self.journal.mac(closed, self._subject()))
         self.port.stage(INTENT, closed.to_json())
         return True
 
     def _record(self, intent: Intent) -> None:
+        """Commit the entry and its MAC in one write (the MAC staged, riding on the entry's)."""
+        self.port.stage(INTENT_MAC, self.journal.mac(intent, self._subject()))
         self.port.annotate(INTENT, intent.to_json())

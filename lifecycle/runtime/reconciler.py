@@ -71,7 +71,8 @@ from lifecycle.core.values import Observation, Result, now
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.errors import ApiError, NotFound, TooManyRequests
 from lifecycle.runtime.contract import Connector, ExternalClient, ManagedResource, close_client
-from lifecycle.runtime.effects import Effects, guarded, run_actions, stored_intent
+from lifecycle.runtime.effects import Effects, guarded, run_actions
+from lifecycle.runtime.journalkey import Journal, subject_of
 from lifecycle.runtime.names import NameIndex
 from lifecycle.runtime.passes import (
     ObjectGone,
@@ -110,7 +111,8 @@ class Reconciler:
     existing external resource they did not create, with the
     ``lifecycle.dev/adopt`` annotation. ``names`` is the index of claimed
     external names (one owner per name); by default it is loaded from a list
-    of the kind's objects.
+    of the kind's objects. ``journal_key`` seals the intent journal
+    (:mod:`lifecycle.runtime.journalkey`; default: this process's key).
     """
 
     def __init__(
@@ -127,8 +129,9 @@ class Reconciler:
         allow_cross_namespace_secrets: bool = False,
         allow_adoption: frozenset[str] = frozenset(),
         names: NameIndex | None = None,
+        journal_key: bytes | None = None,
     ) -> None:
-        self.api = api
+        self.api, self.journal = api, Journal() if journal_key is None else Journal(journal_key)
         self.allow_adoption = frozenset(allow_adoption)
         lister = getattr(api, "list", None)  # a cluster that cannot list starts empty
         self.names = names if names is not None else NameIndex(
@@ -295,7 +298,9 @@ class Reconciler:
         namespace = meta.get("namespace")
         annotations = objects.annotations(run.obj)
         verdict = judge(facts.observation, uid=meta["uid"], name=run.external_name,
-                        acted_before=acted_on(stored_intent(annotations)),
+                        acted_before=acted_on(self.journal.read(annotations, subject_of(
+                            self.kind.kind, namespace, meta["name"], meta["uid"],
+                            run.external_name))),
                         adopt=adoption_requested(annotations),
                         adoption_allowed="*" in self.allow_adoption or (
                             namespace is not None and namespace in self.allow_adoption),
@@ -359,7 +364,7 @@ class Reconciler:
                     f"observe returned {type(observation).__name__}, not an Observation",
                     reason="InvalidObservation")
             effects = Effects(client, resource, PassObject(run, self.set_annotation),
-                              self.clock)
+                              self.clock, self.journal)
             if g.deleting and self.kind.names_assigned and not observation.exists:
                 # A create interrupted before the name it assigned was recorded: repeat it
                 # with its journalled key to learn the name, then look there.
@@ -402,11 +407,7 @@ class Reconciler:
         )
 
     def guarded_call(self, call: Callable[[], Any]) -> Any:
-        """Run provider or kind code; anything but a HandledError becomes an ExternalError.
-
-        The message names only the exception class: a library's message may
-        carry credentials.
-        """
+        """Run provider or kind code, as :func:`~lifecycle.runtime.effects.guarded` does."""
         return guarded(call)
 
     # ------------------------------------------------------------------ running
