@@ -535,23 +535,31 @@ def assert_status_answer(answer: tuple[int, dict[str, str], bytes]) -> dict[str,
 
 
 def request(method: str, path: str, body: bytes = b"", **headers: str) -> bytes:
-    lines = [f"{method} {path} HTTP/1.1", "Host: embedded"]
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1"]
     if "Content-Length" not in headers and body:
         lines.append(f"Content-Length: {len(body)}")
     lines += [f"{k.replace('_', '-')}: {v}" for k, v in headers.items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
+JSON = "application/json"
+
 MALFORMED = [
     (request("POST", SECRETS, b"{", Content_Type="application/json"), 400, True),
-    (request("POST", SECRETS, b"[" * 100_000 + b"]" * 100_000), 400, True),
+    (request("POST", SECRETS, b"[" * 100_000 + b"]" * 100_000, Content_Type=JSON), 400, True),
     (request("POST", SECRETS, json.dumps({"apiVersion": "v1", "kind": "Secret",
-                                          "metadata": "x"}).encode()), 400, True),
-    (request("POST", SECRETS, b"[]"), 400, True),
-    (request("POST", SECRETS, b'{"apiVersion": "v2", "kind": "Secret"}'), 400, True),
-    (request("POST", WIDGETS, b'{"kind": "Widget", "metadata": {"name": "a"}}'), 400, True),
-    (request("PUT", SECRETS, b"{}"), 405, True),
-    (request("POST", f"{SECRETS}/x", b"{}"), 405, True),
+                                          "metadata": "x"}).encode(), Content_Type=JSON),
+     400, True),
+    (request("POST", SECRETS, b"[]", Content_Type=JSON), 400, True),
+    (request("POST", SECRETS, b'{"apiVersion": "v2", "kind": "Secret"}', Content_Type=JSON),
+     400, True),
+    (request("POST", WIDGETS, b'{"kind": "Widget", "metadata": {"name": "a"}}',
+             Content_Type=JSON), 400, True),
+    (request("PUT", SECRETS, b"{}", Content_Type=JSON), 405, True),
+    (request("POST", f"{SECRETS}/x", b"{}", Content_Type=JSON), 405, True),
+    # A browser's write whose body does not say it is JSON or YAML (cross-site): 415.
+    (request("POST", SECRETS, b'{"apiVersion": "v1", "kind": "Secret"}',
+             Origin="http://evil.example.com"), 415, True),
     (request("PATCH", f"{SECRETS}/x", b"", Content_Type="application/merge-patch+json"), 400,
      True),
     (request("GET", "/apis/no/such/thing/here/at/all"), 404, True),

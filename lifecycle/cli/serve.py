@@ -9,15 +9,19 @@ DatabaseInstance that is the simulated cloud). Point kubectl at it with the
 
 Everything (every object with its uid and resourceVersion, the
 resourceVersion counter, the simulated cloud's instances) is kept in a
-SQLite state file and restored on the next start. The state is saved every
-``--save-interval`` seconds when something changed and once more on
-SIGTERM/SIGINT, so a clean stop loses nothing and ``kill -9`` loses at most
-the writes of the last interval; after such a crash the resourceVersion
-counter jumps far ahead, so no version a client may have seen is issued
-again.
+SQLite state file and restored on the next start. Every write is saved and
+fsynced before it is acknowledged, so ``kill -9`` (or a power cut) never
+loses a write a client saw succeed; the state is also saved every
+``--save-interval`` seconds when something changed outside the API (the
+simulated cloud) and once more on SIGTERM/SIGINT. ``--no-durable-writes``
+acknowledges writes before they are saved (faster; a ``kill -9`` then loses
+the writes of the last interval). After a crash the resourceVersion counter
+jumps far ahead, so no version a client may have seen is issued again.
 
 The API has no authentication and no TLS: it listens on 127.0.0.1 unless
-``--address`` names another address together with ``--allow-remote``.
+``--address`` names another address together with ``--allow-remote``. It
+answers only requests whose Host names an address it serves (no DNS
+rebinding) and writes whose body says it is JSON or YAML.
 """
 
 from __future__ import annotations
@@ -196,7 +200,7 @@ def _run(args: argparse.Namespace, api: Any, face: Any, state: Any,
          externals: Mapping[str, Any], pairs: Sequence[tuple[Kind, Any]],
          kinds: Sequence[Kind], url: str) -> None:
     """Serve, save and run the operator until a signal; then stop in order and save."""
-    from lifecycle.sim.persist import Autosave
+    from lifecycle.sim.durable import DurableSave
 
     last: list[Any] = [None]
 
@@ -211,8 +215,11 @@ def _run(args: argparse.Namespace, api: Any, face: Any, state: Any,
         return True
 
     config_path = Path(args.kubeconfig).absolute()
-    autosave = Autosave(state, lambda: api.snapshot(with_external=provider_states),
-                        interval=args.save_interval, changed=changed)
+    autosave = DurableSave(state, lambda: api.snapshot(with_external=provider_states),
+                           interval=args.save_interval, changed=changed,
+                           durable=args.durable_writes)
+    if args.durable_writes:
+        face.after_write = autosave.save  # saved and fsynced before the answer
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -284,8 +291,13 @@ def register(subparsers: Any) -> None:
                    help=f"SQLite file keeping the state across restarts "
                         f"(default: ./{DEFAULT_STATE})")
     p.add_argument("--save-interval", type=float, default=0.5, metavar="SECONDS",
-                   help="save this often when something changed; a kill -9 loses at most "
+                   help="save this often when something changed outside the API (the "
+                        "simulated cloud); with --no-durable-writes a kill -9 loses at most "
                         "this much (default: 0.5)")
+    p.add_argument("--durable-writes", action=argparse.BooleanOptionalAction, default=True,
+                   help="save and fsync every write before acknowledging it, so kill -9 "
+                        "loses no acknowledged write (default: on; --no-durable-writes "
+                        "answers first and saves every --save-interval)")
     p.add_argument("--kinds", nargs="+", metavar="KIND",
                    help="registered kinds by name or plural, or MODULE:NAME, whose CRDs to "
                         "install and operator to run (default: DatabaseInstance)")

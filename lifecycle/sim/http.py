@@ -18,7 +18,17 @@ kopf work against it unchanged:
 
 Every error, malformed requests included, answers a ``metav1.Status`` body with
 the matching HTTP code, and the connection stays usable when the body was read.
-Request parsing is in :mod:`lifecycle.sim.requests`.
+Request parsing is in :mod:`lifecycle.sim.requests`. Before a request is served,
+:mod:`lifecycle.sim.guard` checks its ``Host`` (DNS rebinding: 403), that a
+write's body says it is JSON or YAML (415), and bounds the time its body may
+take (408); idle kept-alive connections are closed after
+:data:`~lifecycle.sim.guard.IDLE_TIMEOUT`; YAML bodies are decoded with a bound
+on alias expansion (:mod:`lifecycle.sim.yamlsafe`). A client that leaves in the
+middle of an answer only closes its connection (no traceback in the log).
+
+``after_write`` (a callable, or None) runs after every successful write and
+before its answer is sent: ``lifecycle serve --state`` saves the state there,
+so an acknowledged write survives ``kill -9``.
 """
 
 from __future__ import annotations
@@ -29,36 +39,59 @@ import logging
 import select
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
+from lifecycle.core.objects import nesting_depth
 from lifecycle.kube.errors import (
     ApiError,
+    BadRequest,
     Gone,
     MethodNotAllowed,
     NotAcceptable,
     NotFound,
     TooManyRequests,
-    UnsupportedMediaType,
 )
 from lifecycle.kube.resources import ResourceType
-from lifecycle.sim import openapi, swagger_pb, tables
+from lifecycle.sim import guard, openapi, swagger_pb, tables, yamlsafe
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.crds import CRD
 from lifecycle.sim.discovery import discovery
 from lifecycle.sim.patches import json_patch
-from lifecycle.sim.requests import Options, accepts, decode_body, parse_options, read_body
+from lifecycle.sim.requests import (
+    MAX_DEPTH,
+    Options,
+    accepts,
+    decode_body,
+    parse_options,
+    read_body,
+)
 from lifecycle.sim.verbs import NOT_ALLOWED, NOT_FOUND, Route, Verbs, resolve, selectors
 
 __all__ = ["CRD", "APIServerHTTP", "json_patch"]
 
 log = logging.getLogger("lifecycle.sim.http")
 
-_BODY_TYPES = ("", "application/json", "application/yaml", "*/*")
+
+
+class _Server(ThreadingHTTPServer):
+    """The threading server with a real listen backlog and quiet client disconnects."""
+
+    request_queue_size = guard.BACKLOG
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):  # the client left or timed out: nothing to report
+            log.debug("connection from %s ended: %s", client_address, exc)
+            return
+        log.exception("unexpected error serving %s", client_address)
 
 
 class APIServerHTTP:
@@ -68,16 +101,22 @@ class APIServerHTTP:
     :attr:`url` is the base URL to configure a client with.
     """
 
-    def __init__(self, api: EmbeddedAPI, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, api: EmbeddedAPI, *, host: str = "127.0.0.1", port: int = 0,
+                 allowed_hosts: Iterable[str] = (),
+                 idle_timeout: float = guard.IDLE_TIMEOUT,
+                 read_timeout: float = guard.READ_TIMEOUT) -> None:
         self.api = api
+        self.hosts = guard.HostCheck(host, allowed_hosts)
+        self.idle_timeout = idle_timeout
+        self.read_timeout = read_timeout
+        self.after_write: Callable[[], object] | None = None
         # Answers are serialized, never changed: the API's shared view copies nothing.
         self.shared = api.shared()
         try:
             api.resource_type(CRD.api_version, CRD.kind)
         except NotFound:
             api.register(CRD)
-        self._server = ThreadingHTTPServer((host, port), _Handler)
-        self._server.daemon_threads = True
+        self._server = _Server((host, port), _Handler)
         self._server.face = self  # type: ignore[attr-defined]
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -183,6 +222,7 @@ class _Handler(BaseHTTPRequestHandler):
         return self.server.face  # type: ignore[attr-defined]
 
     def setup(self) -> None:
+        self.timeout = self.face.idle_timeout  # the wait for each request (and header) line
         super().setup()
         self.face._opened(self.connection)
 
@@ -237,6 +277,9 @@ class _Handler(BaseHTTPRequestHandler):
             query = parse_qs(url.query, keep_blank_values=True)
             parts = [unquote(p) for p in url.path.split("/") if p]
             self._pretty = (query.get("pretty") or [""])[-1] in ("true", "1")
+            if not self.face.hosts.allows(self.headers.get("Host")):
+                self.close_connection = True  # its body is never read
+                self.face.hosts.check(self.headers.get("Host"))
             raw = self._read()
             if method == "HEAD":
                 self.close_connection = True  # the answer carries a body HEAD does not expect
@@ -244,16 +287,27 @@ class _Handler(BaseHTTPRequestHandler):
                 raise MethodNotAllowed(NOT_ALLOWED)
             self._route(method, parts, query, raw)
         except ApiError as exc:
-            self._send_error(exc)
-        except (BrokenPipeError, ConnectionResetError):
+            self._answer_error(exc)
+        except OSError:  # the client left (or stopped reading) in the middle of the answer
             self.close_connection = True
         except Exception:  # a bug must still answer a Status, not drop the connection
             log.exception("internal error serving %s %s", method, self.path)
-            self._send_error(ApiError("an internal error occurred"))
+            self._answer_error(ApiError("an internal error occurred"))
+        finally:
+            with contextlib.suppress(OSError):
+                self.connection.settimeout(self.face.idle_timeout)
+
+    def _answer_error(self, exc: ApiError) -> None:
+        """Send an error Status; a client that already left only closes the connection."""
+        try:
+            self._send_error(exc)
+        except OSError:
+            self.close_connection = True
 
     def _read(self) -> bytes:
+        stream = guard.Deadline(self.rfile, self.connection, self.face.read_timeout)
         try:
-            raw = read_body(self.headers, self.rfile)
+            raw = read_body(self.headers, stream)  # type: ignore[arg-type]
         except ApiError:
             self.close_connection = True  # the unread rest of the body cannot be skipped
             raise
@@ -277,16 +331,18 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         route = self.face.route(parts)
         content_type = self._content_type()
+        if method != "PATCH":
+            guard.require_body_type(method, raw, content_type, self.headers)
+        self.face.hosts.check_origin(method, self.headers.get("Origin"))
         verbs = Verbs(self.face.shared)
         self._warnings = verbs.warnings
         if method == "PATCH":
             body = verbs.patch_body(route, raw, content_type)
         else:
-            if raw.strip() and content_type not in _BODY_TYPES:
-                raise UnsupportedMediaType(
-                    "the body of the request was in an unknown format - accepted media types "
-                    "include: application/json, application/yaml")
-            body = decode_body(raw, content_type)
+            if content_type == "application/yaml" and raw.strip():
+                body = _decode_yaml(raw)
+            else:
+                body = decode_body(raw, content_type)
         options = parse_options(method, query, body, collection=route.name is None)
         if method == "GET":
             shape, meta_version = accepts(self.headers.get("Accept"))
@@ -302,6 +358,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         accepts(self.headers.get("Accept"))
         status, answer = verbs.write(method, route, body, options, content_type)
+        if self.face.after_write is not None and not options.dry_run:
+            self.face.after_write()  # durable before it is acknowledged
         self._send_json(status, answer)
 
     def _openapi(self, parts: list[str]) -> None:
@@ -461,3 +519,20 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(exc, TooManyRequests):
             headers["Retry-After"] = str(max(1, round(exc.retry_after)))
         self._send_json(exc.status, exc.to_status(), headers)
+
+
+
+def _decode_yaml(raw: bytes) -> Any:
+    """A YAML body's document, its aliases' expansion bounded before it is built (else 400)."""
+    try:
+        doc = yamlsafe.load(raw)
+    except yamlsafe.AliasBombError as exc:
+        raise BadRequest(f"the request body is refused: {exc}") from None
+    except RecursionError:
+        raise BadRequest(f"the request body nests deeper than {MAX_DEPTH} levels") from None
+    except (ValueError, yaml.YAMLError) as exc:
+        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise BadRequest(f"the request body is not valid YAML: {first}") from None
+    if nesting_depth(doc, MAX_DEPTH) > MAX_DEPTH:
+        raise BadRequest(f"the request body nests deeper than {MAX_DEPTH} levels")
+    return doc
