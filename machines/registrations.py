@@ -29,14 +29,17 @@ def simulated_connector() -> object:
 
 
 def _database_target(kind: Kind) -> object:
-    """The kind's own scenario, then the tenancy scenarios (shared name, adoption)."""
+    """The kind's own scenario, then the tenancy scenarios (shared name, adoption, forged
+    journal)."""
     from lifecycle.providers.simcloud.verify import (
         adoption_target,
+        forged_journal_target,
         shared_name_target,
         simcloud_target,
     )
 
-    return [simcloud_target(kind), shared_name_target(kind), adoption_target(kind)]
+    return [simcloud_target(kind), shared_name_target(kind), adoption_target(kind),
+            forged_journal_target(kind)]
 
 
 def _claim_target(kind: Kind) -> object:

@@ -16,7 +16,7 @@ from typing import Any
 from lifecycle.core import objects
 from lifecycle.core.claims import ClaimBinding
 from lifecycle.core.conditions import get as get_condition
-from lifecycle.core.kind import EXTERNAL_NAME, Kind
+from lifecycle.core.kind import EXTERNAL_NAME, INTENT, INTENT_MAC, Kind
 from lifecycle.kube.errors import NotFound
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.harness import database_manifest
@@ -311,3 +311,73 @@ def adoption_target(kind: Kind, label: str = "") -> Target:
     return Target(kind, system, manifest, _more_storage,
                   label=label or f"{kind.kind}/adoption",
                   converged=converged, waiting=("alpha",))
+
+
+#: The journal entry of the report (issue 28), as a tenant types it.
+FORGED_INTENT = ('{"operation":"update","key":"x/update/1/1","generation":1,'
+                 '"started":"2020-01-01T00:00:00Z","outcome":"succeeded"}')
+
+
+def forged_journal_target(kind: Kind, label: str = "") -> Target:
+    """A tenant forges the intent journal to take over an instance someone else created.
+
+    ``precious`` exists before the scenario, unmarked, with its own password.
+    ``alpha`` is the tenant's legitimate object (its own instance). ``beta``
+    names ``precious`` (without asking to adopt) and carries a forged journal
+    entry: the report's entry with a made-up MAC. On the update the tenant
+    copies alpha's sealed entry and MAC, as stored at that moment, onto beta.
+    After create and update alpha is Ready and beta refused
+    (``ExternalResourceNotOwned``) with precious exactly as it was; after the
+    delete both are gone and precious still exists, untouched. No client call
+    that changes anything ever names precious.
+    """
+    current: dict[str, Any] = {}
+    password = "their-password-7d1e"
+
+    def system() -> ExternalSystem:
+        cloud = _cloud()
+        owner = ("AKIDVERIFY", "verify-secret-key")  # whoever created it outside the operator
+        cloud.create_instance(owner, "precious", {"engine": "postgres", "storage_gb": 20},
+                              password=password)
+        for _ in range(2):  # its two creation polls: available
+            cloud.describe_instance(owner, "precious")
+        current["cloud"], current["log"] = cloud, _CallLog(DatabaseConnector(cloud))
+        current["before"] = cloud.instances()["precious"]
+        return ExternalSystem(current["log"],
+                              lambda: set(cloud.instances()) - {"precious"}, cloud.creations,
+                              password=cloud.password_of)
+
+    def manifest(name: str) -> dict[str, Any]:
+        annotations = {EXTERNAL_NAME: f"{name}-db"}
+        if name == "beta":
+            annotations = {EXTERNAL_NAME: "precious", INTENT: FORGED_INTENT,
+                           INTENT_MAC: "5a" * 32}
+        data = database_manifest(name, annotations=annotations)
+        data["apiVersion"], data["kind"] = kind.api_version, kind.kind
+        return data
+
+    def apply(env: Environment, data: dict[str, Any]) -> None:
+        """Apply; on beta, first copy alpha's entry and MAC as they are stored now."""
+        if data["metadata"]["name"] == "beta":
+            alpha = env.api.get(kind.api_version, kind.kind, "default", "alpha")
+            stored = objects.annotations(alpha)
+            copied = {k: stored[k] for k in (INTENT, INTENT_MAC) if k in stored}
+            data["metadata"]["annotations"] = {**data["metadata"]["annotations"], **copied}
+        env.apply(data)
+
+    def converged(env: Environment, manifests: Mapping[str, dict[str, Any]],
+                  expect: str) -> list[str]:
+        cloud: SimCloud = current["cloud"]
+        problems = [f"{who} called {op} on precious" for who, op, external
+                    in current["log"].calls if external == "precious" and op != "create"]
+        now = cloud.instances().get("precious")
+        if now != current["before"] or cloud.password_of("precious") != password:
+            problems.append(f"precious was changed: {current['before']} -> {now}")
+        if expect == "gone":
+            return problems + converged_objects(env, kind, manifests, expect)
+        problems += converged_objects(env, kind, {"alpha": manifests["alpha"]}, expect)
+        return problems + _refused(env, kind, "default", "beta", ("ExternalResourceNotOwned",))
+
+    return Target(kind, system, manifest, _more_storage,
+                  label=label or f"{kind.kind}/forged-journal", objects=("alpha", "beta"),
+                  apply=apply, converged=converged, waiting=("beta",))
