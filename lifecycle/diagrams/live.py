@@ -20,6 +20,7 @@ from lifecycle.diagrams.discover import has_table
 from lifecycle.diagrams.model import DiagramError, LiveObject
 from lifecycle.diagrams.render import render
 from lifecycle.registry import RegistryError, for_object, registrations
+from lifecycle.sim import yamlsafe
 
 
 def object_diagram(
@@ -57,15 +58,21 @@ def load_object(path: str | Path, name: str | None = None) -> dict[str, Any]:
     """
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)  # /dev/zero or a pipe must not be read for ever
     except OSError as exc:
         raise DiagramError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise DiagramError(f"{path} is larger than {MAX_BYTES // (1024 * 1024)} MiB; "
+                           f"a dump of one object is far smaller")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DiagramError(f"{path} is not UTF-8 text (byte {exc.start})") from None
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yamlsafe.load_all(text) if d is not None]
+    except yamlsafe.AliasBombError as exc:
+        raise DiagramError(f"{path} is refused: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -99,6 +106,8 @@ def load_object(path: str | Path, name: str | None = None) -> dict[str, Any]:
 
 #: The deepest nesting of mappings and lists a dump may have.
 MAX_DEPTH = 64
+#: The largest dump read (bytes); more is refused, never read to the end.
+MAX_BYTES = 8 * 1024 * 1024
 
 
 def _kind_name(value: Any) -> str:
