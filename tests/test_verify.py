@@ -225,7 +225,8 @@ def test_targets_come_from_the_registry() -> None:
     named = "lifecycle.machines.database:DatabaseInstance"
     chosen, _ = verify.targets([named])
     assert all(t.kind is DatabaseInstance for t in chosen)
-    assert [t.name for t in chosen] == [named, f"{named}/shared-name", f"{named}/adoption"]
+    assert [t.name for t in chosen] == [named, f"{named}/shared-name", f"{named}/adoption",
+                                        f"{named}/forged-journal"]
     chosen, _ = verify.targets(["databaseinstances"])
     assert chosen[0].name == "databaseinstances"
     (target,), _ = verify.targets(["DatabaseInstance/adoption"])
