@@ -86,6 +86,48 @@ CANARIES: tuple[Canary, ...] = (
          "test_a_create_lost_before_it_reached_the_cloud_is_retried_with_the_same_key",),
     ),
     Canary(
+        "journal-resumes-across-generations",
+        "runtime/effects.py",
+        "            and previous.operation == operation and previous.generation == generation):\n",
+        "            and previous.operation == operation):\n",
+        ("tests/test_runtime_rules.py::test_a_pending_intent_is_resumed_only_at_its_own_generation",
+         "tests/test_runtime_rules.py::"
+         "test_an_update_lost_at_one_generation_is_retried_under_a_key_of_the_next"),
+    ),
+    Canary(
+        "late-init-pruned-taken-as-persisted",
+        "runtime/reconciler.py",
+        "            if after != before and all(written.get(k) is not None for k in missing):\n",
+        "            if True:\n",
+        ("tests/test_runtime_rules.py::"
+         "test_a_late_init_write_the_schema_pruned_is_reported_not_taken_as_persisted",),
+    ),
+    Canary(
+        "late-init-overwrites-the-user",
+        "runtime/reconciler.py",
+        "if params.get(k) is None and v is not None}",
+        "if v is not None}",
+        ("tests/test_runtime_rules.py::test_late_init_never_overwrites_a_value_the_user_set",
+         "tests/test_spec_conformance.py::test_late_init_conflict_never_loses_the_users_write"),
+    ),
+    Canary(
+        "name-index-releases-anothers-name",
+        "runtime/names.py",
+        "            if key in holders and holders[key][0] == uid:\n",
+        "            if key in holders:\n",
+        ("tests/test_runtime_rules.py::test_the_name_index_never_releases_a_name_another_object_holds",
+         "tests/test_runtime_rules.py::"
+         "test_deleting_an_object_that_lost_a_name_leaves_the_name_with_its_holder"),
+    ),
+    Canary(
+        "external-name-edit-followed",
+        "runtime/passes.py",
+        "still managing {recorded!r}\", run.generation))\n        return recorded\n",
+        "still managing {recorded!r}\", run.generation))\n        return annotated\n",
+        ("tests/test_spec_conformance.py::"
+         "test_changing_the_external_name_after_acquiring_leaks_nothing",),
+    ),
+    Canary(
         "status-write-no-409-retry",
         "runtime/reconciler.py",
         "        retry_conflicts(attempt, lambda: self._refresh(run), what=\"status write\")\n",
