@@ -19,7 +19,7 @@ from psycopg import sql
 
 from lifecycle.core.kind import ADOPT, EXTERNAL_NAME
 from lifecycle.core.ownership import mark_uid
-from lifecycle.providers.postgres.marks import PREFIX
+from lifecycle.providers.postgres.marks import PREFIX, mark_of
 from lifecycle.providers.postgres.testing import PostgresServer, manifest
 from lifecycle.testing import Environment
 
@@ -139,13 +139,13 @@ def test_an_adopted_role_is_marked_and_managed_and_ours_are_marked_at_creation(
     assert env.state("Role", "adopted") == "ready"
     row = role_row(server, legacy)
     assert row is not None and row[-1].startswith(PREFIX)
-    assert mark_uid(row[-1]) == env.get("Role", "adopted")["metadata"]["uid"]
+    assert mark_uid(mark_of(row[-1])) == env.get("Role", "adopted")["metadata"]["uid"]
     fresh = env.get("Role", "fresh")
     note = role_row(server, fresh["metadata"]["annotations"][EXTERNAL_NAME])[-1]
-    assert mark_uid(note) == fresh["metadata"]["uid"]
+    assert mark_uid(mark_of(note)) == fresh["metadata"]["uid"]
     db = env.get("Database", "fresh-db")
     note = database_row(server, db["metadata"]["annotations"][EXTERNAL_NAME])[-1]
-    assert mark_uid(note) == db["metadata"]["uid"]
+    assert mark_uid(mark_of(note)) == db["metadata"]["uid"]
     deleted(env, "Role", "adopted")
     assert role_row(server, legacy) is None  # adopted: dropped with its object
     deleted(env, "Role", "fresh")

@@ -9,6 +9,7 @@ A ``lifecycle.dev/v1alpha1`` ProviderConfig points at a server::
       database: postgres        # the database the admin connects to; default postgres
       connectTimeout: 5         # seconds; default 5
       allowSuperuser: false     # whether Roles may ask for superUser; default false
+      policy: {...}             # what tenants may ask for (see providers/postgres/policy.py)
       credentialKeys: {username: user}   # Secret key names, when not the defaults
       credentials:
         secretRef: {name: pg-admin, namespace: crossplane-system}
@@ -40,6 +41,7 @@ import psycopg
 from psycopg import sql
 
 from lifecycle.core.errors import CredentialsError, ExternalError, HandledError, TerminalError
+from lifecycle.providers.postgres.policy import Policy, read_policy
 from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 
 #: libpq's sslmode values.
@@ -72,6 +74,9 @@ class ServerConfig:
     key: str | None = attrs.field(default=None, repr=False)
     #: Extra connection Secret keys: (kind, extra key, the standard key it copies).
     secret_keys: tuple[tuple[str, str, str], ...] = ()
+    #: The ProviderConfig's name (recorded on what the provider creates) and its policy.
+    config_name: str = "default"
+    policy: Policy = attrs.field(factory=Policy)
 
     @classmethod
     def from_provider_config(cls, config: ProviderConfig) -> ServerConfig:
@@ -115,6 +120,8 @@ class ServerConfig:
                 + " and ".join(repr(key) for key in missing),
                 reason="CredentialsMissing")
         secret_keys = _secret_keys(spec.get("connectionSecretKeys", {}), invalid)
+        policy = read_policy(spec.get("policy"), allow_superuser=allow_superuser,
+                             invalid=invalid)
         cert, key = creds.get(keys["cert"]) or None, creds.get(keys["key"]) or None
         if (cert is None) != (key is None):
             raise CredentialsError(
@@ -125,7 +132,7 @@ class ServerConfig:
                    connect_timeout=timeout, allow_superuser=allow_superuser,
                    username=creds[keys["username"]], password=creds[keys["password"]],
                    ca=creds.get(keys["ca"]) or None, cert=cert, key=key,
-                   secret_keys=secret_keys)
+                   secret_keys=secret_keys, config_name=config.name, policy=policy)
 
     @contextlib.contextmanager
     def tls_files(self) -> Iterator[dict[str, str]]:
@@ -379,6 +386,10 @@ class PostgresConnector:
     def __repr__(self) -> str:
         return f"PostgresConnector({self.client.__name__})"
 
-    def connect(self, resource: ManagedResource, config: ProviderConfig) -> SqlClient:
-        """Open the admin session and return the client (errors already translated)."""
-        return self.client(Session.open(ServerConfig.from_provider_config(config)))
+    def connect(self, resource: ManagedResource, config: ProviderConfig) -> Any:
+        """Open the admin session and return the client behind the provider config's policy
+        (:class:`lifecycle.providers.postgres.tenancy.PolicyGate`); errors already
+        translated."""
+        from lifecycle.providers.postgres.tenancy import PolicyGate  # imports this module
+
+        return PolicyGate(self.client(Session.open(ServerConfig.from_provider_config(config))))

@@ -95,6 +95,7 @@ class DatabaseClient(SqlClient):
             and same_locale(want.lc_collate, collate) and same_locale(want.lc_ctype, ctype)
             and want.allow_connections in (None, allow) and want.is_template in (None, template)
             and want.tablespace in (None, tablespace)
+            and marks.recorded(note, resource.namespace, self.server.config_name)
         )
         return Observation(
             exists=True,
@@ -148,7 +149,8 @@ class DatabaseClient(SqlClient):
         # CREATE DATABASE cannot share a transaction: a crash before the mark leaves the
         # database unmarked, and the engine, whose journal shows the create, marks it.
         if resource.owner_mark:
-            self.session.execute(marks.comment("DATABASE", name, resource.owner_mark),
+            self.session.execute(marks.comment("DATABASE", name, resource.owner_mark,
+                                                 resource.namespace, self.server.config_name),
                                  f"marking database {name!r}")
         return Creation()
 
@@ -177,7 +179,8 @@ class DatabaseClient(SqlClient):
                     reason="ImmutableField")
         target = sql.Identifier(name)
         if resource.owner_mark:
-            self.session.execute(marks.comment("DATABASE", name, resource.owner_mark),
+            self.session.execute(marks.comment("DATABASE", name, resource.owner_mark,
+                                                 resource.namespace, self.server.config_name),
                                  f"marking database {name!r}")
         if want.owner is not None:
             check_name("owner role", want.owner)

@@ -61,7 +61,8 @@ class ExtensionClient(SqlClient):
             return Observation(exists=True, owner=mark, protected=protected)
         return Observation(
             exists=True, up_to_date=want.version in (None, version)
-            and want.schema in (None, schema),
+            and want.schema in (None, schema)
+            and marks.recorded(note, resource.namespace, self.server.config_name),
             late_init={"version": version, "schema": schema},
             observed={"version": version, "schema": schema, "database": want.database},
             owner=mark, protected=protected)
@@ -88,7 +89,8 @@ class ExtensionClient(SqlClient):
             with session.connection.transaction():
                 session.execute(statement, f"creating extension {want.extension!r} in "
                                            f"{want.database!r}")
-                self._mark(session, want.extension, resource.owner_mark)
+                self._mark(session, want.extension, resource.owner_mark,
+                           (resource.namespace, self.server.config_name))
         return Creation()
 
     def update(self, resource: ManagedResource) -> None:
@@ -109,7 +111,8 @@ class ExtensionClient(SqlClient):
                     session.execute(sql.SQL("ALTER EXTENSION {} SET SCHEMA {}").format(
                         target, sql.Identifier(want.schema)),
                         f"moving extension {want.extension!r} to schema {want.schema!r}")
-                self._mark(session, want.extension, resource.owner_mark)
+                self._mark(session, want.extension, resource.owner_mark,
+                           (resource.namespace, self.server.config_name))
 
     def delete(self, resource: ManagedResource) -> None:
         """DROP EXTENSION IF EXISTS (RESTRICT: objects using it keep it, and are retried)."""
@@ -124,9 +127,9 @@ class ExtensionClient(SqlClient):
                     f"dropping extension {want.extension!r} from {want.database!r}")
 
     @staticmethod
-    def _mark(session: Session, extension: str, mark: str) -> None:
+    def _mark(session: Session, extension: str, mark: str, tenant: tuple[str, str]) -> None:
         if mark:
-            session.execute(marks.comment("EXTENSION", extension, mark),
+            session.execute(marks.comment("EXTENSION", extension, mark, *tenant),
                             f"marking extension {extension!r}")
 
     @staticmethod

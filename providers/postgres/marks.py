@@ -6,6 +6,12 @@ DATABASE``); ``observe`` reads it back through ``shobj_description``. Any
 other comment, or none, reads as "no mark". Adopting a resource replaces
 its comment with the mark.
 
+The comment's next lines record whose it is for the tenancy policy
+(:mod:`lifecycle.providers.postgres.tenancy`): ``namespace: <namespace>`` and
+``providerConfig: <name>`` of the object that made it. A tenant cannot write
+them: commenting on a role takes CREATEROLE, which the policy refuses to
+tenants, and on a database, schema or extension takes owning it.
+
 Some objects are never handed to an object that did not create them
 (:func:`role_protection`, :func:`database_protection`): superusers and
 roles that bypass row security or replicate, the provider's own admin role,
@@ -31,8 +37,26 @@ RESERVED_DATABASES = frozenset({"postgres", "template0", "template1"})
 def mark_of(comment: Any) -> str:
     """The mark in a role's or database's comment; "" for none (or another comment)."""
     if isinstance(comment, str) and comment.startswith(PREFIX):
-        return comment[len(PREFIX):]
+        return comment[len(PREFIX):].split("\n", 1)[0]
     return ""
+
+
+def tenant_of(comment: Any) -> tuple[str, str] | None:
+    """(namespace, provider config) the mark comment records, or None when it records none
+    (no mark, another comment, or a mark written before the record existed)."""
+    if not mark_of(comment):
+        return None
+    found = dict(line.split(": ", 1) for line in str(comment).split("\n")[1:]
+                 if ": " in line)
+    namespace, config = found.get("namespace"), found.get("providerConfig")
+    return (namespace, config) if namespace and config else None
+
+
+def recorded(comment: Any, namespace: str, config: str) -> bool:
+    """Whether a mark comment records ``namespace`` and ``config`` (the mark's owner's): a
+    mark without that record is written again by the next update (no mark: nothing to
+    add to)."""
+    return not namespace or not mark_of(comment) or tenant_of(comment) == (namespace, config)
 
 
 def same_owner(found: str, mark: str) -> bool:
@@ -46,10 +70,15 @@ def check_ours(subject: str, name: str, note: Any, mark: str) -> None:
         raise NotOwnedError(f"{subject} {name!r} already exists and is not this object's")
 
 
-def comment(on: str, name: str, mark: str) -> sql.Composed:
-    """``COMMENT ON ROLE|DATABASE name IS 'managed by lifecycle: mark'``."""
+def comment(on: str, name: str, mark: str, namespace: str = "",
+            config: str = "") -> sql.Composed:
+    """``COMMENT ON ROLE|DATABASE|SCHEMA|EXTENSION name IS 'managed by lifecycle: mark'``,
+    with the namespace and provider config of its owner on the next lines when given."""
+    text = PREFIX + mark
+    if namespace:
+        text += f"\nnamespace: {namespace}\nproviderConfig: {config}"
     return sql.SQL("COMMENT ON {} {} IS {}").format(
-        sql.SQL(on), sql.Identifier(name), sql.Literal(PREFIX + mark))
+        sql.SQL(on), sql.Identifier(name), sql.Literal(text))
 
 
 def role_protection(name: str, *, superuser: bool, bypassrls: bool, replication: bool,

@@ -189,6 +189,7 @@ class RoleClient(SqlClient):
             and password_ok is not False
             and (want.configuration_parameters is None
                  or self._settings_differ(want, settings) == ({}, set()))
+            and marks.recorded(note, resource.namespace, self.server.config_name)
         )
         return Observation(
             exists=True,
@@ -222,7 +223,8 @@ class RoleClient(SqlClient):
             self.session.execute(statement, f"creating role {name!r}",
                                  [resource.password, verifier])
             if resource.owner_mark:
-                self.session.execute(marks.comment("ROLE", name, resource.owner_mark),
+                self.session.execute(marks.comment("ROLE", name, resource.owner_mark,
+                                                   resource.namespace, self.server.config_name),
                                      f"marking role {name!r}")
             self._set_memberships(name, want, [])
             self._set_settings(name, want, {})
@@ -250,7 +252,8 @@ class RoleClient(SqlClient):
             self.session.execute(statement, f"altering role {name!r}",
                                  [resource.password, verifier])
             if resource.owner_mark:
-                self.session.execute(marks.comment("ROLE", name, resource.owner_mark),
+                self.session.execute(marks.comment("ROLE", name, resource.owner_mark,
+                                                   resource.namespace, self.server.config_name),
                                      f"marking role {name!r}")
             self._set_memberships(name, want, self._memberships(name))
             self._set_settings(name, want, self._held_settings(name))

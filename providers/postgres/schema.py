@@ -88,8 +88,9 @@ class SchemaClient(SqlClient):
         if resource.owner_mark and not marks.same_owner(mark, resource.owner_mark) and (
                 protected or mark):
             return Observation(exists=True, owner=mark, protected=protected)
-        up_to_date = want.role in (None, owner) and not (want.revoke_public_on_schema
-                                                          and public)
+        up_to_date = want.role in (None, owner) and not (
+            want.revoke_public_on_schema and public) and marks.recorded(
+            note, resource.namespace, self.server.config_name)
         return Observation(exists=True, up_to_date=up_to_date, late_init={"role": owner},
                            observed={"owner": owner, "database": want.database,
                                      "publicPrivileges": bool(public)},
@@ -112,7 +113,8 @@ class SchemaClient(SqlClient):
                                                                   sql.Identifier(want.role))
             with session.connection.transaction():
                 session.execute(statement, f"creating schema {name!r} in {want.database!r}")
-                self._settle(session, name, want, resource.owner_mark)
+                self._settle(session, name, want, resource.owner_mark,
+                             (resource.namespace, self.server.config_name))
         return Creation()
 
     def update(self, resource: ManagedResource) -> None:
@@ -127,7 +129,8 @@ class SchemaClient(SqlClient):
                     session.execute(sql.SQL("ALTER SCHEMA {} OWNER TO {}").format(
                         sql.Identifier(name), sql.Identifier(want.role)),
                         f"changing the owner of schema {name!r}")
-                self._settle(session, name, want, resource.owner_mark)
+                self._settle(session, name, want, resource.owner_mark,
+                             (resource.namespace, self.server.config_name))
 
     def delete(self, resource: ManagedResource) -> None:
         """DROP SCHEMA IF EXISTS (RESTRICT: a schema still holding objects is retried)."""
@@ -141,9 +144,11 @@ class SchemaClient(SqlClient):
                                 f"dropping schema {name!r} from {want.database!r}")
 
     @staticmethod
-    def _settle(session: Session, name: str, want: SchemaParameters, mark: str) -> None:
+    def _settle(session: Session, name: str, want: SchemaParameters, mark: str,
+                tenant: tuple[str, str]) -> None:
         if mark:
-            session.execute(marks.comment("SCHEMA", name, mark), f"marking schema {name!r}")
+            session.execute(marks.comment("SCHEMA", name, mark, *tenant),
+                            f"marking schema {name!r}")
         if want.revoke_public_on_schema:
             session.execute(sql.SQL("REVOKE ALL ON SCHEMA {} FROM PUBLIC").format(
                 sql.Identifier(name)), f"revoking PUBLIC's privileges on schema {name!r}")

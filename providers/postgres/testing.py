@@ -273,6 +273,25 @@ def postgres_environment(host: str, port: int, user: str, password: str,
     return env
 
 
+def set_policy(env: Environment, policy: dict[str, Any] | None,
+               config: str = "default") -> None:
+    """Give the ProviderConfig ``config`` of ``env`` the tenancy policy ``policy``
+    (``spec.policy``; None removes it, leaving the safe defaults)."""
+    found = env.api.get(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None, config)
+    spec = {k: v for k, v in found["spec"].items() if k != "policy"}
+    if policy is not None:
+        spec["policy"] = policy
+    env.api.replace({**found, "spec": spec})
+
+
+#: A policy that lets the objects of every namespace name anything but the server's own
+#: databases, the admin and superusers: for tests of what the kinds do rather than of
+#: what a tenant may ask.
+PERMISSIVE = {"crossNamespace": True, "allowedMemberships": [],
+              "allowedRoleAttributes": ["createdb", "createrole", "replication", "bypassRls"],
+              "allowedSettingContexts": ["user", "superuser"], "allowedExtensions": ["*"]}
+
+
 def manifest(kind: str, name: str, *, namespace: str = "default",
              external_name: str | None = None, deletion_policy: str | None = None,
              **parameters: Any) -> dict[str, Any]:
