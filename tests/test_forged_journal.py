@@ -362,3 +362,37 @@ def test_the_key_never_appears_in_logs_events_or_status(caplog: Any) -> None:
     for item in env.api.list("v1", "Secret")[0]:
         seen += json.dumps(item)
     assert key.decode() not in seen
+
+
+# ------------------------------------------------------------------ the operator's options
+def test_run_reports_a_bad_journal_key_in_one_line(tmp_path: Any,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from lifecycle.cli import main
+
+    short = tmp_path / "key"
+    short.write_bytes(b"too-short-secret")
+    assert main(["run", "--embedded", "--journal-key-file", str(short)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "at least 32 bytes" in err, err
+    assert "too-short-secret" not in err
+    assert main(["run", "--embedded", "--journal-key-file", str(short),
+                 "--journal-key-secret", "ops/key"]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert main(["run", "--embedded", "--journal-key-secret", "Bad_NS!!/key"]) == 2
+    assert "NAMESPACE/NAME" in capsys.readouterr().err
+
+
+def test_the_operators_reconcilers_seal_with_the_configured_key() -> None:
+    from lifecycle.driver.kinds import engine_reconciler
+    from lifecycle.driver.manager import ManagerOptions
+    from lifecycle.machines.database import DatabaseInstance
+
+    env, _ = _env()
+    options = ManagerOptions(journal_key=KEY)
+    assert KEY.decode() not in repr(options)
+    made = engine_reconciler(env.operator_api, DatabaseInstance, env.reconcilers[KIND].connector,
+                             options)
+    assert made.journal.key == KEY  # type: ignore[attr-defined]
+    default = engine_reconciler(env.operator_api, DatabaseInstance,
+                                env.reconcilers[KIND].connector, ManagerOptions())
+    assert default.journal.key == process_key()  # type: ignore[attr-defined]

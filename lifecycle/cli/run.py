@@ -24,6 +24,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import yaml
 
 from lifecycle import registry
@@ -205,6 +206,38 @@ def _check_numbers(args: argparse.Namespace) -> None:
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
+def _journal_key(args: argparse.Namespace, cluster: Any, log: logging.Logger) -> bytes | None:
+    """The journal key: ``--journal-key-file``, ``--journal-key-secret``, then
+    ``$LIFECYCLE_JOURNAL_KEY``; None (a key of this process) when none is given."""
+    from lifecycle.runtime.journalkey import (
+        JournalKeyError,
+        key_from_env,
+        key_from_file,
+        key_from_secret,
+    )
+
+    if args.journal_key_file and args.journal_key_secret:
+        raise UsageError("give --journal-key-file or --journal-key-secret, not both")
+    try:
+        if args.journal_key_file:
+            return key_from_file(args.journal_key_file)
+        if args.journal_key_secret:
+            namespace, _, name = args.journal_key_secret.partition("/")
+            if not _NAMESPACE.match(namespace) or not name:
+                raise UsageError(f"--journal-key-secret {args.journal_key_secret!r} is not "
+                                 "NAMESPACE/NAME")
+            return key_from_secret(cluster, namespace, name)
+        key = key_from_env()
+    except JournalKeyError as exc:
+        raise UsageError(str(exc)) from None
+    if key is None and not args.embedded:
+        log.warning("no --journal-key-file, --journal-key-secret or $LIFECYCLE_JOURNAL_KEY: "
+                    "the intent journal is sealed with a key of this process only; after a "
+                    "restart an interrupted create whose resource is not yet marked is "
+                    "refused as not owned (docs/reliability.md)")
+    return key
+
+
 def _shard(text: str) -> tuple[int, int]:
     index, sep, count = text.partition("/")
     if not sep or not index.isdigit() or not count.isdigit() or not 0 <= int(index) < int(
@@ -266,7 +299,14 @@ def run(args: argparse.Namespace) -> int:
     from prometheus_client import disable_created_metrics
 
     disable_created_metrics()
-    manager = cached_manager(KubeCluster(client, kinds), pairs, options, secrets=True)
+    cluster = KubeCluster(client, kinds)
+    try:
+        options = attrs.evolve(options, journal_key=_journal_key(args, cluster, log))
+    except UsageError:
+        if server is not None:
+            server.stop()
+        raise
+    manager = cached_manager(cluster, pairs, options, secrets=True)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -389,6 +429,13 @@ def register(subparsers: Any) -> None:
                    help="let objects in NAMESPACE ('*': every namespace, cluster-scoped "
                         "objects too) adopt an existing external resource they did not create, "
                         "with the lifecycle.dev/adopt annotation (repeatable; default: none)")
+    p.add_argument("--journal-key-file", metavar="PATH",
+                   help="the key sealing the intent journal (made there on first start if "
+                        "missing); default: --journal-key-secret, $LIFECYCLE_JOURNAL_KEY, "
+                        "else a key of this process")
+    p.add_argument("--journal-key-secret", metavar="NAMESPACE/NAME",
+                   help="a Secret (field 'key') holding that key, made on first start if "
+                        "missing; put it in the operator's own namespace")
     p.add_argument("--drain-timeout", type=float, default=30.0,
                    help="seconds to wait for in-flight reconciles on shutdown")
     p.add_argument("--log-json", action="store_true", help="JSON log lines")

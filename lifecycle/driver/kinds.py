@@ -63,7 +63,8 @@ def engine_reconciler(cluster: Any, kind: Kind, connector: Connector,
     return Reconciler(cluster, kind, connector, operator_id=options.operator_id,
                       default_policy=options.default_policy, reads_ttl=options.reads_ttl,
                       allow_cross_namespace_secrets=options.allow_cross_namespace_secrets,
-                      allow_adoption=frozenset(getattr(options, "allow_adoption", ())))
+                      allow_adoption=frozenset(getattr(options, "allow_adoption", ())),
+                      journal_key=getattr(options, "journal_key", None))
 
 
 @attrs.frozen

@@ -341,7 +341,8 @@ class ManagerOptions:
     adopt an existing external resource with the ``lifecycle.dev/adopt``
     annotation. ``track_provider_config_usage`` runs the ProviderConfig usage
     controller (:mod:`lifecycle.runtime.providerconfigs`): a config in use keeps
-    a finalizer, and its status counts its users.
+    a finalizer, and its status counts its users. ``journal_key`` seals the
+    intent journal (:mod:`lifecycle.runtime.journalkey`; None: a key per process).
     """
 
     workers: int = 2
@@ -369,6 +370,7 @@ class ManagerOptions:
     allow_cross_namespace_secrets: bool = False
     allow_adoption: frozenset[str] = frozenset()
     track_provider_config_usage: bool = True
+    journal_key: bytes | None = attrs.field(default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self.shard_count < 1 or not 0 <= self.shard_index < self.shard_count:
