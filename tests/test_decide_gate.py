@@ -356,10 +356,12 @@ def test_failing_records_the_error_and_operation_and_keeps_the_rest() -> None:
 
 
 def test_the_fail_edge_of_a_state() -> None:
-    edge = fail_edge(M, "creating", Facts("creating"))
-    assert edge is not None and edge.target == "failed" and edge.event == "fail"
-    assert fail_edge(M, "unclaimed", Facts("unclaimed")) is None or \
-        fail_edge(M, "unclaimed", Facts("unclaimed")).event == "fail"
+    for state in ("unclaimed", "creating", "ready", "updating", "deleting", "failed"):
+        edge = fail_edge(M, state, Facts(state))
+        assert edge is not None, state
+        assert (edge.source, edge.event, edge.target) == (state, "fail", "failed")
+    # The final state has no way out, so no fail edge either.
+    assert fail_edge(M, "deleted", Facts("deleted")) is None
 
 
 def test_policies_allow_what_they_say() -> None:

@@ -7,6 +7,7 @@ leader election) talks to the server only through that client too.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import signal
@@ -250,7 +251,9 @@ def test_lifecycle_run_end_to_end_through_the_official_client() -> None:
         assert len(ready) == 5
         core = k8s.CoreV1Api(api_client(host=match.group(1)))
         secret = core.read_namespaced_secret("run-0-conn", "default")
-        assert set(secret.data) >= {"password", "username"} or "password" in secret.data
+        assert set(secret.data) == {"endpoint", "password", "port", "username"}
+        assert base64.b64decode(secret.data["username"]) == b"admin"
+        assert len(base64.b64decode(secret.data["password"])) == 32  # token_urlsafe(24)
         events = core.list_namespaced_event("default").items
         assert any(e.involved_object.name == "run-0" and e.type == "Normal" for e in events)
         base = probes.group(1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from statemachine import State
 
@@ -210,7 +211,15 @@ def test_validate_catches_broken_tables(transitions, finals, message) -> None:
 
 
 def test_validate_accepts_the_standard_table() -> None:
-    validate(STANDARD)
+    assert validate(STANDARD) is None
+    # Not because it accepts anything: the same table without the edges into updating
+    # is refused.
+    cut = attrs.evolve(STANDARD, transitions=tuple(
+        t for t in STANDARD.transitions if t.target != "updating"))
+    with pytest.raises(MachineDefinitionError, match=(
+            r"^ManagedResourceMachine: states \['updating'\] cannot be reached "
+            r"from 'unclaimed'$")):
+        validate(cut)
 
 
 def test_sibling_subclass_events_do_not_leak() -> None:

@@ -114,8 +114,17 @@ def test_an_unowned_secret_with_a_password_is_never_the_password_source() -> Non
     env.run_until_idle()
     assert env.api.get("v1", "Secret", "tenant-a", "planted") == planted
     assert _failed_reason(env, "db", "tenant-a") == "ConnectionSecretNotOwned"
-    assert cloud.count("create") == 0
-    assert all(cloud.password_of(n) != VICTIM_PASSWORD for n in cloud.instances())
+    assert cloud.count("create") == 0 and not cloud.instances()
+    # Pointed at a Secret of its own, it is created with a password the operator made.
+    env.apply(_pointing("db", "tenant-a", {"name": "db-conn"}))
+    env.run_until_idle()
+    assert env.state(KIND, "db", "tenant-a") == "ready"
+    (created,) = cloud.instances()
+    own = env.api.get("v1", "Secret", "tenant-a", "db-conn")
+    password = base64.b64decode(own["data"]["password"]).decode()
+    assert cloud.password_of(created) == password
+    assert password != VICTIM_PASSWORD
+    assert env.api.get("v1", "Secret", "tenant-a", "planted") == planted
     _deletable(env, "db", "tenant-a")
 
 
