@@ -115,8 +115,19 @@ def test_the_operator_holds_a_config_in_use_through_the_official_client() -> Non
             assert IN_USE in config["metadata"]["finalizers"]
             custom.delete_cluster_custom_object("lifecycle.dev", "v1alpha1", "providerconfigs",
                                                 "default")
-            time.sleep(1.0)
-            assert _config(server) is not None  # held while in use
+
+            def blocked() -> bool:
+                events, _ = server.api.list("v1", "Event")
+                return any(e.get("reason") == "DeletionBlocked"
+                           and e["involvedObject"]["name"] == "default" for e in events)
+
+            # The usage controller saw the deletion and refused it: only then is the
+            # config's presence proof that it is held.
+            eventually(blocked, "the deletion to be blocked")
+            config = _config(server)
+            assert config is not None and config["metadata"].get("deletionTimestamp")
+            assert IN_USE in config["metadata"]["finalizers"]
+            assert config["status"]["users"] == 2
             for name in ("a", "b"):
                 custom.delete_namespaced_custom_object(group, version, "default",
                                                        DatabaseInstance.plural, name)
