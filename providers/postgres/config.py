@@ -381,7 +381,12 @@ class PostgresConnector:
     """Builds one kind's client with a fresh admin session from the provider config."""
 
     def __init__(self, client: type[SqlClient]) -> None:
+        from lifecycle.providers.postgres.tenancy import Claims  # imports this module
+
         self.client = client
+        #: One owner per role and target for the Grant-like kinds, across this
+        #: connector's reconciles.
+        self.claims = Claims()
 
     def __repr__(self) -> str:
         return f"PostgresConnector({self.client.__name__})"
@@ -392,4 +397,5 @@ class PostgresConnector:
         translated."""
         from lifecycle.providers.postgres.tenancy import PolicyGate  # imports this module
 
-        return PolicyGate(self.client(Session.open(ServerConfig.from_provider_config(config))))
+        return PolicyGate(self.client(Session.open(ServerConfig.from_provider_config(config))),
+                          self.claims)

@@ -35,6 +35,9 @@ policy refused it) is still reported, not up to date, so that deleting the objec
 
 from __future__ import annotations
 
+import json
+import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -50,6 +53,12 @@ from lifecycle.runtime.contract import ManagedResource
 
 #: Templates every namespace may create a database from.
 TEMPLATES = frozenset({"template0", "template1"})
+#: Reason of a Grant or DefaultPrivileges refused because another object manages its
+#: role and target.
+TARGET_CONFLICT = "TargetConflict"
+#: Seconds after which a holder that has not been seen holds its target no more (it was
+#: deleted without its delete running, or stopped being reconciled): five polls.
+CLAIM_TTL = 300.0
 
 
 @attrs.frozen
@@ -306,12 +315,77 @@ def check(client: SqlClient, resource: ManagedResource, *, mutating: bool) -> No
         rule(Tenancy(client.session, resource, mutating=mutating), resource.parameters)
 
 
+def target_key(resource: ManagedResource) -> str | None:
+    """What a Grant or DefaultPrivileges manages, with its provider config: its scope
+    (role, target role, database, schema, kind of object, table) and the objects it names;
+    None for the other kinds."""
+    want = resource.parameters
+    if resource.kind not in ("Grant", "DefaultPrivileges") or want is None:
+        return None
+    names: list[Any] = []
+    if resource.kind == "Grant":
+        names = [list(want.tables or want.sequences or ()), list(want.columns or ()),
+                 [[r.name, list(r.arguments)] for r in want.routines or ()]]
+    return json.dumps([resource.kind, want.scope, names], sort_keys=True)
+
+
+class Claims:
+    """One owner per (role, target) of the Grant-like kinds, in this operator process.
+
+    The first object to create or update holds its key, and so does one whose observation
+    finds its privileges in place; every such pass refreshes it, its delete releases it,
+    and a holder not seen for :data:`CLAIM_TTL` seconds (deleted without a delete, or no
+    longer reconciled) gives it up. After a restart the holder claims again at its first
+    observation: a refusal is terminal, so the object that was refused is not reconciled
+    again until its spec changes.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._held: dict[tuple[str, str], tuple[str, str, float]] = {}
+
+    def claim(self, config: str, resource: ManagedResource, *, take: bool = True) -> None:
+        """Hold the resource's key (only check that no one else does, unless ``take``), or
+        raise the terminal ``TargetConflict`` naming the holder."""
+        key = target_key(resource)
+        if key is None:
+            return
+        now = self.clock()
+        me = f"{resource.namespace}/{resource.name}"
+        with self._lock:
+            held = self._held.get((config, key))
+            if held is None or held[0] == resource.uid or now - held[2] > CLAIM_TTL:
+                if take:
+                    self._held[(config, key)] = (resource.uid, me, now)
+                return
+        raise TerminalError(
+            f"{resource.kind} {held[1]} (uid {held[0]}) already manages these privileges "
+            f"of {resource.parameters.role!r} on this target: one object per role and "
+            "target, so that two never undo each other; merge the two, or delete that one "
+            "and then change this one's spec", reason=TARGET_CONFLICT)
+
+    def release(self, config: str, resource: ManagedResource) -> None:
+        """Give up the resource's key (its delete ran)."""
+        key = target_key(resource)
+        with self._lock:
+            held = self._held.get((config, key)) if key is not None else None
+            if held is not None and held[0] == resource.uid:
+                del self._held[(config, key)]
+
+
 class PolicyGate:
     """A kind's client behind the policy: nothing that changes the server runs for a spec
-    the policy refuses (see the module docstring)."""
+    the policy refuses, nor for a Grant-like object whose target another one manages
+    (``claims``; see the module docstring)."""
 
-    def __init__(self, client: SqlClient) -> None:
+    def __init__(self, client: SqlClient, claims: Claims | None = None) -> None:
         self.client = client
+        self.claims = claims if claims is not None else Claims()
+
+    def _check(self, resource: ManagedResource, *, mutating: bool) -> None:
+        check(self.client, resource, mutating=mutating)
+        self.claims.claim(self.client.server.config_name, resource, take=mutating)
 
     def __repr__(self) -> str:
         return f"PolicyGate({self.client!r})"
@@ -323,30 +397,35 @@ class PolicyGate:
         """The client's observation; for a refused spec, nothing (absent) unless the object
         made and marked the resource itself, which is then reported out of date."""
         try:
-            check(self.client, resource, mutating=False)
+            self._check(resource, mutating=False)
         except TerminalError as exc:
-            if exc.reason != POLICY_DENIED:
+            if exc.reason not in (POLICY_DENIED, TARGET_CONFLICT):
                 raise
             seen = self.client.observe(resource)
             if (seen.exists and seen.owner and resource.owner_mark
                     and marks.same_owner(seen.owner, resource.owner_mark)):
                 return attrs.evolve(seen, up_to_date=False)
             return Observation.absent()
-        return self.client.observe(resource)
+        seen = self.client.observe(resource)
+        if seen.exists:  # what it holds is its own: the holder of its target (again)
+            self.claims.claim(self.client.server.config_name, resource)
+        return seen
 
     def create(self, resource: ManagedResource) -> Creation:
         """The policy's refusal, else the client's create."""
-        check(self.client, resource, mutating=True)
+        self._check(resource, mutating=True)
         return self.client.create(resource)
 
     def update(self, resource: ManagedResource) -> None:
         """The policy's refusal, else the client's update."""
-        check(self.client, resource, mutating=True)
+        self._check(resource, mutating=True)
         self.client.update(resource)
 
     def delete(self, resource: ManagedResource) -> None:
-        """The client's delete (reached only for what observe reported)."""
+        """The client's delete (reached only for what observe reported); the target is free
+        again once it ran."""
         self.client.delete(resource)
+        self.claims.release(self.client.server.config_name, resource)
 
     def close(self) -> None:
         """Release the client's admin connection."""
