@@ -577,19 +577,25 @@ def test_watch_filters_namespace_and_labels(api: EmbeddedAPI) -> None:
 
 
 def test_watch_ends_on_drop_and_close(api: EmbeddedAPI) -> None:
-    watch = api.watch(AV, "Widget")
-    ended = threading.Event()
+    watch = api.watch(AV, "Widget", "default", api.resource_version)
+    seen: list[str] = []
+    iterating, ended = threading.Event(), threading.Event()
 
     def consume() -> None:
-        list(watch)
+        for event in watch:
+            seen.append(event.type)
+            iterating.set()
         ended.set()
 
     thread = threading.Thread(target=consume)
     thread.start()
-    time.sleep(0.05)
+    api.create(widget())
+    assert iterating.wait(5)  # the consumer is in its loop, waiting for the next event
+    assert not ended.is_set()
     api.faults.drop_watches()
-    assert ended.wait(2)
-    thread.join(2)
+    assert ended.wait(5)
+    thread.join(5)
+    assert seen == ["ADDED"]
 
     second = api.watch(AV, "Widget")
     api.close()

@@ -13,6 +13,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -150,7 +151,12 @@ def test_renewal_moves_renew_time_and_keeps_acquire_time(api: EmbeddedAPI,
     a = elector(api, clock, "a")
     assert a.try_acquire_or_renew()
     first = lease(api)
-    time.sleep(0.002)  # the Lease's timestamps are wall-clock microseconds
+    # The Lease's timestamps are wall-clock microseconds: renew once the wall clock
+    # has moved past the first stamp (not after a fixed pause).
+    deadline = time.monotonic() + 5
+    while (datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") <= first["spec"]["renewTime"]
+           and time.monotonic() < deadline):
+        time.sleep(0.0005)
     clock.advance(2.0)
     assert a.try_acquire_or_renew()
     second = lease(api)
@@ -329,28 +335,47 @@ def test_many_threads_campaigning_at_once_never_have_two_leaders(api: EmbeddedAP
     # Handovers go through release, so they never wait out the lease: a long lease costs
     # nothing and keeps a starved thread from losing it while it still believes it leads.
     timing = {"lease_duration": 10.0, "renew_deadline": 8.0, "retry_period": 0.02}
-    candidates = [LeaderElector(api, options(f"c{i}", **timing), **hooks(f"c{i}"))
+    asked = [threading.Event() for _ in range(6)]
+
+    class Asking:
+        """The API as one candidate sees it, noting that the candidate read the Lease."""
+
+        def __init__(self, index: int) -> None:
+            self.index = index
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(api, name)
+
+        def get(self, *args: Any, **kwargs: Any) -> Any:
+            asked[self.index].set()
+            return api.get(*args, **kwargs)
+
+    def wait_for(condition: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + 5
+        while not condition():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.01)
+
+    def leader() -> str | None:
+        with lock:
+            return next(iter(leading), None)
+
+    candidates = [LeaderElector(Asking(i), options(f"c{i}", **timing), **hooks(f"c{i}"))
                   for i in range(6)]
     threads = [threading.Thread(target=c.run, daemon=True) for c in candidates]
     for thread in threads:
         thread.start()
     try:
-        deadline = time.monotonic() + 5
-        while not started and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.3)
+        # Every candidate is campaigning (has read the Lease) and one of them leads.
+        wait_for(lambda: all(e.is_set() for e in asked) and leader() is not None,
+                 "six candidates campaigning under one leader")
         # Hand the lease round: stop whoever leads, three times.
         for _ in range(3):
-            with lock:
-                current = next(iter(leading), None)
+            current = leader()
             assert current is not None
             candidates[int(current[1:])].stop()
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
-                with lock:
-                    if leading and current not in leading:
-                        break
-                time.sleep(0.01)
+            wait_for(lambda c=current: leader() not in (None, c),
+                     f"a new leader after {current} stopped")
     finally:
         for c in candidates:
             c.stop()
