@@ -396,3 +396,23 @@ def test_the_operators_reconcilers_seal_with_the_configured_key() -> None:
     default = engine_reconciler(env.operator_api, DatabaseInstance,
                                 env.reconcilers[KIND].connector, ManagerOptions())
     assert default.journal.key == process_key()  # type: ignore[attr-defined]
+
+
+def test_the_generated_deployment_keeps_its_key_in_a_secret_of_its_own_namespace() -> None:
+    from lifecycle.driver.manifests import Options, manifests
+    from lifecycle.machines.database import DatabaseInstance
+
+    docs = manifests([DatabaseInstance], Options(kind_names=("DatabaseInstance",),
+                                                 namespace="ops", name="op"))
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--journal-key-secret") + 1] == "ops/op-journal-key"
+    role = next(d for d in docs if d["kind"] == "Role"
+                and d["metadata"]["name"] == "op-journal-key")
+    assert role["metadata"]["namespace"] == "ops"
+    assert {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["op-journal-key"],
+            "verbs": ["get"]} in role["rules"]
+    binding = next(d for d in docs if d["kind"] == "RoleBinding"
+                   and d["metadata"]["name"] == "op-journal-key")
+    assert binding["roleRef"]["name"] == "op-journal-key"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "op", "namespace": "ops"}]

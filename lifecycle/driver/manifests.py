@@ -139,10 +139,19 @@ def _role(kind: str, name: str, namespace: str | None, rule_list: list[dict[str,
             "rules": rule_list}
 
 
+def journal_key_rules(secret: str) -> list[dict[str, Any]]:
+    """Rules on the journal key's Secret in the operator's namespace: read it, create it once
+    (a create cannot be limited to one name)."""
+    return [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret],
+             "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]
+
+
 def _container(opts: Options) -> dict[str, Any]:
     args = ["run", "--kinds", *opts.kind_names,
             "--leader-elect", "--lease-namespace", opts.namespace, "--lease-name", opts.name,
-            "--probe-address", f"0.0.0.0:{opts.probe_port}", "--log-json"]
+            "--probe-address", f"0.0.0.0:{opts.probe_port}", "--log-json",
+            "--journal-key-secret", f"{opts.namespace}/{opts.name}-journal-key"]
     if opts.connector:
         args += ["--connector", opts.connector]
     if opts.watch_namespace:
@@ -190,6 +199,10 @@ def manifests(kinds: Sequence[Kind | ClassKind | ParentKind],
     election = f"{name}-leader-election"
     rbac += [_role("Role", election, namespace, lease_rules(), labels),
              _binding("RoleBinding", election, namespace, "Role", subject, labels)]
+    # The intent journal's key, in the operator's own namespace (docs/reliability.md).
+    key = f"{name}-journal-key"
+    rbac += [_role("Role", key, namespace, journal_key_rules(key), labels),
+             _binding("RoleBinding", key, namespace, "Role", subject, labels)]
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
