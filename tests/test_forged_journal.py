@@ -403,7 +403,8 @@ def test_the_generated_deployment_keeps_its_key_in_a_secret_of_its_own_namespace
     from lifecycle.machines.database import DatabaseInstance
 
     docs = manifests([DatabaseInstance], Options(kind_names=("DatabaseInstance",),
-                                                 namespace="ops", name="op"))
+                                                 image="lifecycle:test", namespace="ops",
+                                                 name="op"))
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--journal-key-secret") + 1] == "ops/op-journal-key"
