@@ -427,8 +427,20 @@ def test_provisioning_records_the_name_first_so_a_failed_create_is_retried_once(
     assert len(world.env.cloud.instances()) == 1
 
 
+def sharing_class(name: str = "static", **binding: Any) -> dict:
+    """A class whose ``crossNamespaceBinding`` lets claims bind resources of other namespaces.
+
+    By default: claims in team-a and team-b may bind resources in lifecycle-system.
+    """
+    manifest = class_manifest(name)
+    manifest["crossNamespaceBinding"] = binding or {"claimNamespaces": ["team-a", "team-b"]}
+    return manifest
+
+
 def static_resource(world: Any, name: str = "shared", policy: str | None = None) -> dict:
-    """An administrator's DatabaseInstance, provisioned ahead of any claim."""
+    """An administrator's DatabaseInstance, provisioned ahead of any claim, which claims in
+    team-a and team-b may bind (an administrator's class says so)."""
+    world.apply_class(sharing_class())
     manifest = database_manifest(name, "lifecycle-system")
     if policy is not None:
         manifest["spec"]["reclaimPolicy"] = policy
@@ -461,6 +473,7 @@ def test_static_binding_and_refusal_of_a_resource_bound_to_another_claim(world: 
 
 
 def test_static_claim_for_a_missing_resource_waits(world: Any) -> None:
+    world.apply_class(sharing_class())
     world.apply(claim_manifest("app", "team-a", resource=("lifecycle-system", "nothing")))
     world.run()
     assert state(world, "app") == "unbound"
@@ -643,6 +656,7 @@ def test_claim_demo_runs_clean_and_prints_no_secret() -> None:
 
 
 def test_a_claim_waiting_too_long_in_binding_is_reported_stuck(world: Any) -> None:
+    world.apply_class(sharing_class())
     manifest = database_manifest("broken", "lifecycle-system")
     manifest["spec"]["providerConfigRef"] = {"name": "missing"}  # never becomes Ready
     world.apply(manifest)
@@ -687,6 +701,7 @@ def test_a_status_that_is_not_a_mapping_is_replaced(world: Any) -> None:
 
 
 def test_a_garbled_state_since_never_breaks_the_stuck_check(world: Any) -> None:
+    world.apply_class(sharing_class())
     manifest = database_manifest("broken", "lifecycle-system")
     manifest["spec"]["providerConfigRef"] = {"name": "missing"}
     world.apply(manifest)

@@ -176,7 +176,10 @@ def test_claim_and_class_kinds_get_crds_of_their_own(capsys: pytest.CaptureFixtu
     version = klass["versions"][0]
     assert "subresources" not in version  # a class has no status
     schema = version["schema"]["openAPIV3Schema"]
-    assert set(schema["properties"]) == {"apiVersion", "kind", "metadata", "specTemplate"}
+    assert set(schema["properties"]) == {"apiVersion", "kind", "metadata", "specTemplate",
+                                         "crossNamespaceBinding"}
+    assert set(schema["properties"]["crossNamespaceBinding"]["properties"]) == {
+        "resourceNamespaces", "claimNamespaces", "claimNamespaceSelector"}
     template = schema["properties"]["specTemplate"]["properties"]
     assert set(template) == {"forProvider", "providerConfigRef", "reclaimPolicy",
                              "resourceNamespace", "deletionPolicy"}

@@ -33,6 +33,7 @@ import attrs
 
 from lifecycle.core import conditions as cond
 from lifecycle.core import objects
+from lifecycle.core.claim_namespaces import CROSS_NAMESPACE_REFUSED, CrossNamespaceBinding
 from lifecycle.core.decide import Choice
 from lifecycle.core.errors import HandledError, Severity, TerminalError
 from lifecycle.core.kind import Kind, connection_secret_ref
@@ -111,6 +112,7 @@ class ResourceClass:
     reclaim_policy: ReclaimPolicy
     resource_namespace: str
     deletion_policy: str | None = None
+    cross_namespace: CrossNamespaceBinding | None = None
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> ResourceClass:
@@ -146,9 +148,14 @@ class ResourceClass:
         deletion = template.get("deletionPolicy")
         if deletion is not None and deletion not in ("Delete", "Orphan"):
             raise bad("specTemplate.deletionPolicy must be Delete or Orphan")
+        try:
+            cross = CrossNamespaceBinding.parse(obj.get("crossNamespaceBinding"), namespace)
+        except ValueError as exc:
+            raise bad(f"crossNamespaceBinding: {exc}") from None
         return cls(name=name, uid=str(meta.get("uid", "")), for_provider=dict(for_provider),
                    provider_config=ref.get("name", "default"), reclaim_policy=policy,
-                   resource_namespace=namespace, deletion_policy=deletion)
+                   resource_namespace=namespace, deletion_policy=deletion,
+                   cross_namespace=cross)
 
 
 #: A configurator fills in a dynamically provisioned managed resource from its claim and
@@ -395,6 +402,9 @@ def choose_claim_event(facts: ClaimFacts) -> Choice:
     if facts.problem is not None:
         if facts.state == "unbound":
             return Choice("pending", facts.problem.reason, facts.problem.message)
+        if facts.problem.reason == CROSS_NAMESPACE_REFUSED and facts.state != "released":
+            # No longer allowed (the class changed): the claim's copy of the Secret goes.
+            return Choice("lose", facts.problem.reason, facts.problem.message)
         return Choice(None, facts.problem.reason, facts.problem.message)
     ref = facts.resource_ref
     if ref is None:

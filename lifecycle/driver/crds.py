@@ -398,6 +398,25 @@ def class_template_schema() -> dict[str, Any]:
             }}
 
 
+def cross_namespace_schema() -> dict[str, Any]:
+    """A class's ``crossNamespaceBinding``: who may bind resources of other namespaces."""
+    names = {"type": "array", "items": {"type": "string", "minLength": 1}}
+    return {"type": "object",
+            "description": "Which claim namespaces may bind managed resources of which other "
+                           "namespaces (spec.resourceRef). Without it, a claim binds only "
+                           "resources of its own namespace or those it provisioned.",
+            "properties": {
+                "resourceNamespaces": {**names, "description": "Namespaces whose resources "
+                                       "may be bound (default: specTemplate.resourceNamespace)."},
+                "claimNamespaces": {**names, "description": "Claim namespaces allowed."},
+                "claimNamespaceSelector": {
+                    "type": "object",
+                    "description": "Claim namespaces allowed by their labels ({} selects all).",
+                    "properties": {"matchLabels": {
+                        "type": "object", "additionalProperties": {"type": "string"}}}},
+            }}
+
+
 _CLASS_COLUMNS = [
     {"name": "Reclaim-Policy", "type": "string", "jsonPath": ".specTemplate.reclaimPolicy"},
     {"name": "Resource-Namespace", "type": "string",
@@ -416,7 +435,8 @@ def class_crd(kind: ClassKind) -> dict[str, Any]:
               "description": f"A template for resources provisioned for claims ({kind.kind}).",
               "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
                              "metadata": {"type": "object"},
-                             "specTemplate": {**class_template_schema(), "default": {}}}}
+                             "specTemplate": {**class_template_schema(), "default": {}},
+                             "crossNamespaceBinding": cross_namespace_schema()}}
     return _definition(kind.group, kind.version, kind.kind, kind.plural, False, schema,
                        columns=_CLASS_COLUMNS, categories=("class", "lifecycle"),
                        status=False)

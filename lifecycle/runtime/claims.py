@@ -32,6 +32,11 @@ from typing import Any
 import attrs
 
 from lifecycle.core import objects
+from lifecycle.core.claim_namespaces import (
+    CrossNamespaceBinding,
+    cross_namespace_refusal,
+    first_grant,
+)
 from lifecycle.core.claims import (
     PROPAGATED_FROM,
     RELEASED,
@@ -125,6 +130,26 @@ class ClaimStore:
         except NotFound:
             raise class_problem(f"{kind.kind} {name!r} not found", "ClassNotFound") from None
         return ResourceClass.from_object(obj)
+
+    def cross_namespace_grants(self) -> list[tuple[str, CrossNamespaceBinding]]:
+        """Every class's ``crossNamespaceBinding``, by class name (malformed classes grant
+        nothing)."""
+        grants = []
+        for obj in self.list_classes():
+            try:
+                parsed = ResourceClass.from_object(obj)
+            except HandledError:
+                continue
+            if parsed.cross_namespace is not None:
+                grants.append((parsed.name, parsed.cross_namespace))
+        return grants
+
+    def namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        """The labels of the namespace ``namespace``, or None when it cannot be read."""
+        try:
+            return dict(objects.labels(self.api.get("v1", "Namespace", None, namespace)))
+        except ApiError:
+            return None
 
     def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The Secret ``namespace/name``, or None."""
@@ -443,6 +468,17 @@ class ClaimReconciler:
                                 and self.store.source_secret(view) is not None)
         facts = attrs.evolve(facts, resource_ref=ref, dynamic=dynamic, class_ref=named_class,
                              resource=view, secret_ready=secret_ready)
+        if ref is not None and ref[0] != meta["namespace"]:
+            ours = view is not None and view.claim_uid == meta["uid"]
+            own = (dynamic and (view is None or ours)) or (deleting and ours)
+            if not own and first_grant(
+                    meta["namespace"], ref[0], self.store.cross_namespace_grants(),
+                    lambda: self.store.namespace_labels(meta["namespace"])) is None:
+                # Another namespace's resource, and no class allows it: nothing is bound or
+                # copied, and nothing is said about whether it exists.
+                refusal = cross_namespace_refusal(meta["namespace"], ref,
+                                                  self.binding.resource_class.kind)
+                return attrs.evolve(facts, resource=None, secret_ready=False, problem=refusal)
         if deleting:
             return facts
         try:
