@@ -968,41 +968,41 @@ def test_a_revoke_still_to_do_stays_in_the_record(server: PostgresServer) -> Non
 
 
 def test_two_grants_on_one_role_and_database(env: Environment, server: PostgresServer) -> None:
+    """One owner per role and target: a second Grant of the pair is refused (terminal
+    TargetConflict) rather than sharing it, so that neither undoes the other; deleting it
+    leaves the first's privileges, and once the first is gone the pair is free."""
     role, db = hostile("r2"), unique("r2db")
     env.apply(manifest("Role", "r", external_name=role))
     env.apply(manifest("Database", "d", external_name=db))
     env.apply(manifest("Grant", "g", role=role, database=db,
                        privileges=["CONNECT", "TEMPORARY"]))
+    env.run_until_idle()
     env.apply(manifest("Grant", "h", role=role, database=db, privileges=["CREATE"]))
     env.run_until_idle()
-    assert database_acl(server, db, role) == {"CONNECT", "CREATE", "TEMPORARY"}
+    assert database_acl(server, db, role) == {"CONNECT", "TEMPORARY"}
+    refused = env.condition("Grant", "h", "Failed")
+    assert refused is not None and refused.reason == "TargetConflict"
+    assert "default/g" in refused.message
 
-    # g drops TEMPORARY: revoked; h's CREATE, never in g's record, stays.
-    env.apply(manifest("Grant", "g", role=role, database=db, privileges=["CONNECT"]))
-    env.run_until_idle()
-    assert database_acl(server, db, role) == {"CONNECT", "CREATE"}
-
-    # A privilege both list: g held it by its record, so dropping it from g revokes it, and
-    # h gives it back at its next poll; g then leaves it alone (no fight).
-    env.apply(manifest("Grant", "g", role=role, database=db, privileges=["CONNECT", "CREATE"]))
-    env.run_until_idle()
-    assert env.get("Grant", "g")["status"]["atProvider"]["privileges"] == ["CONNECT", "CREATE"]
+    # g drops TEMPORARY: revoked, and nothing fights it.
     env.apply(manifest("Grant", "g", role=role, database=db, privileges=["CONNECT"]))
     env.run_until_idle()
     assert database_acl(server, db, role) == {"CONNECT"}
-    env.advance(POLL)
-    # h holding none of its privileges, it sees its grant gone and creates it again.
-    assert ("ready", "creating", "create") in env.history("Grant", "h")
-    assert database_acl(server, db, role) == {"CONNECT", "CREATE"}
     updates = len(env.history("Grant", "g"))
     env.advance(3 * POLL)
-    assert database_acl(server, db, role) == {"CONNECT", "CREATE"}
+    assert database_acl(server, db, role) == {"CONNECT"}
     assert len(env.history("Grant", "g")) == updates
-    assert (env.state("Grant", "g"), env.state("Grant", "h")) == ("ready", "ready")
 
-    # Deleting g revokes what it holds, never h's CREATE.
+    # Deleting h touches nothing; deleting g revokes what it holds; h then takes the pair.
+    env.delete("Grant", "h")
+    env.run_until_idle()
+    assert database_acl(server, db, role) == {"CONNECT"}
     env.delete("Grant", "g")
     env.run_until_idle()
+    assert database_acl(server, db, role) == set()
+    env.apply(manifest("Grant", "h", role=role, database=db, privileges=["CREATE"]))
+    env.run_until_idle()
+    assert env.state("Grant", "h") == "ready"
     assert database_acl(server, db, role) == {"CREATE"}
 
 
@@ -1157,11 +1157,6 @@ def with_client(target: Any, client_class: type) -> Any:
     return attrs.evolve(target, system=system)
 
 
-def server_database(system: Any) -> str:
-    """The database a target's runs grant on."""
-    return str(system.provider_spec["database"])
-
-
 def test_the_grant_target_narrows_and_counts_its_creation_once(server: PostgresServer) -> None:
     import attrs
 
@@ -1172,7 +1167,8 @@ def test_the_grant_target_narrows_and_counts_its_creation_once(server: PostgresS
     try:
         data = target.manifest("x")
         name = data["metadata"]["annotations"]["lifecycle.dev/external-name"]
-        role, database = data["spec"]["forProvider"]["role"], server_database(system)
+        role, database = (data["spec"]["forProvider"]["role"],
+                          data["spec"]["forProvider"]["database"])
         config = ProviderConfig(name="default", spec=dict(system.provider_spec),
                                 credentials=dict(system.credentials))
         resource = ManagedResource(kind="Grant", namespace="default", name="x", uid="u",

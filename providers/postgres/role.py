@@ -304,7 +304,7 @@ class RoleClient(SqlClient):
     def _check_allowed(self, want: RoleParameters) -> None:
         """Refuse what would hand a role the server: SUPERUSER, or membership in a superuser,
         the admin or a server-access role, unless the provider config allows superusers."""
-        if self.server.allow_superuser:
+        if "superUser" in self.server.policy.role_attributes:  # allowSuperuser adds it
             return
         reason = ("; a superuser bypasses every permission check, including the operator's "
                   "own; set allowSuperuser: true in the provider config to allow it")

@@ -32,6 +32,7 @@ from lifecycle.providers.postgres.extension import ExtensionClient
 from lifecycle.providers.postgres.grant import GrantClient
 from lifecycle.providers.postgres.role import RoleClient
 from lifecycle.providers.postgres.schema import SchemaClient
+from lifecycle.providers.postgres.tenancy import Claims, PolicyGate
 from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 from lifecycle.verify import ExternalSystem, Target, Unavailable, VerifyError
 
@@ -177,8 +178,10 @@ def _default_held(connection: Any, owner: str, role: str) -> bool:
 
 class _CountingCursor(psycopg.Cursor[Any]):
     """A cursor counting each ``CREATE SCHEMA``/``CREATE EXTENSION`` that returned without an
-    error: for a schema under its name, for an extension as ``<extension>.<database>``.
-    Each run makes a subclass whose ``counts`` is the run's."""
+    error: for a schema under its name, for an extension as ``<extension>.<database>``; and
+    each ``ALTER DEFAULT PRIVILEGES ... GRANT`` on tables that gave the role its first
+    default privilege of that owner, as ``<role>.defaults``. Each run makes a subclass
+    whose ``counts`` is the run's."""
 
     counts: dict[str, int] = {}
 
@@ -186,11 +189,18 @@ class _CountingCursor(psycopg.Cursor[Any]):
         """Run the statement, then count it if it created a schema or an extension."""
         text = query.as_string(self.connection) if isinstance(query, sql.Composable) else ""
         found = _CREATE_IN.match(text)
-        result = super().execute(query, params, **options)
+        default = _DEFAULT.match(text)
+        name: str | None = None
         if found:
             name = _unquote(found.group(2))
             if found.group(1) == "EXTENSION":
                 name = f"{name}.{self.connection.info.dbname}"
+        elif default:
+            owner, role = _unquote(default.group(1)), _unquote(default.group(2))
+            if not _default_held(self.connection, owner, role):
+                name = f"{role}.{DEFAULTS}"
+        result = super().execute(query, params, **options)
+        if name is not None:
             self.counts[name] = self.counts.get(name, 0) + 1
         return result
 
@@ -224,6 +234,7 @@ class _CountingConnector:
     """
 
     def __init__(self, client_class: Any, counts: dict[str, int], connection: Any) -> None:
+        self.claims = Claims()
         self.client_class = client_class
         self.counts = counts
         self.connection = connection
@@ -234,7 +245,7 @@ class _CountingConnector:
         server = ServerConfig.from_provider_config(config)
         counting = _CountingServer(**attrs.asdict(server, recurse=False), cursor=self.cursor)
         session = Session(counting, self.connection)
-        return self.client_class(_CountingSession(session, self.counts))
+        return PolicyGate(self.client_class(_CountingSession(session, self.counts)), self.claims)
 
 
 def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> Target:
@@ -244,15 +255,18 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
     The server outlives every run, so each run gets its own names: the
     target's object is ``verify-<token>`` (random per target) and each run
     seeds the embedded API's uids at random, so the default external name
-    ``verify-<token>-<uid8>`` is new in every run. A Schema or Extension run
-    works in a database of its own, ``verify-<token>-d<run>``, made for the
-    run (the Extension, ``pg_trgm``, has one name everywhere; its external
-    name is ``pg_trgm.<database>``). *Leaked* means a role, database or
+    ``verify-<token>-<uid8>`` is new in every run. A Schema, Extension, Grant
+    or DefaultPrivileges run works in a database of its own,
+    ``verify-<token>-d<run>``, made for the run (with a throwaway grantee and,
+    for a DefaultPrivileges, a throwaway owner of the tables; the provider
+    config's policy allows naming what the run made by hand). The Extension,
+    ``pg_trgm``, has one name everywhere; its external name is
+    ``pg_trgm.<database>``. *Leaked* means a role, database or
     schema of this target's prefix that appeared during the run and that no
     stored object's external-name annotation names; for a Grant, the
     throwaway role of the run still holding a privilege on the database; for
     a DefaultPrivileges, that role still holding a default privilege on the
-    tables the admin creates; for an Extension, the extension still installed
+    tables the run's owner creates; for an Extension, the extension still installed
     in the run's database.
     *Created twice* is counted at the client-server boundary: every
     ``CREATE ROLE``/``CREATE DATABASE``/``CREATE SCHEMA``/``CREATE
@@ -265,7 +279,7 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
                "DefaultPrivileges": DefaultPrivilegesClient, "Schema": SchemaClient,
                "Extension": ExtensionClient}
     grantees = ("Grant", "DefaultPrivileges")
-    in_database = ("Schema", "Extension")
+    in_database = ("Schema", "Extension", *grantees)
     if kind.kind not in clients:
         raise ValueError(f"{kind.kind} is not a PostgreSQL kind")
     client_class = clients[kind.kind]
@@ -278,9 +292,9 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
         oids: dict[str, set[int]] = {}
         admin = settings.connect()
         run_token = secrets.token_hex(3)
-        grantee = f"{prefix}-r{run_token}"
+        grantee, owner = f"{prefix}-r{run_token}", f"{prefix}-o{run_token}"
         database = f"{prefix}-d{run_token}"
-        state["grantee"], state["database"] = grantee, database
+        state["grantee"], state["database"], state["owner"] = grantee, database, owner
         inside: Any = None  # the admin's connection to the run's database
 
         def seen(rows: list[tuple[Any, ...]]) -> set[str]:
@@ -290,10 +304,10 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
 
         def names() -> set[str]:
             if kind.kind == "Grant":
-                held = _held(admin, grantee, settings.database)
-                return {f"{grantee}.{settings.database}"} if held else set()
+                held = _held(admin, grantee, database)
+                return {f"{grantee}.{database}"} if held else set()
             if kind.kind == "DefaultPrivileges":
-                held = _default_held(admin, settings.user, grantee)
+                held = _default_held(inside, owner, grantee)
                 return {f"{grantee}.{DEFAULTS}"} if held else set()
             if kind.kind == "Schema":
                 return seen(inside.execute(
@@ -321,14 +335,10 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
                     admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
                         sql.Identifier(database)))
                 if kind.kind in grantees or kind.kind == "Schema":
-                    if kind.kind in grantees:
-                        admin.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM {}").format(
-                            sql.Identifier(settings.database), sql.Identifier(grantee)))
-                        admin.execute(sql.SQL("ALTER DEFAULT PRIVILEGES FOR ROLE {} REVOKE ALL "
-                                              "ON TABLES FROM {}").format(
-                            sql.Identifier(settings.user), sql.Identifier(grantee)))
-                    admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(
-                        sql.Identifier(grantee)))
+                    # The run's database, gone, held every privilege given to the roles.
+                    for role in (grantee, owner):
+                        admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(
+                            sql.Identifier(role)))
                 elif kind.kind not in in_database:
                     for name in names():
                         verb = "ROLE" if kind.kind == "Role" else "DATABASE"
@@ -340,6 +350,11 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
         before: set[str] = set()
         if kind.kind in grantees or kind.kind == "Schema":
             admin.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(grantee)))
+        if kind.kind == "DefaultPrivileges":
+            # The tables' future owner; the admin acts as it to alter its defaults.
+            admin.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(owner)))
+            admin.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(owner),
+                                                           sql.Identifier(settings.user)))
         if kind.kind in in_database:
             admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
             inside = attrs.evolve(settings, database=database).connect()
@@ -358,7 +373,9 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
             _CountingConnector(client_class, counts, admin), names, creations,
             credentials={"username": settings.user, "password": settings.password},
             provider_spec={"host": settings.host, "port": settings.port,
-                           "sslmode": settings.sslmode, "database": settings.database},
+                           "sslmode": settings.sslmode, "database": settings.database,
+                           # The run's roles and database are made by hand, not by objects.
+                           "policy": {"crossNamespace": True}},
             api_seed=secrets.randbits(64), close=close)
 
     def manifest(name: str) -> dict[str, Any]:
@@ -375,15 +392,15 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
             metadata["annotations"] = {EXTERNAL_NAME: f"{EXTENSION}.{state['database']}"}
         elif kind.kind == "DefaultPrivileges":
             grantee = state["grantee"]
-            spec = {"forProvider": {"role": grantee, "targetRole": settings.user,
-                                    "database": settings.database, "objectType": "table",
+            spec = {"forProvider": {"role": grantee, "targetRole": state["owner"],
+                                    "database": state["database"], "objectType": "table",
                                     "privileges": ["SELECT"]}}
             metadata["annotations"] = {EXTERNAL_NAME: f"{grantee}.{DEFAULTS}"}
         else:
             grantee = state["grantee"]
-            spec = {"forProvider": {"role": grantee, "database": settings.database,
+            spec = {"forProvider": {"role": grantee, "database": state["database"],
                                     "privileges": ["CONNECT", "CREATE"]}}
-            metadata["annotations"] = {EXTERNAL_NAME: f"{grantee}.{settings.database}"}
+            metadata["annotations"] = {EXTERNAL_NAME: f"{grantee}.{state['database']}"}
         if kind.kind in ("Role", "Database"):
             spec["writeConnectionSecretToRef"] = {"name": f"{name}-conn"}
         return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata,
