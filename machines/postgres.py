@@ -15,14 +15,15 @@ from __future__ import annotations
 from lifecycle.core.kind import Kind
 from lifecycle.core.machine import Timing
 from lifecycle.machines.managed import ManagedResourceMachine
-from lifecycle.providers.postgres.config import PostgresConnector
+from lifecycle.providers.postgres.connector import PostgresConnector
 from lifecycle.providers.postgres.database import DatabaseClient, DatabaseParameters
 from lifecycle.providers.postgres.default_privileges import (
     DefaultPrivilegesClient,
     DefaultPrivilegesParameters,
 )
 from lifecycle.providers.postgres.extension import ExtensionClient, ExtensionParameters
-from lifecycle.providers.postgres.grant import GrantClient, GrantParameters
+from lifecycle.providers.postgres.grant import GrantClient
+from lifecycle.providers.postgres.grant_spec import GrantParameters
 from lifecycle.providers.postgres.role import RoleClient, RoleParameters
 from lifecycle.providers.postgres.schema import SchemaClient, SchemaParameters
 

@@ -2,11 +2,14 @@
 privileges on a real server.
 
 * :mod:`lifecycle.providers.postgres.config`: the ProviderConfig reader, the admin
-  session, error translation and the connector;
+  session and error translation; :mod:`lifecycle.providers.postgres.connector`: the
+  connector;
 * :mod:`lifecycle.providers.postgres.role`, :mod:`lifecycle.providers.postgres.database`,
   :mod:`lifecycle.providers.postgres.grant`, :mod:`lifecycle.providers.postgres.schema`,
   :mod:`lifecycle.providers.postgres.extension`,
   :mod:`lifecycle.providers.postgres.default_privileges`: one small client per kind;
+* :mod:`lifecycle.providers.postgres.policy`, :mod:`lifecycle.providers.postgres.tenancy`: the
+  provider config's tenancy policy and the checks that enforce it;
 * :mod:`lifecycle.providers.postgres.fields`, :mod:`lifecycle.providers.postgres.marks`:
   the spec field helpers and the ownership marks kept in comments;
 * :mod:`lifecycle.providers.postgres.scram`: password verifiers as PostgreSQL stores them;

@@ -18,8 +18,9 @@ and its Secret holds ``username`` and ``password`` of a role allowed to
 create roles and databases, and optionally ``ca.crt`` (the CA bundle that
 ``verify-ca``/``verify-full`` check the server against), ``tls.crt`` and
 ``tls.key`` (a client certificate and its key). The engine resolves both into a
-:class:`lifecycle.runtime.contract.ProviderConfig`; :class:`PostgresConnector` turns
-that into one admin connection per reconcile.
+:class:`lifecycle.runtime.contract.ProviderConfig`;
+:class:`lifecycle.providers.postgres.connector.PostgresConnector` turns that into one admin
+connection per reconcile.
 
 Every psycopg error is translated into the engine's taxonomy by
 :func:`translate`, with a message written here (never a library's text
@@ -375,27 +376,3 @@ class SqlClient:
         """The external name, checked to be a valid PostgreSQL identifier."""
         check_name(self.subject, resource.external_name)
         return resource.external_name
-
-
-class PostgresConnector:
-    """Builds one kind's client with a fresh admin session from the provider config."""
-
-    def __init__(self, client: type[SqlClient]) -> None:
-        from lifecycle.providers.postgres.tenancy import Claims  # imports this module
-
-        self.client = client
-        #: One owner per role and target for the Grant-like kinds, across this
-        #: connector's reconciles.
-        self.claims = Claims()
-
-    def __repr__(self) -> str:
-        return f"PostgresConnector({self.client.__name__})"
-
-    def connect(self, resource: ManagedResource, config: ProviderConfig) -> Any:
-        """Open the admin session and return the client behind the provider config's policy
-        (:class:`lifecycle.providers.postgres.tenancy.PolicyGate`); errors already
-        translated."""
-        from lifecycle.providers.postgres.tenancy import PolicyGate  # imports this module
-
-        return PolicyGate(self.client(Session.open(ServerConfig.from_provider_config(config))),
-                          self.claims)

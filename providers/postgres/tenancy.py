@@ -222,11 +222,11 @@ class Tenancy:
 
     def _member(self, via: str, row: RoleRow) -> None:
         name, label = row.name, f"memberOf {via!r}"
+        if name == self.server.username:  # not named: only what the tenant wrote is shown
+            raise self.deny("memberships", f"{label}: it is, or is a member of, the provider "
+                                           "config's admin role")
         if name != via:
             label += f" (a member of {name!r})"
-        if name == self.server.username:
-            raise self.deny("memberships", f"{label}: {name!r} is the provider config's "
-                                           "admin role")
         if row.superuser:
             raise self.deny("memberships", f"{label}: {name!r} is a superuser")
         held = sorted(row.attributes - self.policy.role_attributes)

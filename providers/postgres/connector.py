@@ -1,0 +1,36 @@
+"""The connector of the PostgreSQL kinds: one admin session per reconcile, the kind's client
+behind the provider config's tenancy policy.
+
+:class:`PostgresConnector` reads the ProviderConfig
+(:meth:`lifecycle.providers.postgres.config.ServerConfig.from_provider_config`, the one
+place it is read), opens the admin session and hands the engine the kind's client wrapped
+in a :class:`lifecycle.providers.postgres.tenancy.PolicyGate`, which refuses what the
+policy refuses before any statement that changes the server. The connector keeps the
+one-owner record of the Grant-like kinds (:class:`~lifecycle.providers.postgres.tenancy.Claims`)
+across the reconciles of its kind.
+"""
+
+from __future__ import annotations
+
+from lifecycle.providers.postgres.config import ServerConfig, Session, SqlClient
+from lifecycle.providers.postgres.tenancy import Claims, PolicyGate
+from lifecycle.runtime.contract import ManagedResource, ProviderConfig
+
+
+class PostgresConnector:
+    """Builds one kind's client with a fresh admin session from the provider config."""
+
+    def __init__(self, client: type[SqlClient]) -> None:
+        self.client = client
+        #: One owner per role and target for the Grant-like kinds, across this
+        #: connector's reconciles.
+        self.claims = Claims()
+
+    def __repr__(self) -> str:
+        return f"PostgresConnector({self.client.__name__})"
+
+    def connect(self, resource: ManagedResource, config: ProviderConfig) -> PolicyGate:
+        """Open the admin session and return the client behind the provider config's policy;
+        errors already translated."""
+        server = ServerConfig.from_provider_config(config)
+        return PolicyGate(self.client(Session.open(server)), self.claims)
