@@ -220,13 +220,17 @@ def _journal_key(args: argparse.Namespace, cluster: Any, log: logging.Logger) ->
         raise UsageError("give --journal-key-file or --journal-key-secret, not both")
     try:
         if args.journal_key_file:
-            return key_from_file(args.journal_key_file)
+            key = key_from_file(args.journal_key_file)
+            log.info("intent journal sealed with the key in file %s", args.journal_key_file)
+            return key
         if args.journal_key_secret:
             namespace, _, name = args.journal_key_secret.partition("/")
             if not _NAMESPACE.match(namespace) or not name:
                 raise UsageError(f"--journal-key-secret {args.journal_key_secret!r} is not "
                                  "NAMESPACE/NAME")
-            return key_from_secret(cluster, namespace, name)
+            key = key_from_secret(cluster, namespace, name)
+            log.info("intent journal sealed with the key in Secret %s/%s", namespace, name)
+            return key
         key = key_from_env()
     except JournalKeyError as exc:
         raise UsageError(str(exc)) from None
@@ -376,7 +380,8 @@ def manifests_command(args: argparse.Namespace) -> int:
     pairs = _pairs([r for _, r in runnable], args.connector)  # what run checks first
     opts = Options(image=args.image, kind_names=tuple(_run_name(s, r) for s, r in runnable),
                    name=args.name, namespace=args.namespace, replicas=args.replicas,
-                   connector=args.connector, watch_namespace=args.watch_namespace)
+                   connector=args.connector, watch_namespace=args.watch_namespace,
+                   cluster_wide_secrets=args.cluster_wide_secrets)
     # What the runnable kinds need served (a claim's class and managed kinds), then any
     # other class named.
     served = served_kinds([target for target, _ in pairs])
@@ -463,7 +468,11 @@ def register(subparsers: Any) -> None:
     m.add_argument("--connector", metavar="MODULE:NAME",
                    help="connector passed to run (default: the one each kind registers)")
     m.add_argument("--watch-namespace", metavar="NS",
-                   help="watch one namespace; Secrets access is then granted there only")
+                   help="the namespace the operator watches, and the only one where it may "
+                        "read and write Secrets (default: the operator's --namespace)")
+    m.add_argument("--cluster-wide-secrets", action="store_true",
+                   help="watch every namespace instead, which grants Secrets access in "
+                        "every namespace (cluster-wide)")
     m.add_argument("--kustomize", metavar="DIR",
                    help="write a kustomize base (one file per object) to DIR instead")
     m.set_defaults(func=manifests_command)
