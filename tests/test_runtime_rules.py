@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 from helpers import KIND, external, make, ready
 
+from lifecycle.core.errors import HandledError, Severity
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, INTENT
 from lifecycle.core.values import Intent, Observation
 from lifecycle.machines.database import DatabaseInstance
@@ -32,7 +33,7 @@ from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.harness import database_manifest
 from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 from lifecycle.runtime.effects import next_intent
-from lifecycle.runtime.names import NameIndex
+from lifecycle.runtime.names import NameIndex, _older
 from lifecycle.testing import Environment
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -159,6 +160,40 @@ def test_late_init_never_overwrites_a_value_the_user_set() -> None:
     assert cloud.instances()[external(env)]["size"] == "small"
 
 
+class _NoticeOnUpdate:
+    """A SimCloud connector whose update succeeds and then raises an informational notice."""
+
+    def __init__(self, cloud: SimCloud) -> None:
+        self.inner = DatabaseConnector(cloud)
+
+    def connect(self, resource: ManagedResource, config: ProviderConfig) -> Any:
+        client = self.inner.connect(resource, config)
+
+        class Client:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(client, name)
+
+            def update(self, res: ManagedResource) -> None:
+                client.update(res)
+                raise HandledError("maintenance window starts in 1h",
+                                   reason="MaintenanceScheduled",
+                                   severity=Severity.INFORMATIONAL)
+
+        return Client()
+
+
+def test_an_informational_error_is_recorded_as_an_informational_condition() -> None:
+    env = Environment([(DatabaseInstance, _NoticeOnUpdate(SimCloud(seed=1, create_polls=0)))])
+    env.provider_config()
+    ready(env, version="15")
+    env.apply(database_manifest("db", version="15", storage_gb=40))  # generation 2
+    env.reconcile(KIND, "db")
+    notice = env.condition(KIND, "db", "Informational")
+    assert notice is not None
+    assert (notice.status.value, notice.reason, notice.message, notice.observed_generation) == (
+        "True", "MaintenanceScheduled", "maintenance window starts in 1h", 2)
+
+
 # -------------------------------------------------------- the external-name index
 def _obj(name: str, uid: str, created: str, *, held: str | None = None,
          annotated: str | None = None) -> dict[str, Any]:
@@ -216,3 +251,18 @@ def test_deleting_an_object_that_lost_a_name_leaves_the_name_with_its_holder() -
     assert env.state(KIND, "a") == "ready"
     assert cloud.instances()["shared"]["storage_gb"] == 20
     assert cloud.count("modify", "shared") == 0
+
+
+def test_of_two_holders_of_one_name_the_older_object_keeps_it() -> None:
+    # (uid, namespace, name, creationTimestamp): the earlier creation first, then the
+    # namespace, then the name, then the uid decide; never the uid alone.
+    early = ("u9", "team-z", "z", "2026-01-01T00:00:00Z")
+    late = ("u1", "team-a", "a", "2026-01-02T00:00:00Z")
+    assert _older(late, early) == early == _older(early, late)
+    by_namespace = ("u9", "team-a", "z", "2026-01-01T00:00:00Z")
+    assert _older(early, by_namespace) == by_namespace == _older(by_namespace, early)
+    by_name = ("u9", "team-z", "a", "2026-01-01T00:00:00Z")
+    assert _older(early, by_name) == by_name == _older(by_name, early)
+    cluster_scoped = [("u9", None, "z", "2026-01-01T00:00:00Z"),
+                      ("u1", None, "y", "2026-01-01T00:00:00Z")]
+    assert _older(*cluster_scoped) == cluster_scoped[1] == _older(*reversed(cluster_scoped))
