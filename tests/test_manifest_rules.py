@@ -64,6 +64,7 @@ def test_the_operator_container_runs_the_kinds_with_leader_election() -> None:
     assert container["args"] == [
         "run", "--kinds", "DatabaseInstance", "--leader-elect", "--lease-namespace", "ops",
         "--lease-name", "op", "--probe-address", "0.0.0.0:9090", "--log-json",
+        "--journal-key-secret", "ops/op-journal-key",
         "--connector", "pkg.mod:connector", "--namespace", "team"]
     assert container["ports"] == [{"name": "probes", "containerPort": 9090, "protocol": "TCP"}]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probes"}
@@ -71,7 +72,10 @@ def test_the_operator_container_runs_the_kinds_with_leader_election() -> None:
     assert container["securityContext"]["runAsUser"] == RUN_AS_USER == 65532
     plain = next(d for d in manifests([DatabaseInstance], OK) if d["kind"] == "Deployment")
     args = plain["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--connector" not in args and "--namespace" not in args
+    assert "--connector" not in args and args[-2:] == ["--namespace", "lifecycle-system"]
+    every = next(d for d in manifests([DatabaseInstance], attrs.evolve(
+        OK, cluster_wide_secrets=True)) if d["kind"] == "Deployment")
+    assert "--namespace" not in every["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
 def test_dump_keeps_key_order_block_style_and_no_aliases() -> None:
@@ -149,5 +153,6 @@ def test_a_watched_namespace_gets_a_labelled_secrets_role_and_binding_there() ->
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                   "name": "op-secrets"}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "op", "namespace": "ops"}]
+    wide = attrs.evolve(opts, watch_namespace=None, cluster_wide_secrets=True)
     assert not any(d["metadata"]["name"] == "op-secrets" for d in manifests([DatabaseInstance],
-                                                                             OK))
+                                                                             wide))

@@ -187,7 +187,13 @@ def test_the_generated_set_is_complete_and_passes_the_checker(
     assert "0.0.0.0:8080" in container["args"]
     assert container["resources"]["limits"] and container["resources"]["requests"]
     rules = next(d for d in docs if d["kind"] == "ClusterRole")["rules"]
-    assert _allows(rules, "", "secrets", "create")  # all namespaces are watched
+    # By default the operator watches its own namespace and holds Secrets there only.
+    assert not any("secrets" in r["resources"] for r in rules)
+    assert container["args"][container["args"].index("--namespace") + 1] == "ops"
+    secrets = next(d for d in docs if d["kind"] == "Role"
+                   and d["metadata"]["name"] == "pg-operator-secrets")
+    assert secrets["metadata"]["namespace"] == "ops"
+    assert _allows(secrets["rules"], "", "secrets", "create")
     assert not any(r["resources"] == ["leases"] for r in rules)  # own namespace only
 
 
@@ -255,6 +261,39 @@ def test_a_watched_namespace_gets_secrets_there_only(capsys: pytest.CaptureFixtu
         "spec"]["template"]["spec"]["containers"][0]
     assert "DatabaseInstanceClass" not in container["args"]
     assert container["args"][-2:] == ["--namespace", "apps"]
+
+
+def test_secrets_are_never_cluster_wide_unless_asked_for(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 28: the default RBAC granted Secrets in every namespace."""
+    for argv in ((), ("--watch-namespace", "apps")):
+        docs = render(capsys, "--kinds", "DatabaseInstance", *argv)
+        assert check_manifests(docs) == []
+        for doc in docs:
+            if doc["kind"] == "ClusterRole":
+                assert not any("secrets" in r["resources"] for r in doc["rules"]), argv
+        watched = argv[1] if argv else "lifecycle-system"
+        roles = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] ==
+                 "lifecycle-operator-secrets"]
+        assert [r["metadata"]["namespace"] for r in roles] == [watched]
+        bindings = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] ==
+                    "lifecycle-operator-secrets"]
+        assert [b["metadata"]["namespace"] for b in bindings] == [watched]
+        container = next(d for d in docs if d["kind"] == "Deployment")[
+            "spec"]["template"]["spec"]["containers"][0]
+        assert container["args"][-2:] == ["--namespace", watched]
+    docs = render(capsys, "--kinds", "DatabaseInstance", "--cluster-wide-secrets")
+    assert check_manifests(docs) == []
+    cluster = next(d for d in docs if d["kind"] == "ClusterRole")["rules"]
+    assert _allows(cluster, "", "secrets", "create")
+    assert not any(d["metadata"]["name"] == "lifecycle-operator-secrets" for d in docs)
+    container = next(d for d in docs if d["kind"] == "Deployment")[
+        "spec"]["template"]["spec"]["containers"][0]
+    assert "--namespace" not in container["args"]
+    code, out, err = run_cli(capsys, "manifests", "--kinds", "DatabaseInstance",
+                             "--cluster-wide-secrets", "--watch-namespace", "apps")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "exclude each other" in err
 
 
 def test_yaml_has_no_anchors_and_options_are_range_checked(
@@ -407,9 +446,10 @@ def test_each_client_call_sends_the_verbs_the_table_declares(
 def test_the_operator_sends_only_requests_its_rbac_allows(
         server: APIServerHTTP, recorder: Recorder) -> None:
     docs = manifests([DatabaseInstance], Options(image="x", kind_names=("DatabaseInstance",),
-                                                 namespace="ops"))
+                                                 namespace="ops", cluster_wide_secrets=True))
     cluster_wide = next(d for d in docs if d["kind"] == "ClusterRole")["rules"]
-    in_ops = next(d for d in docs if d["kind"] == "Role")["rules"]
+    in_ops = [rule for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] == "ops"
+              for rule in d["rules"]]
     cloud = SimCloud(seed=5, create_polls=1)
     options = ManagerOptions(
         informer=InformerOptions(resync=5.0, watch_timeout=5.0, inactivity_timeout=3.0,
@@ -557,7 +597,8 @@ def test_a_claims_operator_sends_only_requests_its_rbac_allows(recorder: Recorde
     from lifecycle.machines.claim import DatabaseClaim, DatabaseInstanceClass
 
     docs = manifests([DatabaseClaim, DatabaseInstanceClass, DatabaseInstance],
-                     Options(image="x", kind_names=("DatabaseClaim", "DatabaseInstance")))
+                     Options(image="x", kind_names=("DatabaseClaim", "DatabaseInstance"),
+                             cluster_wide_secrets=True))
     cluster_wide = next(d for d in docs if d["kind"] == "ClusterRole")["rules"]
     srv = embedded_cluster([DatabaseInstance, DatabaseClaim, DatabaseInstanceClass],
                            bookmark_interval=0.5)

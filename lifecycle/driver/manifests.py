@@ -3,8 +3,10 @@
 :func:`manifests` returns a complete set: the operator's Namespace and
 ServiceAccount; least-privilege RBAC generated from
 :mod:`lifecycle.driver.permissions` (the kinds, their ``status`` and ``finalizers``,
-resource classes, ProviderConfigs, Namespaces and Events cluster-wide; Secrets
-cluster-wide or, when the operator watches one namespace, in that namespace only;
+resource classes, ProviderConfigs, Namespaces and Events cluster-wide; Secrets only
+in the namespace the operator watches, a Role and RoleBinding there: its own
+namespace unless ``watch_namespace`` names another, and cluster-wide only when
+``cluster_wide_secrets`` asks for an operator of every namespace;
 Leases in the operator's own namespace only); a Deployment (probes, resources, a
 restricted securityContext with a numeric user, leader election); a Service for
 ``/metrics``; and the CRDs. :func:`dump` renders YAML without anchors and
@@ -65,6 +67,14 @@ class Options:
     connector: str | None = None
     watch_namespace: str | None = None
     probe_port: int = 8080
+    cluster_wide_secrets: bool = False
+
+    @property
+    def watched(self) -> str | None:
+        """The one namespace the operator watches (and holds Secrets in); None: every one."""
+        if self.cluster_wide_secrets:
+            return None
+        return self.watch_namespace or self.namespace
 
     def check(self) -> None:
         """Raise :class:`ManifestError` (one line) for an option out of range."""
@@ -72,6 +82,10 @@ class Options:
         _dns_label(self.namespace, "--namespace")
         if self.watch_namespace is not None:
             _dns_label(self.watch_namespace, "--watch-namespace")
+            if self.cluster_wide_secrets:
+                raise ManifestError("--watch-namespace and --cluster-wide-secrets exclude each "
+                                    "other: an operator of one namespace needs its Secrets "
+                                    "only")
         if not self.image or any(c.isspace() for c in self.image):
             raise ManifestError(f"--image {self.image!r} is not a container image reference")
         if isinstance(self.replicas, bool) or not 0 <= self.replicas <= 1000:
@@ -154,8 +168,8 @@ def _container(opts: Options) -> dict[str, Any]:
             "--journal-key-secret", f"{opts.namespace}/{opts.name}-journal-key"]
     if opts.connector:
         args += ["--connector", opts.connector]
-    if opts.watch_namespace:
-        args += ["--namespace", opts.watch_namespace]
+    if opts.watched is not None:
+        args += ["--namespace", opts.watched]
     probe = {"path": "/healthz", "port": "probes"}
     return {
         "name": "operator", "image": opts.image, "args": args,
@@ -188,17 +202,17 @@ def manifests(kinds: Sequence[Kind | ClassKind | ParentKind],
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "operator",
               "app.kubernetes.io/managed-by": "lifecycle"}
     subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
-    scoped = opts.watch_namespace is not None
-    rbac = [_role("ClusterRole", name, None, cluster_rules(kinds, secrets=not scoped), labels),
+    watched = opts.watched
+    rbac = [_role("ClusterRole", name, None, cluster_rules(kinds, secrets=watched is None),
+                  labels),
             _binding("ClusterRoleBinding", name, None, "ClusterRole", subject, labels)]
-    if scoped:
-        secrets = f"{name}-secrets"
-        rbac += [_role("Role", secrets, opts.watch_namespace, secret_rules(), labels),
-                 _binding("RoleBinding", secrets, opts.watch_namespace, "Role", subject,
-                          labels)]
     election = f"{name}-leader-election"
     rbac += [_role("Role", election, namespace, lease_rules(), labels),
              _binding("RoleBinding", election, namespace, "Role", subject, labels)]
+    if watched is not None:  # Secrets in the watched namespace only
+        secrets = f"{name}-secrets"
+        rbac += [_role("Role", secrets, watched, secret_rules(), labels),
+                 _binding("RoleBinding", secrets, watched, "Role", subject, labels)]
     # The intent journal's key, in the operator's own namespace (docs/reliability.md).
     key = f"{name}-journal-key"
     rbac += [_role("Role", key, namespace, journal_key_rules(key), labels),
