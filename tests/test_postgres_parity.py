@@ -21,15 +21,28 @@ from lifecycle.core.kind import EXTERNAL_NAME
 from lifecycle.kube.errors import Invalid
 from lifecycle.providers.postgres import login
 from lifecycle.providers.postgres.testing import (
+    PERMISSIVE,
     PROVIDER_CONFIG_API,
     PROVIDER_CONFIG_KIND,
     PostgresServer,
     manifest,
     postgres_environment,
+    set_policy,
 )
 from lifecycle.testing import Environment
 
 pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(autouse=True)
+def _permissive_policy(request: pytest.FixtureRequest) -> None:
+    """These tests are about what the kinds do (parity with provider-sql), on roles and
+    databases made by hand and with attributes the safe defaults refuse: their provider
+    config allows it explicitly. tests/test_postgres_policy.py tests the defaults."""
+    for name in ("env", "superuser_env"):
+        if name in request.fixturenames:
+            set_policy(request.getfixturevalue(name),
+                       {**PERMISSIVE, "allowedSettings": ["lifecycle_test.note"]})
 
 #: A role name no identifier quoting mistake survives.
 HOSTILE_GROUP = 'grp"; DROP ROLE postgres; -- ünï'
@@ -128,8 +141,9 @@ def test_an_unreadable_valid_until_is_a_terminal_condition(env: Environment) -> 
 
     failed = env.condition("Role", "r", "Failed")
     assert env.state("Role", "r") == "failed"
-    assert failed.reason == "InvalidParameter"
+    assert failed.reason == "InvalidSpec"  # read when the spec is parsed: no finalizer
     assert "next tuesday-ish" in failed.message
+    assert not env.get("Role", "r")["metadata"].get("finalizers")
 
 
 # ------------------------------------------------------- configuration parameters
@@ -237,7 +251,7 @@ def test_superuser_admin_refuses_superuser_roles_unless_the_provider_config_allo
     env.run_until_idle()
 
     failed = env.condition("Role", "r", "Failed")
-    assert (env.state("Role", "r"), failed.reason) == ("failed", "InvalidSpec")
+    assert (env.state("Role", "r"), failed.reason) == ("failed", "PolicyDenied")
     assert "allowSuperuser" in failed.message
     assert attributes(server, role) is None
 
@@ -341,7 +355,7 @@ def test_member_of_a_role_with_server_powers_is_refused(
         role = name_of(env, "r")
 
         failed = env.condition("Role", "r", "Failed")
-        assert (env.state("Role", "r"), failed.reason) == ("failed", "InvalidSpec")
+        assert (env.state("Role", "r"), failed.reason) == ("failed", "PolicyDenied")
         assert repr(target) in failed.message
         assert attributes(server, role) is None
     finally:
@@ -427,6 +441,7 @@ def test_attributes_change_under_a_non_superuser_admin(
     create_roles(server, group)
     try:
         env = postgres_environment(server.host, server.port, *limited_admin, "disable")
+        set_policy(env, {"crossNamespace": True})  # the group is made by hand
         env.apply(manifest("Role", "r", inherit=False, memberOf=[group]))
         env.run_until_idle()
         role = name_of(env, "r")
@@ -1031,14 +1046,20 @@ def test_schema_owner_is_late_initialised_and_public_kept_by_default(
 
 
 def test_the_public_schema_is_never_adopted(env: Environment, server: PostgresServer) -> None:
+    # Not in postgres: the server's own databases are refused by the policy before that.
+    db = unique("pubdb")
+    execute(server, sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
     env.reconcilers["Schema"].allow_adoption = frozenset({"default"})
-    doc = manifest("Schema", "s", external_name="public", database="postgres")
+    doc = manifest("Schema", "s", external_name="public", database=db)
     doc["metadata"]["annotations"]["lifecycle.dev/adopt"] = "true"
     env.apply(doc)
     env.advance(10.0)
     failed = env.condition("Schema", "s", "Failed")
     assert failed is not None and "created by the server itself" in failed.message
-    assert schema_row(server, "postgres", "public") is not None
+    assert schema_row(server, db, "public") is not None
+    env.delete("Schema", "s")
+    env.run_until_idle()
+    execute(server, sql.SQL("DROP DATABASE {}").format(sql.Identifier(db)))
 
 
 # ---------------------------------------------------------------- extensions

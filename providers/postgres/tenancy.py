@@ -191,8 +191,10 @@ class Tenancy:
         asked = sorted(k for k, v in want.flags().items()
                        if v and k in ROLE_ATTRIBUTES and k not in self.policy.role_attributes)
         if asked:
+            hint = "; allowSuperuser: true allows superUser" if "superUser" in asked else ""
             raise self.deny("allowedRoleAttributes", f"{', '.join(asked)} is not allowed "
-                            f"(allowedRoleAttributes: {sorted(self.policy.role_attributes)})")
+                            f"(allowedRoleAttributes: {sorted(self.policy.role_attributes)}"
+                            f"{hint})")
         if want.member_of:
             self.memberships(want.member_of)
         if want.configuration_parameters:
