@@ -19,6 +19,7 @@ from lifecycle.core import objects
 from lifecycle.core.errors import HandledError
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
 from lifecycle.core.values import Condition, ConditionStatus
+from lifecycle.runtime.redaction import credential_values, redact, redact_status
 from lifecycle.runtime.secrets import ConnectionSecrets
 
 __all__ = ["ObjectGone", "Pass", "PassObject", "config_note", "current_name", "informational",
@@ -50,6 +51,22 @@ class Pass:
     #: Whether the object carried our finalizer and its external name before the
     #: pass wrote anything that could change them (set by the reconciler).
     holds: bool = False
+    #: The credential values read from the provider config's Secret in this pass: none
+    #: of them is written into a condition or an Event (:mod:`lifecycle.runtime.redaction`).
+    redact: tuple[str, ...] = ()
+
+    def credentials(self, config: Any) -> Any:
+        """Note the credential values of ``config`` (a ProviderConfig) for redaction; return it."""
+        self.redact = credential_values(config.credentials)
+        return config
+
+    def scrub(self, text: str) -> str:
+        """``text`` without any credential value noted in this pass."""
+        return redact(text, self.redact)
+
+    def scrub_status(self, status: Mapping[str, Any]) -> dict[str, Any]:
+        """``status`` whose condition messages hold no credential value noted in this pass."""
+        return redact_status(status, self.redact)
 
     def annotations(self) -> Mapping[str, Any]:
         """The object's annotations with the staged changes applied (read-only)."""

@@ -355,8 +355,8 @@ class Reconciler:
             resource = self._resource(run, g.deleting, g.policy)
             ref = objects.mapping(objects.spec(run.obj).get("providerConfigRef"))
             name = str(ref.get("name") or "default")
-            config = self.reads.get(("config", name), lambda: provider_config(
-                self.api, name, self.kind.provider_config_api))
+            config = run.credentials(self.reads.get(("config", name), lambda: provider_config(
+                self.api, name, self.kind.provider_config_api)))
             client = self.guarded_call(lambda: self.connector.connect(resource, config))
             observation = self.guarded_call(lambda: client.observe(resource))
             if not isinstance(observation, Observation):
@@ -460,13 +460,14 @@ class Reconciler:
                              external_name=run.external_name, dirty=run.dirty)
         events = (concluded.settled.events if made is None
                   else passage(made, concluded))
+        status = run.scrub_status(concluded.settled.status)  # no credential in it
         final = self.table.states[concluded.target].final
         if not final:
             self._commit_staged(run)
         for type_, reason, message in events:
-            self._event(run.obj, type_, reason, message)
-        if concluded.settled.status != old or run.forced:
-            self._status_write(run, concluded.settled.status)
+            self._event(run.obj, type_, reason, run.scrub(message))
+        if status != old or run.forced:
+            self._status_write(run, status)
         if final:
             self._mutate(run, remove_finalizer)
             name = current_name(run.obj)
