@@ -68,6 +68,9 @@ def test_an_entry_is_trusted_only_with_its_own_mac_for_its_own_subject() -> None
     assert unseal(KEY, SUBJECT, "not json", good) is None
     assert unseal(KEY, SUBJECT, 7, good) is None
     assert unseal(KEY, SUBJECT, text, "é" * 64) is None
+    assert unseal(KEY, SUBJECT, text, good + "0") is None
+    padded = text[:-1] + ', "pad": "' + "x" * 5000 + '"}'
+    assert unseal(KEY, SUBJECT, padded, good) is None  # too long to be one the engine wrote
 
 
 def test_fields_cannot_be_shifted_between_subject_parts() -> None:

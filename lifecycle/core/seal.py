@@ -35,6 +35,9 @@ __all__ = ["KEY_BYTES", "Subject", "check_key", "mac", "unseal"]
 
 #: The least key length accepted, in bytes (the length of a SHA-256 block's digest).
 KEY_BYTES = 32
+#: A MAC's length in hex digits, and the longest entry text the engine ever writes.
+_MAC_CHARS = 64
+_MAX_ENTRY = 4096
 #: Versions the signed message, so a later format can never be confused with this one.
 _DOMAIN = "lifecycle.dev/intent/v1"
 
@@ -83,8 +86,9 @@ def unseal(key: bytes, subject: Subject, raw: object, found: object) -> Intent |
     were sealed, sealed by another key, about another object or another
     external name, edited) reads as no entry.
     """
-    if not isinstance(raw, str) or not isinstance(found, str):
-        return None
+    if (not isinstance(raw, str) or not isinstance(found, str) or len(found) != _MAC_CHARS
+            or len(raw) > _MAX_ENTRY):
+        return None  # checked before the cache, which then never holds a tenant's megabytes
     return _unsealed(key, subject, raw, found)
 
 
