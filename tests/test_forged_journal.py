@@ -193,6 +193,11 @@ def test_a_forged_entry_is_refused_like_no_entry() -> None:
     before = _victim(cloud)
     env.apply(database_manifest("db", "team-a", storage_gb=40, annotations={
         EXTERNAL_NAME: "precious", INTENT: FORGED}))
+    env.advance(60)
+    # Refused before any call, so the operator never sealed an entry for precious that
+    # the tenant could harvest: the journal is still exactly what the tenant wrote.
+    stored = env.get(KIND, "db", "team-a")["metadata"]["annotations"]
+    assert stored[INTENT] == FORGED and INTENT_MAC not in stored
     _attacked(env, cloud, "db", "team-a", before)
 
 
