@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -147,18 +147,32 @@ class Kind:
         return {keys.get(str(k), str(k)): v for k, v in values.items()}
 
     def external_name(self, obj: Mapping[str, Any]) -> str:
-        """The external name to claim: the annotation if a user set it, else name-uid8."""
+        """The external name to claim: the annotation if a user set it, else name-uid8.
+
+        When ``name-uid8`` would be longer than ``external_name_max`` bytes (a
+        60-character name for a 63-byte PostgreSQL identifier), the name is
+        cut so that ``<cut name>-<uid8>`` fits: the uid's eight characters
+        keep two objects sharing a long prefix apart, as they always do.
+        """
         meta = obj["metadata"]
         chosen = (meta.get("annotations") or {}).get(EXTERNAL_NAME)
         if isinstance(chosen, str) and chosen:
             return chosen
-        return f"{meta['name']}-{meta['uid'][:8]}"
+        name, suffix = str(meta["name"]), f"-{str(meta['uid'])[:8]}"
+        limit = self.external_name_max
+        if limit is not None and len((name + suffix).encode("utf-8")) > limit:
+            room = max(limit - len(suffix.encode("utf-8")), 1)
+            name = name.encode("utf-8")[:room].decode("utf-8", "ignore").rstrip("-.") or "x"
+        return f"{name}{suffix}"
 
     def check_external_name(self, name: Any) -> None:
         """Refuse an external name no provider could hold, before it is committed.
 
-        The name must be a non-empty string without control characters (NUL
-        among them) and, when the kind declares ``external_name_max``, no
+        The name must be a non-empty string without control or invisible
+        characters (:func:`invisible_character`: NUL, U+0085, the bidirectional
+        overrides such as U+202E, zero-width characters such as U+200B, every
+        Unicode ``Cc``/``Cf`` character, line separators and spaces other than
+        the ASCII space) and, when the kind declares ``external_name_max``, no
         longer than that many UTF-8 bytes. Raises :class:`TerminalError`
         (reason ``InvalidExternalName``); the message quotes at most 64
         characters of the name.
@@ -166,8 +180,8 @@ class Kind:
         problem = None
         if not isinstance(name, str) or not name:
             problem = "is empty"
-        elif _CONTROL.search(name):
-            problem = "contains a control character"
+        elif (bad := invisible_character(name)) is not None:
+            problem = f"contains a control or invisible character (U+{ord(bad):04X})"
         elif self.external_name_max is not None and (
                 len(name.encode("utf-8", "surrogatepass")) > self.external_name_max):
             problem = f"is longer than {self.external_name_max} bytes"
@@ -220,8 +234,23 @@ def _spec_keys(parameters: type) -> tuple[Mapping[str, str], frozenset[str]]:
     return known, frozenset(known.values())
 
 
-#: A control character (NUL among them) or DEL: never part of an external name.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: Unicode categories never part of a name: controls (NUL, U+0085), formats (U+200B,
+#: U+202E, U+FEFF, ...), surrogates, private use, unassigned, line and paragraph separators.
+INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def invisible_character(name: str) -> str | None:
+    """The first character of ``name`` that is a control or invisible one, or None.
+
+    Those of :data:`INVISIBLE_CATEGORIES`, and every space but the ASCII one
+    (U+00A0, U+3000, ...): each makes a name that looks like another
+    (``post\u200bgres``) or reads backwards.
+    """
+    for ch in name:
+        category = unicodedata.category(ch)
+        if category in INVISIBLE_CATEGORIES or (category == "Zs" and ch != " "):
+            return ch
+    return None
 
 
 def connection_secret_ref(obj: Mapping[str, Any]) -> tuple[str, str]:
