@@ -41,8 +41,16 @@ def test_judge_owns_what_is_absent_unmarked_by_a_provider_without_marks_or_marke
     assert _judge(Observation.absent()) is Verdict.OWNED
     assert _judge(Observation(exists=True)) is Verdict.OWNED  # owner None: no marks kept
     assert _judge(Observation(exists=True, owner=owner_mark("op", "u-1"))) is Verdict.OWNED
-    # The operator's name may change; the uid decides.
+    assert _judge(Observation(exists=True, owner=owner_mark("op", "u-1")),
+                  operator="op") is Verdict.OWNED
+    # Without an operator id only the uid is compared; with one, both must match.
     assert _judge(Observation(exists=True, owner=owner_mark("renamed", "u-1"))) is Verdict.OWNED
+    other = judge(Observation(exists=True, owner=owner_mark("other-op", "u-1")), uid="u-1",
+                  name="n", acted_before=True, adopt=False, adoption_allowed=False,
+                  namespace="t", operator="op")
+    assert other.verdict is Verdict.REFUSED and other.error is not None
+    assert other.error.reason == "ExternalNameConflict"
+    assert "another operator ('other-op', not 'op')" in other.error.message
 
 
 def test_judge_refuses_unmarked_and_foreign_resources_unless_adoption_is_permitted() -> None:
@@ -270,6 +278,20 @@ def test_a_resource_marked_by_another_object_is_refused_and_left_on_deletion() -
     assert _changes(cloud, "theirs") == 1
     _deletable(env, "db")
     assert "theirs" in cloud.instances()
+
+
+def test_a_resource_marked_by_another_operator_with_this_uid_is_not_ours() -> None:
+    """Issue 28: the mark's operator id was ignored, only the uid compared."""
+    env, cloud = _env()
+    obj = env.apply(_named("db", "default", "theirs"))
+    cloud.create_instance(CREDS, "theirs", PARAMS, password="their-password-1",
+                          tags={OWNER_TAG: owner_mark("other-operator", obj["metadata"]["uid"])})
+    before = cloud.instances()["theirs"], cloud.password_of("theirs")
+    env.advance(300)
+    assert _reason(env, "db") == "ExternalNameConflict"
+    assert _changes(cloud, "theirs") == 1
+    _deletable(env, "db")
+    assert (cloud.instances()["theirs"], cloud.password_of("theirs")) == before
 
 
 def test_an_unmarked_instance_this_object_created_gets_its_mark() -> None:

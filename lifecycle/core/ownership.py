@@ -35,6 +35,7 @@ __all__ = [
     "acted_on",
     "adoption_requested",
     "judge",
+    "mark_operator",
     "mark_uid",
     "owner_mark",
 ]
@@ -62,6 +63,11 @@ def owner_mark(operator: str, uid: str) -> str:
 def mark_uid(mark: str) -> str:
     """The owning object's uid in a mark (the text after the last ``/``)."""
     return mark.rpartition("/")[2]
+
+
+def mark_operator(mark: str) -> str:
+    """The operator id in a mark (the text before the last ``/``)."""
+    return mark.rpartition("/")[0]
 
 
 def acted_on(intent: Intent | None) -> bool:
@@ -101,7 +107,8 @@ class Ownership:
 
 
 def judge(observation: Observation | None, *, uid: str, name: str, acted_before: bool,
-          adopt: bool, adoption_allowed: bool, namespace: str | None) -> Ownership:
+          adopt: bool, adoption_allowed: bool, namespace: str | None,
+          operator: str | None = None) -> Ownership:
     """Decide whether this object owns the external resource ``name`` it observed.
 
     ``acted_before`` says this object already called the provider on this
@@ -111,11 +118,16 @@ def judge(observation: Observation | None, *, uid: str, name: str, acted_before:
     request (:data:`~lifecycle.core.kind.ADOPT`), ``adoption_allowed`` the
     operator's permission for ``namespace``. A resource the provider
     protects (:attr:`Observation.protected`) is never adopted.
+
+    ``operator`` is this operator's id: a mark is this object's only when it
+    names both the uid and the operator (another operator's resource is not
+    this one's, whatever uid its mark carries). Without it only the uid is
+    compared.
     """
     if observation is None or not observation.exists or observation.owner is None:
         return Ownership(Verdict.OWNED)
     mark = observation.owner
-    if mark and mark_uid(mark) == uid:
+    if mark and mark_uid(mark) == uid and (operator is None or mark == owner_mark(operator, uid)):
         return Ownership(Verdict.OWNED)
     if not mark and acted_before and not observation.protected:
         return Ownership(Verdict.MARK)
@@ -126,6 +138,9 @@ def judge(observation: Observation | None, *, uid: str, name: str, acted_before:
         return Ownership(Verdict.MARK)
     held = (f"is marked as owned by another object (uid {mark_uid(mark)})" if mark
             else "exists and was not created by this object")
+    if mark and mark_uid(mark) == uid:
+        held = (f"is marked by another operator ({mark_operator(mark)[:64]!r}, not "
+                f"{(operator or '')[:64]!r})")
     if adopt:
         hint = (f"adoption is not allowed in namespace {namespace!r}: the operator must be "
                 f"started with it allowed there" if namespace

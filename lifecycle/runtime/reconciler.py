@@ -304,7 +304,7 @@ class Reconciler:
                         adopt=adoption_requested(annotations),
                         adoption_allowed="*" in self.allow_adoption or (
                             namespace is not None and namespace in self.allow_adoption),
-                        namespace=namespace)
+                        namespace=namespace, operator=self.operator_id or "lifecycle")
         observation = facts.observation
         if verdict.verdict is Verdict.REFUSED and observation is not None:
             if facts.deleting:
