@@ -182,7 +182,9 @@ class DatabaseClaimParameters:
     """
 
     engine_version: str | None = attrs.field(default=None, alias="engineVersion")
+    """The engine version of the database (default: the class's)."""
     storage_gb: int | None = attrs.field(default=None, alias="storageGB")
+    """Storage of the database in GiB (default: the class's)."""
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> DatabaseClaimParameters:
@@ -218,6 +220,9 @@ DatabaseClaim = Kind(
     machine=ClaimMachine,
     parameters=DatabaseClaimParameters,
     short_names=("dbc",),
+    description="A request for a database in this namespace: bound to a DatabaseInstance "
+                "provisioned from a DatabaseInstanceClass (or named in spec.resourceRef), "
+                "whose connection details are copied into a Secret here.",
 )
 
 #: The cluster-scoped class templating a DatabaseInstance.

@@ -29,4 +29,7 @@ DatabaseInstance = Kind(
     parameters=DatabaseParameters,
     password=True,
     short_names=("dbi",),
+    description="A database instance on the simulated cloud. The operator creates it, keeps "
+                "its storage, size and version as spec.forProvider says, writes its endpoint "
+                "and credentials to the connection Secret and deletes it with the object.",
 )

@@ -390,7 +390,7 @@ def test_throttling_backs_off_at_least_retry_after() -> None:
 
 def test_terminal_error_waits_for_a_new_generation() -> None:
     env, cloud = make()
-    env.apply(database_manifest("db", engine="oracle"))
+    env.apply(database_manifest("db", version="9.6"))  # a version the cloud does not offer
     step = env.reconcile(KIND, "db")
     assert step.after == "failed"
     assert step.result.kind is ResultKind.DONE
@@ -401,13 +401,13 @@ def test_terminal_error_waits_for_a_new_generation() -> None:
     assert len(cloud.calls) == calls  # no retry at the same generation
     env.apply(
         {
-            **database_manifest("db", engine="oracle"),
+            **database_manifest("db", version="9.6"),
             "metadata": {"name": "db", "annotations": {OPERATION: "reconcile"}},
         }
     )
     env.reconcile(KIND, "db")
     assert len(cloud.calls) > calls  # the reconcile annotation forces a retry
-    env.apply(database_manifest("db", engine="postgres"))
+    env.apply(database_manifest("db", version="16"))
     env.run_until_idle()
     assert env.state(KIND, "db") == "ready"
 
@@ -415,9 +415,10 @@ def test_terminal_error_waits_for_a_new_generation() -> None:
 def test_invalid_spec_shape_is_a_clear_condition() -> None:
     env, cloud = make()
     manifest = database_manifest("db", storage_gb="lots", colour="blue")
-    # The current CRD refuses the wrong type (the unknown field alone would be pruned).
+    # The current CRD refuses the wrong type (the unknown field alone would be pruned
+    # under fieldValidation=Ignore; the harness refuses it by default, as kubectl does).
     with pytest.raises(Invalid) as refused:
-        env.apply(manifest)
+        env.apply(manifest, field_validation="Ignore")
     assert [(c["field"], c["reason"]) for c in refused.value.causes] == [
         ("spec.forProvider.storageGB", "FieldValueTypeInvalid")]
     assert not env.exists(KIND, "db")

@@ -96,7 +96,7 @@ def _run(env: Any) -> None:
     env.apply(_with_config("wrong-creds", "bad"))
     env.apply(_with_config("no-creds", "dangling"))
     env.apply(_with_config("no-config", "absent"))
-    env.apply(_with_config("invalid", "good", storage_gb=5))
+    env.apply(_with_config("invalid", "good", version="9.6"))  # not offered: InvalidParameter
     env.advance(600)
     for name in ("alpha", "leaky"):
         env.apply(_with_config(name, "good", storage_gb=40))

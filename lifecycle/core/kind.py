@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -61,6 +61,9 @@ class Kind:
     provider's own group (``aws.example.org/v1alpha1``), so that operators of
     different providers never share one; by default the engine's
     ``lifecycle.dev/v1alpha1``.
+    ``description`` says, in plain text, what an object of the kind manages
+    (the CRD's description); the fields of ``parameters`` are described by
+    their own docstrings or :func:`spec_field` metadata.
     ``name_scope`` narrows where an external name must be unique: a function
     of the parsed parameters returning extra scope (say ``(database,)`` for a
     schema, whose name is unique only within its database). Two objects
@@ -90,6 +93,9 @@ class Kind:
     observe_after_create: bool = False
     provider_config_api: str = PROVIDER_CONFIG_API
     name_scope: Callable[[Any], tuple[str, ...]] | None = attrs.field(default=None, eq=False)
+    #: What an object of the kind manages, in plain text: the CRD's description, which
+    #: ``kubectl explain`` prints (empty: a sentence naming the kind).
+    description: str = ""
 
     @property
     def api_version(self) -> str:
@@ -273,3 +279,53 @@ def connection_secret_ref(obj: Mapping[str, Any]) -> tuple[str, str]:
 def _short(exc: Exception) -> str:
     text = str(exc.args[0]) if exc.args else type(exc).__name__
     return text.splitlines()[0][:200]
+
+
+#: The keys of an attrs field's ``metadata`` that the CRD generator reads (see
+#: :func:`spec_field`); the OpenAPI keys are spelled as in the schema.
+SCHEMA_METADATA = frozenset({
+    "description", "immutable", "validations", "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "pattern", "minItems",
+    "maxItems", "format",
+})
+
+
+def spec_field(*, description: str | None = None, immutable: bool = False,
+               minimum: float | None = None, maximum: float | None = None,
+               min_length: int | None = None, max_length: int | None = None,
+               pattern: str | None = None, min_items: int | None = None,
+               max_items: int | None = None, validations: Sequence[Mapping[str, str]] = (),
+               metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+    """An ``attrs.field`` of a parameters class whose CRD schema says more than its type.
+
+    ``kwargs`` go to ``attrs.field`` (``default``, ``alias``, ``validator``...).
+    The rest is stored in the field's ``metadata`` (:data:`SCHEMA_METADATA`),
+    which ``lifecycle crds`` writes into the field's schema so that the API
+    server refuses a bad value with a 422 naming the field:
+
+    * ``description``: plain text ``kubectl explain`` prints (a docstring
+      under the field works too);
+    * ``minimum``/``maximum`` (inclusive) for numbers, ``min_length``/
+      ``max_length``/``pattern`` for strings, ``min_items``/``max_items`` for
+      lists;
+    * ``immutable``: a change after creation is refused (the rule
+      ``self == oldSelf`` in ``x-kubernetes-validations``);
+    * ``validations``: more CEL rules, each ``{"rule": ..., "message": ...}``.
+
+    The same keys may be written into ``attrs.field(metadata={...})``
+    directly, spelled as in OpenAPI (``minLength``). They constrain what the
+    API server accepts, not the Python class: an object stored before the
+    schema was tightened still reaches the client, which must refuse it.
+    """
+    schema: dict[str, Any] = dict(metadata or {})
+    for key, value in (("description", description), ("minimum", minimum),
+                       ("maximum", maximum), ("minLength", min_length),
+                       ("maxLength", max_length), ("pattern", pattern),
+                       ("minItems", min_items), ("maxItems", max_items)):
+        if value is not None:
+            schema[key] = value
+    if immutable:
+        schema["immutable"] = True
+    if validations:
+        schema["validations"] = [dict(rule) for rule in validations]
+    return attrs.field(metadata=schema, **kwargs)

@@ -30,91 +30,18 @@ the list of problems (empty when valid).
 
 from __future__ import annotations
 
-import enum
-import types
-import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
-
-import attrs
 
 from lifecycle.core.claims import ClassKind
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
+from lifecycle.driver.schemas import SchemaError, plain_text, schema_for_type
 from lifecycle.driver.structural import check_crd, check_structural
 from lifecycle.runtime.children import ParentKind
 
-__all__ = ["check_crd", "check_structural", "claim_crd", "class_crd", "crd", "crds",
-           "is_claim", "parent_crd", "provider_config_apis", "provider_config_crd",
-           "schema_for_type"]
-
-_PRIMITIVES: dict[type, dict[str, Any]] = {
-    str: {"type": "string"},
-    bool: {"type": "boolean"},
-    int: {"type": "integer", "format": "int64"},
-    float: {"type": "number"},
-}
-
-
-def schema_for_type(tp: Any, default: Any = attrs.NOTHING) -> dict[str, Any]:
-    """The OpenAPI v3 (structural) schema of a Python type as attrs fields declare it.
-
-    Supports ``str``, ``int``, ``float``, ``bool``, ``X | None`` (nullable),
-    ``list[X]``, ``tuple[X, ...]``, ``dict[str, X]``, enums of strings, nested
-    attrs classes and ``Any`` (preserved unknown fields).
-    """
-    schema = _schema(tp)
-    if default is not attrs.NOTHING and not isinstance(default, attrs.Factory) and (
-        default is not None and _json_value(default)
-    ):
-        schema["default"] = default.value if isinstance(default, enum.Enum) else default
-    return schema
-
-
-def _json_value(value: Any) -> bool:
-    return isinstance(value, str | int | float | bool | enum.Enum)
-
-
-def _schema(tp: Any) -> dict[str, Any]:
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if tp is Any or tp is object:
-        return {"x-kubernetes-preserve-unknown-fields": True}
-    if origin in (typing.Union, types.UnionType):
-        rest = [a for a in args if a is not type(None)]
-        if len(rest) == 1:
-            return {**_schema(rest[0]), "nullable": True}
-        return {"x-kubernetes-preserve-unknown-fields": True}
-    if origin in (list, tuple, Sequence) or tp in (list, tuple):
-        item = args[0] if args else Any
-        return {"type": "array", "items": _schema(item)}
-    if origin in (dict, Mapping) or tp is dict:
-        value = args[1] if len(args) == 2 else Any
-        return {"type": "object", "additionalProperties": _schema(value)}
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return {"type": "string", "enum": [str(m.value) for m in tp]}
-    if isinstance(tp, type) and tp in _PRIMITIVES:
-        return dict(_PRIMITIVES[tp])
-    if isinstance(tp, type) and attrs.has(tp):
-        return _attrs_schema(tp)
-    raise TypeError(f"no OpenAPI schema for type {tp!r}")
-
-
-def _attrs_schema(cls: type) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for field in attrs.fields(cls):
-        name = field.alias or field.name
-        properties[name] = schema_for_type(hints.get(field.name, Any), field.default)
-        if field.default is attrs.NOTHING:
-            required.append(name)
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
-    if cls.__doc__:
-        schema["description"] = cls.__doc__.strip().splitlines()[0]
-    if required:
-        schema["required"] = required
-    return schema
-
+__all__ = ["SchemaError", "check_crd", "check_structural", "claim_crd", "class_crd", "crd",
+           "crds", "is_claim", "kind_description", "parent_crd", "provider_config_apis",
+           "provider_config_crd", "schema_for_type"]
 
 def _ref(description: str, namespaced: bool = False) -> dict[str, Any]:
     props = {f: {"type": "string"} for f in ("name", "namespace")[:2 if namespaced else 1]}
@@ -167,14 +94,20 @@ def status_schema(kind: Kind) -> dict[str, Any]:
 
 def spec_schema(kind: Kind) -> dict[str, Any]:
     """The schema of ``spec``: the parameters under ``forProvider`` and the engine's fields."""
-    return {"type": "object", "properties": {
-        "forProvider": {**schema_for_type(kind.parameters), "default": {}},
+    parameters = schema_for_type(kind.parameters, where="spec.forProvider")
+    parameters.setdefault("description", f"The parameters of the external resource a "
+                                         f"{kind.kind} manages.")
+    return {"type": "object", "description": "The desired state of the resource.",
+            "properties": {
+        "forProvider": {**parameters, "default": {}},
         "providerConfigRef": {**_ref("The ProviderConfig holding credentials."),
                               "default": {"name": "default"}},
         "writeConnectionSecretToRef": _ref("Where to write connection details.",
                                            namespaced=True),
         "deletionPolicy": {"type": "string", "enum": ["Delete", "Orphan"],
-                           "default": "Delete"},
+                           "default": "Delete",
+                           "description": "What deleting the object does to the external "
+                                          "resource: Delete deletes it, Orphan leaves it."},
         "claimRef": {"type": "object", "description": "The claim this resource is bound to.",
                      "properties": {k: {"type": "string"} for k in (
                          "apiVersion", "kind", "namespace", "name", "uid")}},
@@ -226,14 +159,25 @@ def crd(kind: Kind | ClassKind | ParentKind) -> dict[str, Any]:
         return parent_crd(kind)
     if is_claim(kind):
         return claim_crd(kind)
-    schema = {"type": "object",
-              "description": (kind.machine.__doc__ or kind.kind).strip().splitlines()[0],
+    schema = {"type": "object", "description": kind_description(kind),
               "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
                              "metadata": {"type": "object"},
                              "spec": spec_schema(kind), "status": status_schema(kind)},
               "required": ["spec"]}
     return _definition(kind.group, kind.version, kind.kind, kind.plural, kind.namespaced,
                        schema, short_names=kind.short_names, columns=_COLUMNS)
+
+
+def kind_description(kind: Kind) -> str:
+    """What an object of ``kind`` manages, as its CRD says it: the kind's ``description``, or
+    a sentence naming the kind (never the machine's docstring, which is about the engine)."""
+    if kind.description:
+        return plain_text(kind.description)
+    if is_claim(kind):
+        return (f"A {kind.kind}: a request for a managed resource, provisioned from a class "
+                f"or named in spec.resourceRef, and bound to it.")
+    return (f"A {kind.kind}: an external resource managed through this object; spec.forProvider "
+            f"says what it should be, status reports what it is.")
 
 
 def provider_config_crd(api_version: str = PROVIDER_CONFIG_API) -> dict[str, Any]:
@@ -310,7 +254,7 @@ def _label_selector() -> dict[str, Any]:
 
 def claim_spec_schema(kind: Kind) -> dict[str, Any]:
     """The spec of a claim: its portable parameters and the references the reconciler reads."""
-    portable = schema_for_type(kind.parameters)
+    portable = schema_for_type(kind.parameters, where="spec")
     properties: dict[str, Any] = dict(portable.get("properties") or {})
     taken = sorted(set(properties) & {"classRef", "classSelector", "resourceRef",
                                       "writeConnectionSecretToRef"})
@@ -360,8 +304,7 @@ _CLAIM_COLUMNS = [
 
 def claim_crd(kind: Kind) -> dict[str, Any]:
     """The CustomResourceDefinition of a resource claim kind (always namespaced)."""
-    schema = {"type": "object",
-              "description": (kind.machine.__doc__ or kind.kind).strip().splitlines()[0],
+    schema = {"type": "object", "description": kind_description(kind),
               "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
                              "metadata": {"type": "object"},
                              "spec": {**claim_spec_schema(kind), "default": {}},

@@ -76,6 +76,9 @@ def _check_node(node: Any, path: str, problems: list[str], *, root: bool = False
             problems.append(f"{path}.type: Unsupported value {typ!r}")
         if root and typ not in (None, "object"):
             problems.append(f"{path}.type: must be object at the root")
+    if "x-kubernetes-validations" in node:
+        _check_rules(node["x-kubernetes-validations"], f"{path}.x-kubernetes-validations",
+                     problems)
     if "properties" in node and "additionalProperties" in node:
         problems.append(f"{path}: properties and additionalProperties are mutually exclusive")
     props = node.get("properties")
@@ -103,6 +106,32 @@ def _check_node(node: Any, path: str, problems: list[str], *, root: bool = False
             where = f"{path}.{junctor}[{index}]"
             _check_node(branch, where, problems, in_junctor=True)
             _check_covered(branch, node, where, problems)
+
+
+_RULE_KEYS = frozenset({"rule", "message", "messageExpression", "reason", "fieldPath",
+                        "optionalOldSelf"})
+_RULE_REASONS = frozenset({"FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired",
+                           "FieldValueDuplicate"})
+
+
+def _check_rules(rules: Any, path: str, problems: list[str]) -> None:
+    """``x-kubernetes-validations``: a list of ``{rule, message...}`` with a non-empty rule
+    (the CEL itself is compiled by the API server, see :mod:`lifecycle.sim.celrules`)."""
+    if not isinstance(rules, list):
+        problems.append(f"{path}: must be a list")
+        return
+    for index, rule in enumerate(rules):
+        where = f"{path}[{index}]"
+        if not isinstance(rule, dict):
+            problems.append(f"{where}: must be an object")
+            continue
+        if not isinstance(rule.get("rule"), str) or not rule["rule"].strip():
+            problems.append(f"{where}.rule: Required value")
+        for key in rule:
+            if key not in _RULE_KEYS:
+                problems.append(f"{where}.{key}: not allowed in a validation rule")
+        if "reason" in rule and rule["reason"] not in _RULE_REASONS:
+            problems.append(f"{where}.reason: Unsupported value {rule['reason']!r}")
 
 
 def _check_covered(branch: Any, outside: dict[str, Any], where: str,

@@ -34,6 +34,7 @@ from lifecycle.driver.crds import check_crd
 from lifecycle.kube.errors import MethodNotAllowed
 from lifecycle.kube.objects import clone
 from lifecycle.kube.resources import ResourceType
+from lifecycle.sim import celrules
 from lifecycle.sim import schema as schemas
 from lifecycle.sim.gc import plan_delete
 
@@ -119,6 +120,8 @@ class CRDController:
             spec.setdefault("conversion", {"strategy": "None"})
         name = str((new.get("metadata") or {}).get("name") or "")
         causes = [_cause(problem) for problem in check_crd(new)]
+        if not causes:
+            causes = celrules.crd_problems(new)
         if old is not None and isinstance(spec, dict):
             causes.extend(self._update_causes(spec, old))
         if causes:

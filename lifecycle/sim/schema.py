@@ -19,7 +19,9 @@ version, applied the way an API server applies them to a custom resource:
   ``additionalProperties`` and the formats ``int32``, ``int64``,
   ``date-time`` and ``date``. It returns every problem at once as causes
   shaped like a real server's (``reason``, ``message``, ``field``).
-* :func:`admit` runs all three for a write of the store and raises
+* the CEL rules of ``x-kubernetes-validations`` (immutable fields among
+  them) are evaluated by :mod:`lifecycle.sim.celrules`;
+* :func:`admit` runs all of them for a write of the store and raises
   :class:`~lifecycle.kube.errors.Invalid` (422) naming every cause.
 
 Updates are ratcheted as on a current server: a problem at a field whose
@@ -38,6 +40,7 @@ from typing import Any
 from lifecycle.kube.errors import Invalid
 from lifecycle.kube.objects import clone
 from lifecycle.kube.resources import ResourceType
+from lifecycle.sim import celrules
 
 __all__ = ["Cause", "admit", "default", "invalid", "prune", "unknown_fields", "validate"]
 
@@ -313,11 +316,15 @@ def admit(rtype: ResourceType, obj: dict[str, Any], *, old: dict[str, Any] | Non
         status_schema = (schema.get("properties") or {}).get("status")
         causes = validate(result.get("status"), status_schema, "status") if isinstance(
             status_schema, Mapping) and "status" in result else []
+        if isinstance(status_schema, Mapping) and "status" in result:
+            causes += celrules.evaluate(result["status"], None if old is None else
+                                        old.get("status"), status_schema, "status")
     else:
         checked = result
         if rtype.status_subresource and "status" in result:
             checked = {k: v for k, v in result.items() if k != "status"}
         causes = validate(checked, schema)
+        causes += celrules.evaluate(checked, old, schema)
     if old is not None and causes:
         stored = default(prune(old, schema), schema)
         causes = [c for c in causes if _changed(result, stored, c)]

@@ -22,7 +22,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -33,6 +33,7 @@ from lifecycle.core.errors import (
     TerminalError,
     Throttled,
 )
+from lifecycle.core.kind import spec_field
 from lifecycle.core.ownership import NotOwnedError, mark_uid
 from lifecycle.core.values import Creation, Observation, ProviderStatus
 from lifecycle.runtime.contract import ManagedResource, ProviderConfig
@@ -763,19 +764,31 @@ def _rate(label: str, value: float) -> float:
 
 @attrs.frozen
 class DatabaseParameters:
-    """The typed ``spec.forProvider`` of the database kind.
+    """A database instance on the simulated cloud: its engine, storage, size and version.
 
     ``version`` is late-initialised: left unset, the cloud picks its default
-    and the client reports it back through ``Observation.late_init``.
+    and the client reports it back through ``Observation.late_init``. The CRD
+    declares the choices and bounds below, so the API server refuses a value
+    the cloud would refuse; the cloud still checks them (an object stored
+    under an older, looser CRD reaches the client as it is).
     """
 
-    engine: str = attrs.field(default="postgres", validator=attrs.validators.instance_of(str))
-    storage_gb: int = attrs.field(default=20, validator=attrs.validators.instance_of(int),
-                                  alias="storageGB")
-    size: str = attrs.field(default="small", validator=attrs.validators.instance_of(str))
-    version: str | None = attrs.field(
+    engine: Literal["postgres", "mysql"] = spec_field(
+        default="postgres", validator=attrs.validators.instance_of(str), immutable=True,
+        description="The database engine. It cannot be changed once the instance exists.")
+    storage_gb: int = spec_field(
+        default=20, validator=attrs.validators.instance_of(int), alias="storageGB",
+        minimum=MIN_STORAGE_GB, maximum=MAX_STORAGE_GB,
+        description=f"Allocated storage in GiB, from {MIN_STORAGE_GB} to {MAX_STORAGE_GB}; "
+                    f"it can be changed in place.")
+    size: Literal["small", "medium", "large"] = spec_field(
+        default="small", validator=attrs.validators.instance_of(str),
+        description="The instance size (CPU and memory).")
+    version: str | None = spec_field(
         default=None,
         validator=attrs.validators.optional(attrs.validators.instance_of(str)),
+        description="The engine version, for example 15 for postgres or 8.0 for mysql; "
+                    "left unset, the cloud's default for the engine, written back here.",
     )
 
     @storage_gb.validator
