@@ -34,11 +34,12 @@ from lifecycle.core.errors import UnhandledError
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 from lifecycle.core.values import Condition, Result
 from lifecycle.driver.crds import crds
-from lifecycle.kube.errors import NotFound
+from lifecycle.kube.errors import BadRequest, NotFound
 from lifecycle.runtime.contract import Connector
 from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.crds import CRD, apply_crd
+from lifecycle.sim.openapi import unknown_fields
 from lifecycle.testing.faults import ApiFaults, FaultyAPI
 from lifecycle.testing.history import DEFAULT_LIMIT, History
 from lifecycle.testing.queue import (
@@ -51,14 +52,19 @@ from lifecycle.testing.queue import (
     VirtualQueue,
 )
 
-__all__ = ["DEFAULT_BACKOFF", "DEFAULT_MAX_ATTEMPTS", "Backoff", "Environment", "NotSettled",
-           "Queued", "Step", "VirtualClock", "merge_applied"]
+__all__ = ["DEFAULT_BACKOFF", "DEFAULT_MAX_ATTEMPTS", "FIELD_VALIDATION", "Backoff",
+           "Environment", "NotSettled", "Queued", "Step", "VirtualClock", "merge_applied"]
 
 #: Failed reconciles in a row after which :meth:`Environment.run_until_idle` gives up on an object.
 DEFAULT_MAX_ATTEMPTS = 20
 
 #: The queue's backoff unless told otherwise: 1 s doubling to 60 s, the operator's default.
 DEFAULT_BACKOFF = Backoff()
+
+#: What :meth:`Environment.apply` does with a field the kind's schema does not declare, as the
+#: API server's ``fieldValidation``: refuse the manifest (``Strict``, kubectl's default), keep
+#: going and record a warning (``Warn``), or drop the field silently (``Ignore``).
+FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
 
 #: Top-level fields :meth:`Environment.apply` never merges (metadata is merged field by field).
 _NOT_APPLIED = frozenset({"apiVersion", "kind", "metadata", "status"})
@@ -111,8 +117,11 @@ class Environment:
     ``seed`` seeds the embedded API and :attr:`faults`; ``history`` is how
     many steps :attr:`steps` keeps (``None``: every one); ``allow_adoption``
     the namespaces (``"*"``: all) whose objects may adopt an existing external
-    resource, as the operator's ``--allow-adoption``. The reference, with an
-    example of each method, is ``docs/harness.md``.
+    resource, as the operator's ``--allow-adoption``; ``field_validation`` what
+    :meth:`apply` does with a field the schema does not declare (``Strict``,
+    the default, refuses the manifest as ``kubectl apply`` does; see
+    :data:`FIELD_VALIDATION`). The reference, with an example of each method,
+    is ``docs/harness.md``.
     """
 
     def __init__(
@@ -128,7 +137,13 @@ class Environment:
         lenient: Sequence[str] = (),
         history: int | None = DEFAULT_LIMIT,
         allow_adoption: Collection[str] = (),
+        field_validation: str = "Strict",
     ) -> None:
+        _check_mode(field_validation)
+        #: :meth:`apply`'s default ``fieldValidation`` (:data:`FIELD_VALIDATION`).
+        self.field_validation = field_validation
+        #: The unknown-field warnings of :meth:`apply` under ``Warn``, oldest first.
+        self.warnings: list[str] = []
         self.clock = clock or VirtualClock()
         self.api = api or EmbeddedAPI(clock=self.clock.now, seed=seed, detect_mutations=True)
         #: Faults of the engine's API calls (:class:`~lifecycle.testing.faults.ApiFaults`).
@@ -242,8 +257,16 @@ class Environment:
                                          **(annotations or {})}
         return self.api.replace(ns)
 
-    def apply(self, manifest: Mapping[str, Any] | str) -> dict[str, Any]:
+    def apply(self, manifest: Mapping[str, Any] | str, *,
+              field_validation: str | None = None) -> dict[str, Any]:
         """Create the object or merge the manifest into it, as ``kubectl apply`` does; enqueue it.
+
+        A field the kind's schema does not declare (a misspelt ``partitons``)
+        is refused with :class:`~lifecycle.kube.errors.BadRequest` naming it,
+        as the API server's strict field validation refuses it for kubectl;
+        ``field_validation`` (default: the environment's) is ``Warn`` to keep
+        going with a warning in :attr:`warnings`, ``Ignore`` to have the field
+        pruned silently (see :data:`FIELD_VALIDATION`).
 
         ``manifest`` is a dict or YAML text. On an existing object the fields
         the manifest sets are written, the fields the previous ``apply`` set
@@ -260,6 +283,7 @@ class Environment:
         if namespace is not None:
             meta["namespace"] = namespace
         key = (data["kind"], namespace, meta["name"])
+        self._check_fields(data, field_validation or self.field_validation)
         try:
             current = self.api.get(data["apiVersion"], data["kind"], namespace, meta["name"])
         except NotFound:
@@ -280,6 +304,26 @@ class Environment:
         self._applied[key] = data
         self.enqueue(data["kind"], meta["name"], namespace)
         return obj
+
+    def _check_fields(self, data: dict[str, Any], mode: str) -> None:
+        """Refuse (``Strict``) or record (``Warn``) the fields of a manifest its schema lacks."""
+        _check_mode(mode)
+        if mode == "Ignore":
+            return
+        try:
+            rtype = self.api.resource_type(data["apiVersion"], data["kind"])
+        except NotFound:
+            return  # the write itself answers 404
+        unknown = unknown_fields(data, rtype, skip_status=rtype.status_subresource)
+        if not unknown:
+            return
+        if mode == "Strict":
+            listed = ", ".join(f'unknown field "{path}"' for path in unknown)
+            raise BadRequest(f'{rtype.kind} in version "{rtype.version}" cannot be handled as '
+                             f"a {rtype.kind}: strict decoding error: {listed} (a misspelt "
+                             f"field? apply(..., field_validation=\"Ignore\") prunes it)")
+        self.warnings += [f'{rtype.kind} {data["metadata"]["name"]}: unknown field "{path}"'
+                          for path in unknown]
 
     def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
         """Request deletion (sets deletionTimestamp while finalizers remain); enqueue."""
@@ -472,3 +516,9 @@ class Environment:
             else:
                 self._queue.stuck.pop(key, None)
         return status.get("state")
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in FIELD_VALIDATION:
+        raise ValueError(f"field_validation must be one of {', '.join(FIELD_VALIDATION)}, "
+                         f"not {mode!r}")
