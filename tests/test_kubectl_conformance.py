@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import yaml
+from envtest_helpers import SERVERS, cleanup, served
 from serve_helpers import EXAMPLES, Serve, eventually, load_docs
 
 from lifecycle import registry
@@ -149,16 +150,20 @@ def status_of_failure(result: Any) -> str:
 
 
 # ------------------------------------------------------------------ fixtures
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
-    """One ``lifecycle serve`` with the operator, CRDs applied by kubectl and Established."""
-    server = Serve(tmp_path_factory.mktemp("serve"))
-    try:
-        server.start()
+def _real(request: pytest.FixtureRequest) -> Any:
+    return request.getfixturevalue("real_cluster") if request.param == "envtest" else None
+
+
+@pytest.fixture(scope="module", params=SERVERS)
+def cluster(request: pytest.FixtureRequest,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    """One API server with the operator, CRDs applied by kubectl and Established: ``serve``
+    (the embedded API and its operator) or ``envtest`` (the real API server, with
+    ``lifecycle run --kubeconfig`` beside it)."""
+    with served(request.param, _real(request), tmp_path_factory.mktemp(request.param)) as server:
         install_crds(server)
         yield server
-    finally:
-        server.stop()
+        cleanup(server)
 
 
 @pytest.fixture
@@ -557,16 +562,17 @@ def test_restarted_serve_keeps_every_object_and_converges_new_ones(tmp_path: Pat
 
 
 # ------------------------------------------------- the official client's paths
-@pytest.fixture(scope="module")
-def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
-    """``lifecycle serve --no-operator`` with the CRDs applied: nothing changes objects."""
-    server = Serve(tmp_path_factory.mktemp("bare"), operator=False)
-    try:
-        server.start()
+@pytest.fixture(scope="module", params=SERVERS)
+def bare(request: pytest.FixtureRequest,
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    """An API server with the CRDs applied and no operator: nothing changes objects
+    (``serve --no-operator``, or the real API server alone)."""
+    with served(request.param, _real(request), tmp_path_factory.mktemp(f"bare-{request.param}"),
+                operator=False) as server:
         install_crds(server)
         yield server
-    finally:
-        server.stop()
+        server.kubectl("delete", "databaseinstances", "--all", "-A", "--wait=false",
+                       check=False)
 
 
 def _objects(server: Serve) -> Any:
@@ -676,6 +682,9 @@ def _flood(server: Serve, namespace: str, writes: int) -> None:
         connection.close()
 
 
+@pytest.mark.parametrize("bare", [pytest.param(
+    "serve", id="serve-only: the real server's watch cache and etcd compaction decide when "
+                "a version expires, not a fixed window of 10,000 writes")], indirect=True)
 def test_watch_from_an_expired_resource_version_raises_410_expired(bare: Serve) -> None:
     """A resourceVersion the server's watch history no longer holds: 410 Expired on the stream."""
     from kubernetes import watch

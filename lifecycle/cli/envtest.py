@@ -7,9 +7,10 @@ RBAC authorization on, generated certificates and ServiceAccount keys, data
 kept in ``--dir``. It writes an admin kubeconfig (``--kubeconfig``), installs
 the CRDs of every registered kind and a ``default`` ProviderConfig for the
 simulated cloud (unless ``--no-crds``), and runs no operator: start one beside
-it with ``lifecycle run --kubeconfig FILE``. There are no controllers, so
-owned objects are not garbage-collected and a deleted namespace stays
-Terminating, as in controller-runtime's envtest.
+it with ``lifecycle run --kubeconfig FILE``. Of the controllers, a real
+kube-controller-manager runs only the garbage collector and the namespace
+controller (owned objects are collected, deleted namespaces emptied); there
+are no kubelets or scheduler, so nothing runs Pods.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ def envtest(args: argparse.Namespace) -> int:
     from lifecycle.cli.run import _registrations, configure_logging
     from lifecycle.testing.envtest import EnvtestError, RealCluster, free_port
 
+    if args.build_only:
+        return build_only()
     if not 0 <= args.port < 65536:
         raise UsageError(f"--port must be between 0 and 65535, got {args.port}")
     configure_logging(args.log_level, False)
@@ -121,6 +124,20 @@ def envtest(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
 
 
+def build_only() -> int:
+    """``lifecycle envtest --build-only``: build (or find) the servers, print where, exit."""
+    from lifecycle.testing.envtest import EnvtestError, binaries
+
+    try:
+        built = binaries(log=lambda line: print(f"lifecycle envtest: {line}", file=sys.stderr,
+                                                flush=True))
+    except EnvtestError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"lifecycle envtest: kube-apiserver {built.version} at {built.kube_apiserver}",
+          flush=True)
+    return 0
+
+
 def _check_port(port: int) -> None:
     import socket
 
@@ -154,6 +171,9 @@ def register(subparsers: Any) -> None:
                         "kind)")
     p.add_argument("--no-crds", action="store_true",
                    help="install no CRDs and no default ProviderConfig")
+    p.add_argument("--build-only", action="store_true",
+                   help="build the servers into the cache (or find them there) and exit; "
+                        "CI runs this before the tests")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"],
                    help="log level (default: info)")

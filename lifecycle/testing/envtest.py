@@ -2,13 +2,13 @@
 
 As controller-runtime's envtest does for Go operators, :class:`RealCluster`
 starts a real ``kube-apiserver`` backed by a real ``etcd`` on loopback, with
-generated certificates (:mod:`lifecycle.testing.pki`), RBAC authorization on
-and no controllers, kubelets or scheduler: objects are stored, validated,
-watched and authorized exactly as on a cluster, but nothing runs Pods, and
-there is no garbage collector or namespace controller (an object whose owner
-is deleted stays; a deleted namespace stays Terminating).
+generated certificates (:mod:`lifecycle.testing.pki`), RBAC authorization on,
+an audit log, and of the controllers only the garbage collector and the
+namespace controller (run by a real kube-controller-manager): objects are
+stored, validated, watched, authorized and collected exactly as on a
+cluster, but there are no kubelets or scheduler, so nothing runs Pods.
 
-No prebuilt binary is downloaded. :func:`binaries` builds both servers from
+No prebuilt binary is downloaded. :func:`binaries` builds the three from
 their Go modules (the Go module shipped as :mod:`lifecycle.envtest`, which
 pins ``k8s.io/kubernetes`` and the etcd server it uses) with the machine's
 ``go``, once per version, into the user's cache directory
@@ -55,6 +55,8 @@ SOURCES = ("go.mod", "go.sum", "tools.go", "etcd/main.go")
 #: The hint printed when ``go`` is missing.
 GO_HINT = ("the real API server is built from its Go modules and needs Go 1.26 or newer "
            "on PATH (apt-get install golang-go, or a Go toolchain from your package manager)")
+#: The controllers kube-controller-manager runs beside the API server.
+CONTROLLERS = ("garbage-collector-controller", "namespace-controller")
 #: How long a build may take, in seconds.
 BUILD_TIMEOUT = 3600.0
 
@@ -69,7 +71,13 @@ class Binaries:
 
     kube_apiserver: Path
     etcd: Path
+    kube_controller_manager: Path
     version: str
+
+    def complete(self) -> bool:
+        """Whether every binary is built."""
+        return all(p.is_file() for p in (self.kube_apiserver, self.etcd,
+                                          self.kube_controller_manager))
 
 
 def _module() -> Any:
@@ -112,8 +120,9 @@ def binaries(*, build: bool = True, log: Any = None) -> Binaries:
     """
     version = kubernetes_version()
     home = cache_root() / _key()
-    found = Binaries(home / "kube-apiserver", home / "etcd", version)
-    if found.kube_apiserver.is_file() and found.etcd.is_file():
+    found = Binaries(home / "kube-apiserver", home / "etcd", home / "kube-controller-manager",
+                     version)
+    if found.complete():
         return found
     if not build:
         raise EnvtestError(f"the real API server {version} is not built yet (run "
@@ -124,7 +133,7 @@ def binaries(*, build: bool = True, log: Any = None) -> Binaries:
     home.parent.mkdir(parents=True, exist_ok=True)
     with open(home.parent / f"{home.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if found.kube_apiserver.is_file() and found.etcd.is_file():
+        if found.complete():
             return found
         _build(go, home, version, log)
     return found
@@ -133,7 +142,8 @@ def binaries(*, build: bool = True, log: Any = None) -> Binaries:
 def _build(go: str, home: Path, version: str, log: Any) -> None:
     """Build both servers into a scratch folder, then move it to ``home`` whole."""
     if log:
-        log(f"building kube-apiserver {version} and etcd from their Go modules into {home} "
+        log(f"building kube-apiserver, kube-controller-manager {version} and etcd from their "
+            f"Go modules into {home} "
             f"(once; a first build takes several minutes)")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="envtest-build-", dir=home.parent) as scratch:
@@ -146,8 +156,10 @@ def _build(go: str, home: Path, version: str, log: Any) -> None:
         out.mkdir()
         env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly",
                "GOTOOLCHAIN": os.environ.get("GOTOOLCHAIN", "local")}
-        command = [go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(out) + os.sep,
-                   "k8s.io/kubernetes/cmd/kube-apiserver", "./etcd"]
+        command = [go, "build", "-trimpath", f"-ldflags={_ldflags(version)}",
+                   "-o", str(out) + os.sep,
+                   "k8s.io/kubernetes/cmd/kube-apiserver",
+                   "k8s.io/kubernetes/cmd/kube-controller-manager", "./etcd"]
         try:
             done = subprocess.run(command, cwd=source, env=env, capture_output=True,
                                   text=True, timeout=BUILD_TIMEOUT, check=False)
@@ -164,6 +176,18 @@ def _build(go: str, home: Path, version: str, log: Any) -> None:
         log(f"built in {time.monotonic() - started:.0f} s")
 
 
+def _ldflags(version: str) -> str:
+    """Linker flags: stripped, and stamped with the release as Kubernetes' own build does,
+    so the server reports its version (``kubectl version``) instead of ``v0.0.0-master``."""
+    major, minor = version.lstrip("v").split(".")[:2]
+    stamps = {"gitVersion": version, "gitMajor": major, "gitMinor": minor,
+              "gitTreeState": "clean"}
+    flags = ["-s", "-w"]
+    for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [f"-X {package}.{name}={value}" for name, value in stamps.items()]
+    return " ".join(flags)
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as s:
@@ -178,12 +202,23 @@ class RealCluster:
     ``directory`` (kept across restarts), starts etcd and the API server and
     waits until ``/readyz`` answers. ``port=0`` picks a free port. ``durable``
     keeps etcd's fsync (off by default: a test server trades durability for
-    speed). Stop it with :meth:`stop` or use it as a context manager.
+    speed). ``audit`` writes every request's metadata (user, user agent, verb,
+    resource, status code) as JSON lines to ``audit.log`` in ``directory``
+    (:meth:`audit_events` reads them), as a cluster's audit log does.
+    ``controllers`` runs kube-controller-manager with only the garbage
+    collector and the namespace controller (:data:`CONTROLLERS`), so owned
+    objects are collected and deleted namespaces emptied as on a cluster;
+    without it the server behaves as controller-runtime's envtest. Stop it
+    with :meth:`stop` or use it as a context manager.
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, port: int = 0,
-                 durable: bool = False, log: Any = None) -> None:
+                 durable: bool = False, audit: bool = True, controllers: bool = True,
+                 log: Any = None) -> None:
         self.dir = Path(directory).absolute()
+        self.controllers = controllers
+        self.audit = audit
+        self.audit_log = self.dir / "audit.log"
         self.port = port or free_port()
         self.durable = durable
         self.log = log
@@ -233,9 +268,16 @@ class RealCluster:
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--allow-privileged=true",
                 "--disable-admission-plugins=ServiceAccount",
+                "--endpoint-reconciler-type=none",
+                *self._audit_flags(),
                 "--v=1"])
             self._write_kubeconfig()
             self._wait(self._ready, timeout, "kube-apiserver")
+            if self.controllers:
+                self._spawn("kube-controller-manager", [
+                    str(built.kube_controller_manager), f"--kubeconfig={self.kubeconfig}",
+                    f"--controllers={','.join(CONTROLLERS)}", "--leader-elect=false",
+                    "--secure-port=0", "--v=1"])
         except BaseException:
             self.stop()
             raise
@@ -262,6 +304,36 @@ class RealCluster:
     def alive(self) -> bool:
         """Whether both processes still run."""
         return bool(self._processes) and all(p.poll() is None for p in self._processes)
+
+    def _audit_flags(self) -> list[str]:
+        if not self.audit:
+            return []
+        policy = self.dir / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump({
+            "apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+            "omitStages": ["RequestReceived"],
+            "rules": [{"level": "Metadata"}]}), encoding="utf-8")
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
+                "--audit-log-mode=blocking", "--audit-log-maxsize=0"]
+
+    def audit_events(self, *, since: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """The audit log's completed requests from byte offset ``since``, and the next offset.
+
+        Each is the server's audit event (``user.username``, ``userAgent``,
+        ``verb``, ``objectRef``, ``responseStatus.code``, ...). Only the
+        ``ResponseComplete`` stage is kept, so a watch counts once.
+        """
+        import json
+
+        try:
+            with open(self.audit_log, "rb") as handle:
+                handle.seek(since)
+                data = handle.read()
+        except FileNotFoundError:
+            return [], since
+        end = data.rfind(b"\n") + 1
+        events = [json.loads(line) for line in data[:end].splitlines() if line.strip()]
+        return [e for e in events if e.get("stage") == "ResponseComplete"], since + end
 
     def _spawn(self, name: str, command: Sequence[str]) -> None:
         logfile = open(self.dir / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
@@ -367,7 +439,7 @@ class RealCluster:
 
     def logs(self) -> Iterator[tuple[str, str]]:
         """The last 20 lines of each server's log (for a failing test's report)."""
-        for name in ("etcd", "kube-apiserver"):
+        for name in ("etcd", "kube-apiserver", "kube-controller-manager"):
             path = self.dir / f"{name}.log"
             if path.exists():
                 yield name, "\n".join(path.read_text(errors="replace").splitlines()[-20:])
@@ -404,7 +476,7 @@ def install(client: Any, documents: Sequence[dict[str, Any]], *, timeout: float 
 
 def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=2, context=context) as answer:  # noqa: S310
+        with urllib.request.urlopen(url, timeout=2, context=context) as answer:
             return bool(answer.status == 200)
     except (OSError, ValueError):
         return False

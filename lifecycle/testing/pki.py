@@ -62,7 +62,7 @@ def issue(directory: Path) -> Credentials:
     if files.complete():
         return files
     directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
 
     def key() -> ec.EllipticCurvePrivateKey:
         return ec.generate_private_key(ec.SECP256R1())

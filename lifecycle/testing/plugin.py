@@ -1,4 +1,4 @@
-"""The pytest plugin of the harness: the ``lifecycle_env`` fixture.
+"""The pytest plugin of the harness: the ``lifecycle_env`` and ``real_cluster`` fixtures.
 
 Installed with the package (entry point ``pytest11``), so any test suite that
 has lifecycle installed can use it. The harness is imported only when a test
@@ -47,3 +47,24 @@ def lifecycle_env() -> Any:
     See :func:`build_environment` for the options.
     """
     return build_environment
+
+
+@pytest.fixture(scope="session")
+def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A real kube-apiserver and etcd for the test session (the envtest tier).
+
+    Yields a started :class:`~lifecycle.testing.envtest.RealCluster`:
+    ``.kubeconfig`` is an admin kubeconfig, ``.api_client()`` an official
+    client as the administrator, ``.service_account_token(namespace, name)``
+    mints a ServiceAccount's token, ``.install_crds(kinds)`` installs CRDs.
+    The servers are built from their Go modules on first use (minutes once,
+    cached in the user's cache directory); without ``go`` on PATH the
+    fixture errors with the install hint. Objects outlive each test: give
+    every test its own namespace.
+    """
+    from lifecycle.testing.envtest import RealCluster
+
+    cluster = RealCluster(tmp_path_factory.mktemp("envtest"))
+    cluster.start()
+    yield cluster
+    cluster.stop()
