@@ -9,12 +9,20 @@ a user's, declares what it offers in its ``pyproject.toml``::
 Each entry point names a :class:`Registration`, or a sequence of them. The
 command line (``run``, ``crds``, ``verify``, ``diagrams``, ``plan``) looks kinds
 up here by name, and ``load("MODULE:NAME")`` reaches anything else.
+
+A plugin that fails (its module raises on import, or it names something other
+than registrations) costs only its own kinds: it is left out with one warning
+on the ``lifecycle.registry`` logger, :func:`failures` lists it, and asking
+for a kind by a name nothing else registers says which plugins failed. The
+same entry point seen twice (a stale ``*.egg-info`` beside an install of the
+same project) counts once.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import logging
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from typing import Any
@@ -32,8 +40,24 @@ DEMOS_GROUP = "lifecycle.demos"
 ENVIRONMENTS_GROUP = "lifecycle.environments"
 
 
+_log = logging.getLogger(__name__)
+
+
 class RegistryError(LifecycleError):
     """A name that resolves to nothing, or a registration that is malformed."""
+
+
+@attrs.frozen
+class PluginFailure:
+    """An entry point that could not be loaded; what it registers is left out."""
+
+    group: str
+    name: str
+    value: str
+    error: str
+
+    def __str__(self) -> str:
+        return f"entry point {self.name} = {self.value}: {self.error}"
 
 
 @attrs.frozen
@@ -96,21 +120,48 @@ def _as_registrations(value: Any, source: str) -> list[Registration]:
 
 
 @functools.cache
-def _registered() -> tuple[Registration, ...]:
+def _registered() -> tuple[tuple[Registration, ...], tuple[PluginFailure, ...]]:
     found: list[Registration] = []
-    for ep in sorted(entry_points(group=KINDS_GROUP), key=lambda e: (e.name, e.value)):
+    failed: list[PluginFailure] = []
+    for ep in _unique(entry_points(group=KINDS_GROUP)):
         try:
-            value = ep.load()
-        except Exception as exc:
-            raise RegistryError(f"entry point {ep.name} = {ep.value}: cannot load: "
-                                f"{type(exc).__name__}: {_first_line(exc)}") from None
-        found.extend(_as_registrations(value, ep.value))
-    return tuple(found)
+            found.extend(_as_registrations(_load(ep), ep.value))
+        except RegistryError as exc:
+            failed.append(_failed(KINDS_GROUP, ep, str(exc), "its kinds are left out"))
+    return tuple(found), tuple(failed)
+
+
+def _unique(eps: Any) -> list[Any]:
+    """Entry points sorted by name and value, each (name, value) once."""
+    unique: dict[tuple[str, str], Any] = {}
+    for ep in sorted(eps, key=lambda e: (e.name, e.value)):
+        unique.setdefault((ep.name, ep.value), ep)
+    return list(unique.values())
+
+
+def _load(ep: Any) -> Any:
+    try:
+        return ep.load()
+    except Exception as exc:  # a plugin's import-time failure is one line
+        raise RegistryError(f"cannot load: {type(exc).__name__}: {_first_line(exc)}") from None
+
+
+def _failed(group: str, ep: Any, error: str, left_out: str) -> PluginFailure:
+    prefix = f"{ep.value} "
+    failure = PluginFailure(group, ep.name, ep.value,
+                            error[len(prefix):] if error.startswith(prefix) else error)
+    _log.warning("lifecycle: skipping the plugin %s (%s): %s", failure, group, left_out)
+    return failure
+
+
+def failures() -> list[PluginFailure]:
+    """The ``lifecycle.kinds`` entry points that failed to load (their kinds are left out)."""
+    return list(_registered()[1])
 
 
 def registrations() -> list[Registration]:
     """Every registered kind, in entry-point order; a kind registered twice is an error."""
-    found = list(_registered())
+    found = list(_registered()[0])
     seen: dict[tuple[str, str], str] = {}
     for r in found:
         key = (r.kind.api_version, r.kind.kind)
@@ -145,7 +196,9 @@ def find(name: str) -> Registration:
                              f"{getattr(r.kind, 'plural', '')}.{r.kind.group}".lower()}]
     if not matches:
         known = ", ".join(sorted(r.name for r in registrations())) or "none"
-        raise RegistryError(f"no registered kind {name!r} (registered: {known})")
+        broken = "; ".join(f"{f.name} = {f.value} failed: {f.error}" for f in failures())
+        raise RegistryError(f"no registered kind {name!r} (registered: {known}"
+                            f"{'; plugins that failed to load: ' + broken if broken else ''})")
     if len(matches) > 1:
         raise RegistryError(f"{name!r} is ambiguous: "
                             + ", ".join(f"{m.name} ({m.kind.api_version})" for m in matches))
@@ -160,20 +213,35 @@ def for_object(api_version: str, kind: str) -> Registration:
     raise RegistryError(f"no registered kind for {kind} ({api_version})")
 
 
-def _named(group: str, what: str) -> dict[str, Callable[..., Any]]:
+def _named(group: str, what: str, wanted: str | None = None) -> dict[str, Callable[..., Any]]:
+    """The entry points of ``group`` by name; one that fails is left out with a warning,
+    unless it is the ``wanted`` one, whose failure is raised."""
     found: dict[str, Callable[..., Any]] = {}
-    for ep in entry_points(group=group):
+    for ep in _unique(entry_points(group=group)):
+        if wanted is not None and ep.name != wanted:
+            continue
         try:
-            found[ep.name] = ep.load()
-        except Exception as exc:
-            raise RegistryError(f"{what} {ep.name} = {ep.value}: cannot load: "
-                                f"{type(exc).__name__}: {_first_line(exc)}") from None
+            found[ep.name] = _load(ep)
+        except RegistryError as exc:
+            if wanted is not None:
+                raise RegistryError(f"{what} {ep.name} = {ep.value}: {exc}") from None
+            _failed(group, ep, str(exc), f"the {what} is left out")
     return found
 
 
 def demos() -> dict[str, Callable[..., bool]]:
-    """The ``lifecycle demo`` scenarios, by name."""
+    """The ``lifecycle demo`` scenarios, by name (a scenario that fails to load is left out
+    with a warning)."""
     return _named(DEMOS_GROUP, "demo")
+
+
+def demo(name: str) -> Callable[..., bool]:
+    """The ``lifecycle demo`` scenario ``name``; :class:`RegistryError` saying why if it is
+    not installed or fails to load."""
+    names = sorted({ep.name for ep in entry_points(group=DEMOS_GROUP)})
+    if name not in names:
+        raise RegistryError(f"no demo scenario {name!r} (installed: {', '.join(names) or 'none'})")
+    return _named(DEMOS_GROUP, "demo", name)[name]
 
 
 def environment(name: str) -> Callable[..., Any]:
@@ -182,7 +250,7 @@ def environment(name: str) -> Callable[..., Any]:
     if name not in names:
         raise RegistryError(f"no harness environment {name!r} "
                             f"(registered: {', '.join(names) or 'none'})")
-    return _named(ENVIRONMENTS_GROUP, "environment")[name]
+    return _named(ENVIRONMENTS_GROUP, "environment", name)[name]
 
 
 def _first_line(exc: BaseException) -> str:

@@ -71,15 +71,18 @@ def _fake_entry_points(monkeypatch, values: dict[str, object]) -> None:
 def test_malformed_and_duplicate_registrations_are_refused(monkeypatch) -> None:
     try:
         _fake_entry_points(monkeypatch, {"bad": [DatabaseInstance]})
-        with pytest.raises(registry.RegistryError, match="must name a Registration"):
-            registry.registrations()
+        assert registry.registrations() == []
+        assert "must name a Registration or a sequence of them, found Kind" in str(
+            registry.failures()[0])
         twice = registry.Registration(DatabaseInstance)
         _fake_entry_points(monkeypatch, {"a": [twice], "b": (twice,)})
         with pytest.raises(registry.RegistryError, match="registered twice"):
             registry.registrations()
         _fake_entry_points(monkeypatch, {"broken": ImportError("no module named psycopg")})
-        with pytest.raises(registry.RegistryError, match="cannot load: ImportError"):
-            registry.registrations()
+        assert registry.registrations() == []  # left out, not fatal (test_plugin_isolation)
+        assert [str(f) for f in registry.failures()] == [
+            "entry point broken = fake.broken:REGISTRATIONS: cannot load: ImportError: "
+            "no module named psycopg"]
     finally:
         monkeypatch.undo()
         registry.refresh()
