@@ -266,3 +266,46 @@ def test_of_two_holders_of_one_name_the_older_object_keeps_it() -> None:
     cluster_scoped = [("u9", None, "z", "2026-01-01T00:00:00Z"),
                       ("u1", None, "y", "2026-01-01T00:00:00Z")]
     assert _older(*cluster_scoped) == cluster_scoped[1] == _older(*reversed(cluster_scoped))
+
+
+# ------------------------------------- a provider that names what it creates
+def test_a_deletion_while_down_learns_the_assigned_name_and_deletes_it_in_one_pass() -> None:
+    """A create the provider named, crashed before the name was recorded; the object is
+    deleted while the operator is down. The first deleting pass resumes the create with
+    its journalled key, commits the assigned name, keeps the journal sealed for it (the
+    delete intent continues its sequence) and deletes the resource, with no error."""
+    from test_verify_keys import Keyed, KeyedAPI, KeyedConnector
+
+    api = KeyedAPI()
+    env = Environment([(Keyed, KeyedConnector(api))])
+    env.provider_config()
+    env.apply({"apiVersion": Keyed.api_version, "kind": Keyed.kind,
+               "metadata": {"name": "t", "namespace": "default"},
+               "spec": {"forProvider": {"size": 1}}})
+    real_create = api.create
+
+    def crash_after(token: str, params: dict[str, Any]) -> str:
+        real_create(token, params)
+        raise Crash
+
+    api.create = crash_after  # type: ignore[method-assign]
+    with suppress(Crash):
+        env.reconcile(Keyed.kind, "t")
+    api.create = real_create  # type: ignore[method-assign]
+    uid = env.get(Keyed.kind, "t")["metadata"]["uid"]
+    assert api.names() == {"kr-0001"}
+    assert env.get(Keyed.kind, "t")["metadata"]["annotations"][EXTERNAL_NAME] != "kr-0001"
+
+    env.delete(Keyed.kind, "t")
+    step = env.reconcile(Keyed.kind, "t")
+    assert step.error is None and step.after == "deleting"
+    obj = env.get(Keyed.kind, "t")
+    assert obj["metadata"]["annotations"][EXTERNAL_NAME] == "kr-0001"
+    assert obj["status"]["externalName"] == "kr-0001"
+    assert json.loads(obj["metadata"]["annotations"][INTENT]) == {
+        "generation": 1, "key": f"{uid}/delete/1/2", "operation": "delete",
+        "outcome": "pending", "started": "2026-01-01T00:00:00Z"}
+    assert api.names() == set() and api.creates == 2  # the resumed create made nothing new
+    env.run_until_idle()
+    assert not env.exists(Keyed.kind, "t")
+    assert [e["reason"] for e in env.events("t")] == ["Delete", "Gone"]
