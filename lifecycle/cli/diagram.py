@@ -32,10 +32,17 @@ def register(subparsers: Any) -> None:
                           "or a registered kind's name such as DatabaseInstance (optional with "
                           "--object: found from the object's registered kind)")
     one.add_argument("-f", "--format", choices=FORMATS,
-                     help="output format (default: from -o's suffix, else dot)")
-    one.add_argument("-o", "--output", metavar="PATH", help="write here instead of stdout")
-    one.add_argument("--object", metavar="FILE", help="a YAML/JSON dump of one object")
-    one.add_argument("--name", help="with --object: pick this object from a List")
+                     help="output format: dot, mermaid, svg or png (default: from the suffix "
+                          "of -o, else dot; svg and png need Graphviz)")
+    one.add_argument("-o", "--output", metavar="PATH",
+                     help="write here instead of stdout (default: stdout); the suffix .dot, "
+                          ".gv, .mmd, .mermaid, .svg or .png chooses the format and must agree "
+                          "with -f")
+    one.add_argument("--object", metavar="FILE",
+                     help="a YAML or JSON dump of one object (kubectl get -o yaml), drawn on "
+                          "its machine (default: none, the bare machine)")
+    one.add_argument("--name",
+                     help="with --object: pick this object from a List (default: the only one)")
     one.set_defaults(func=_diagram_command)
     many = subparsers.add_parser(
         "diagrams",
@@ -56,11 +63,37 @@ def register(subparsers: Any) -> None:
     many.set_defaults(func=_diagrams_command)
 
 
+#: Suffixes of file formats no -f can write: a DOT or Mermaid text (or an SVG) must never land
+#: in a file whose name says it is one of these.
+_FOREIGN = frozenset({".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff", ".pdf",
+                      ".eps", ".ps", ".ico", ".avif", ".heic"})
+
+
+def output_format(fmt: str | None, output: str | None) -> str:
+    """The format to write: ``-f`` or the suffix of ``-o`` (default dot), which must agree.
+
+    A :class:`UsageError` when ``-o`` names a suffix of another format than ``-f``'s, an
+    image format lifecycle does not write (``x.jpg``), or, without ``-f``, a suffix that
+    names no format.
+    """
+    suffix = Path(output).suffix.lower() if output else ""
+    known = ", ".join(sorted(SUFFIXES))
+    if suffix in SUFFIXES:
+        if fmt is not None and fmt != SUFFIXES[suffix]:
+            raise UsageError(f"-o {output} names a {SUFFIXES[suffix]} file but -f is {fmt}; "
+                             f"drop -f or give the file a {fmt} suffix")
+        return SUFFIXES[suffix]
+    if suffix in _FOREIGN:
+        raise UsageError(f"-o {output}: lifecycle does not write {suffix[1:]} images; use one "
+                         f"of {known} (or -f FORMAT with a suffix of that format)")
+    if suffix and fmt is None:
+        raise UsageError(f"-o {output}: cannot tell the format from the suffix {suffix}; use "
+                         f"one of {known}, or name the format with -f")
+    return fmt or "dot"
+
+
 def _diagram_command(args: argparse.Namespace) -> int:
-    fmt = args.format
-    if fmt is None and args.output:
-        fmt = SUFFIXES.get(Path(args.output).suffix.lower())
-    fmt = fmt or "dot"
+    fmt = output_format(args.format, args.output)
     machine: type[LifecycleMachine] | None = None
     if args.machine:
         machine = machine_of(args.machine, "machine")

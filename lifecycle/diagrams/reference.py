@@ -11,7 +11,7 @@ actions with their docstrings. Pages are deterministic, written by
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +47,15 @@ def _first_line(obj: Any) -> str:
     return text.split("\n\n")[0].replace("\n", " ") if text else ""
 
 
-def machine_page(machine: type[LifecycleMachine], kinds: Sequence[Any] = ()) -> str:
-    """The reference page of one machine class, as Markdown."""
+def machine_page(machine: type[LifecycleMachine], kinds: Sequence[Any] = (),
+                 generated: Collection[str] | None = None) -> str:
+    """The reference page of one machine class, as Markdown.
+
+    ``generated`` names the machines whose pages are written beside this one:
+    the parent machine is linked only when its page is among them (None: every
+    page is, as for the bundled machines), else named with its module, so a
+    user's page never links to a page that was not generated.
+    """
     table = machine.table()
     timing = machine.timing
     name = machine.__name__
@@ -62,7 +69,11 @@ def machine_page(machine: type[LifecycleMachine], kinds: Sequence[Any] = ()) -> 
                and "_table" in b.__dict__]
     if parents:
         parent = parents[0]
-        out += [f"Extends [{parent.__name__}]({parent.__name__}.md).", ""]
+        if generated is None or parent.__name__ in generated:
+            out += [f"Extends [{parent.__name__}]({parent.__name__}.md).", ""]
+        else:
+            out += [f"Extends `{parent.__name__}` (`{parent.__module__}.{parent.__name__}`), "
+                    f"whose reference page is not generated here.", ""]
     users = [k for k in kinds if k.machine is machine]
     if users:
         listed = ", ".join(f"`{k.kind}` ({k.api_version})" for k in users)
@@ -154,6 +165,7 @@ def reference_pages(
 ) -> dict[Path, str]:
     """Every reference page under ``root/docs/reference``, keyed by path."""
     folder = root / "docs" / "reference"
-    pages = {folder / f"{m.__name__}.md": machine_page(m, kinds) for m in machines}
+    names = {m.__name__ for m in machines}
+    pages = {folder / f"{m.__name__}.md": machine_page(m, kinds, names) for m in machines}
     pages[folder / "index.md"] = index_page(machines, kinds)
     return pages
