@@ -86,7 +86,7 @@ def test_a_missing_go_is_one_line_with_the_install_hint(tmp_path: Path) -> None:
     assert done.returncode == 2, done
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert "needs Go" in lines[0] and "apt-get install golang-go" in lines[0], lines
+    assert "needs go on PATH" in lines[0] and "apt-get install golang-go" in lines[0], lines
     assert "Traceback" not in done.stderr
 
 

@@ -53,8 +53,9 @@ __all__ = ["Binaries", "EnvtestError", "RealCluster", "binaries", "cache_root",
 #: Files of the Go module that decide what is built (the cache key hashes them).
 SOURCES = ("go.mod", "go.sum", "tools.go", "etcd/main.go")
 #: The hint printed when ``go`` is missing.
-GO_HINT = ("the real API server is built from its Go modules and needs Go 1.26 or newer "
-           "on PATH (apt-get install golang-go, or a Go toolchain from your package manager)")
+GO_HINT = ("the real API server is built from its Go modules and needs go on PATH (Go 1.21 "
+           "or newer fetches the 1.26 toolchain it names itself): apt-get install golang-go, "
+           "or Go from your package manager")
 #: The controllers kube-controller-manager runs beside the API server.
 CONTROLLERS = ("garbage-collector-controller", "namespace-controller")
 #: How long a build may take, in seconds.
@@ -154,8 +155,9 @@ def _build(go: str, home: Path, version: str, log: Any) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(_module().joinpath(name).read_bytes())
         out.mkdir()
-        env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly",
-               "GOTOOLCHAIN": os.environ.get("GOTOOLCHAIN", "local")}
+        # GOTOOLCHAIN is left as the user set it: by default an older go fetches the
+        # toolchain go.mod names through the module proxy.
+        env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
         command = [go, "build", "-trimpath", f"-ldflags={_ldflags(version)}",
                    "-o", str(out) + os.sep,
                    "k8s.io/kubernetes/cmd/kube-apiserver",
