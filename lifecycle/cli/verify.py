@@ -135,17 +135,25 @@ def register(subparsers: Any) -> None:
                         help="kinds to verify: a registered name (DatabaseInstance), its "
                              "plural, or MODULE:NAME of a Registration or Kind; the kind's "
                              "registration says how (Registration.verify_target, e.g. "
-                             "lifecycle.verify.targets.fake_target over an in-memory fake)")
+                             "lifecycle.verify.targets.fake_target over an in-memory fake; "
+                             "default: every registered kind)")
     parser.add_argument("--point", type=int, default=None,
-                        help="replay one point (0: the run without a crash) with its trace")
-    parser.add_argument("--side", choices=SIDES, default=None, help="only this side")
+                        help="replay one point (0: the run without a crash) with its trace "
+                             "(default: explore every point)")
+    parser.add_argument("--side", choices=SIDES, default=None,
+                        help="only crashes on this side of each point, just before or just "
+                             "after the write (default: both)")
     parser.add_argument("--variant", choices=(*VARIANTS, CONCURRENT), default=None,
-                        help="only this variant (concurrent: the user's next action lands "
-                             "just before the point; needs --stale)")
+                        help="only this variant: restart (a fresh engine takes over), "
+                             "delete-while-down (the objects are deleted while it is down) or "
+                             "concurrent (the user's next action lands just before the point; "
+                             "needs --stale) (default: every variant that applies)")
     parser.add_argument("--stale", type=int, default=0, metavar="K",
                         help="stale-cache mode: the engine reads through the operator's "
                              "informer cache, every store up to K writes behind the server, "
-                             "watch events late and coalesced; adds the concurrent variant")
+                             "watch events late and coalesced; adds the concurrent variant "
+                             "(default: 0, every read straight from the server)")
     parser.add_argument("--trace", action="store_true",
-                        help="with --point: print the trace (always printed on replay)")
+                        help="with --point: print the trace; a replay always prints it, so "
+                             "this changes nothing (kept for scripts; default: off)")
     parser.set_defaults(func=run_cli)

@@ -9,6 +9,7 @@ expected and visited the states the scenario requires.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -45,13 +46,22 @@ RESOURCES = (
 )
 
 
+def terminal_features(out: TextIO, environ: Mapping[str, str] | None = None) -> tuple[bool, bool]:
+    """(live, colour) for ``out``: a live table needs a terminal that moves the cursor (not
+    ``TERM=dumb``); colour also needs ``NO_COLOR`` unset or empty (https://no-color.org)."""
+    env = os.environ if environ is None else environ
+    live = bool(getattr(out, "isatty", lambda: False)()) and env.get("TERM") != "dumb"
+    return live, live and not env.get("NO_COLOR")
+
+
 class Display:
     """Shows progress: a live table on a terminal, one line per transition otherwise."""
 
-    def __init__(self, env: Environment, out: TextIO, live: bool) -> None:
+    def __init__(self, env: Environment, out: TextIO, live: bool, colour: bool = True) -> None:
         self.env = env
         self.out = out
         self.live = live
+        self.colour = colour
         self.paths: dict[str, list[str]] = {r.name: [] for r in RESOURCES}
         self.phase = ""
         self._drawn = 0
@@ -89,7 +99,8 @@ class Display:
                 ready = rc.status.value if rc else "-"
                 synced = sc.status.value if sc else "-"
             path = " > ".join(self.paths.get(r.name, []))
-            lines.append(f"  {r.name:<10} {_paint(state):<19} {ready:<8} {synced:<8} {path}")
+            shown = f"{_paint(state):<19}" if self.colour else f"{state:<10}"
+            lines.append(f"  {r.name:<10} {shown} {ready:<8} {synced:<8} {path}")
         if self._drawn:
             self.out.write(f"\x1b[{self._drawn}F\x1b[J")
         self.out.write("\n".join(lines) + "\n")
@@ -113,11 +124,17 @@ def _paint(state: str) -> str:
 
 
 def run_demo(out: TextIO = sys.stdout, *, pace: float = 0.4, live: bool | None = None) -> bool:
-    """Run the scenario; return True when every resource ended as expected."""
-    live = out.isatty() if live is None else live
+    """Run the scenario; return True when every resource ended as expected.
+
+    ``live`` (default: ``out`` is a terminal and ``TERM`` is not ``dumb``) redraws a table
+    in place; its states are coloured unless ``NO_COLOR`` is set. Plain mode prints no
+    escape sequence at all.
+    """
+    can_live, colour = terminal_features(out)
+    live = can_live if live is None else live
     cloud = SimCloud(seed=7, create_polls=3, modify_polls=2, delete_polls=2)
     env, _ = simulated_environment(cloud=cloud)
-    display = Display(env, out, live)
+    display = Display(env, out, live, colour=colour and live)
 
     def settle(until: Callable[[], bool], limit: float = 600.0) -> None:
         spent = 0.0
