@@ -23,7 +23,7 @@ from postgres_fixtures import Admin
 from postgres_helpers import act_as, execute, query, unique
 from psycopg import sql
 
-from lifecycle.core.errors import CredentialsError
+from lifecycle.core.errors import CredentialsError, TerminalError
 from lifecycle.providers.postgres.config import ServerConfig
 from lifecycle.providers.postgres.marks import tenant_of
 from lifecycle.providers.postgres.policy import DEFAULT_EXTENSIONS, Policy
@@ -576,3 +576,33 @@ def test_grants_on_different_targets_of_one_role_do_not_conflict(
     for name in ("db", "schema"):
         gone(env, "Grant", name, A)
     gone(env, "Schema", "s", A)
+
+
+def test_the_connector_answers_the_policy_without_changing_anything(
+        env: Environment, server: PostgresServer, admin: Admin) -> None:
+    """``PostgresConnector.admit``: the refusal an engine could ask for before it takes
+    ownership."""
+    from lifecycle.machines.postgres import Grant
+    from lifecycle.providers.postgres.connector import PostgresConnector
+    from lifecycle.providers.postgres.grant import GrantClient
+    from lifecycle.runtime.contract import ManagedResource
+
+    _, b_db, before = victim(env, server)
+    a_role, a_db = attacker(env)
+    state = before()
+    config = ProviderConfig("default", {"host": server.host, "port": server.port,
+                                        "sslmode": "disable"},
+                            {"username": admin.user, "password": admin.password})
+
+    def resource(database: str) -> ManagedResource:
+        spec = {"forProvider": {"role": a_role, "database": database,
+                                "privileges": ["CONNECT"]}}
+        return ManagedResource(kind="Grant", namespace=A, name="g", uid="u1", generation=1,
+                               external_name="g", parameters=Grant.parse_parameters(spec))
+
+    connector = PostgresConnector(GrantClient)
+    with pytest.raises(TerminalError) as caught:
+        connector.admit(resource(b_db), config)
+    assert caught.value.reason == "PolicyDenied"
+    connector.admit(resource(a_db), config)  # allowed: returns
+    assert before() == state

@@ -34,3 +34,14 @@ class PostgresConnector:
         errors already translated."""
         server = ServerConfig.from_provider_config(config)
         return PolicyGate(self.client(Session.open(server)), self.claims)
+
+    def admit(self, resource: ManagedResource, config: ProviderConfig) -> None:
+        """Raise the refusal of ``resource`` (terminal ``PolicyDenied`` or
+        ``TargetConflict``) without changing anything on the server, or return when the
+        policy lets it through: for an engine that asks before it takes ownership (the
+        reconciler today meets the refusal through ``observe`` and ``create``)."""
+        gate = self.connect(resource, config)
+        try:
+            gate.admit(resource)
+        finally:
+            gate.close()

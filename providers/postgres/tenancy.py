@@ -395,6 +395,10 @@ class PolicyGate:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
 
+    def admit(self, resource: ManagedResource) -> None:
+        """Raise the policy's refusal, or the target's holder, without taking the target."""
+        self._check(resource, mutating=False)
+
     def observe(self, resource: ManagedResource) -> Observation:
         """The client's observation; for a refused spec, nothing (absent) unless the object
         made and marked the resource itself, which is then reported out of date."""
