@@ -59,10 +59,15 @@ class GrantMachine(ManagedResourceMachine):
 
 Role = Kind(group=GROUP, version="v1alpha1", kind="Role", plural="roles",
             machine=RoleMachine, parameters=RoleParameters, password=True,
-            short_names=("pgrole",), external_name_max=63, observe_after_create=True)
+            short_names=("pgrole",), external_name_max=63, observe_after_create=True,
+            description="A PostgreSQL role (a user or a group) on the server of its "
+                        "ProviderConfig: its attributes, memberships and password, which is "
+                        "generated and written to the connection Secret.")
 Database = Kind(group=GROUP, version="v1alpha1", kind="Database", plural="databases",
                 machine=DatabaseMachine, parameters=DatabaseParameters,
-                short_names=("pgdb",), external_name_max=63, observe_after_create=True)
+                short_names=("pgdb",), external_name_max=63, observe_after_create=True,
+                description="A PostgreSQL database on the server of its ProviderConfig: its "
+                            "owner, encoding, locale, template and connection settings.")
 class SchemaMachine(ManagedResourceMachine):
     """The lifecycle of a schema in a PostgreSQL database."""
 
@@ -83,17 +88,26 @@ class DefaultPrivilegesMachine(ManagedResourceMachine):
 
 Grant = Kind(group=GROUP, version="v1alpha1", kind="Grant", plural="grants",
              machine=GrantMachine, parameters=GrantParameters, short_names=("pggrant",),
-             observe_after_create=True)
+             observe_after_create=True,
+             description="Privileges of a PostgreSQL role on a database, a schema, or "
+                         "tables, sequences, routines or columns in a schema.")
 Schema = Kind(group=GROUP, version="v1alpha1", kind="Schema", plural="schemas",
               machine=SchemaMachine, parameters=SchemaParameters, short_names=("pgschema",),
-              external_name_max=63, observe_after_create=True, name_scope=_in_database)
+              external_name_max=63, observe_after_create=True, name_scope=_in_database,
+              description="A schema in a PostgreSQL database: its owner and whether PUBLIC "
+                          "keeps its default privileges on it.")
 Extension = Kind(group=GROUP, version="v1alpha1", kind="Extension", plural="extensions",
                  machine=ExtensionMachine, parameters=ExtensionParameters,
-                 short_names=("pgext",), observe_after_create=True, name_scope=_in_database)
+                 short_names=("pgext",), observe_after_create=True, name_scope=_in_database,
+                 description="An extension installed in a PostgreSQL database, at a version "
+                             "and in a schema.")
 DefaultPrivileges = Kind(group=GROUP, version="v1alpha1", kind="DefaultPrivileges",
                          plural="defaultprivileges", machine=DefaultPrivilegesMachine,
                          parameters=DefaultPrivilegesParameters, short_names=("pgdefpriv",),
-                         observe_after_create=True)
+                         observe_after_create=True,
+                         description="The privileges a PostgreSQL role gets on the objects "
+                                     "another role creates later in a database or schema "
+                                     "(ALTER DEFAULT PRIVILEGES).")
 
 
 def kinds() -> list[tuple[Kind, PostgresConnector]]:

@@ -127,7 +127,7 @@ def test_the_crd_says_what_the_kind_manages_not_the_machine_docstring() -> None:
     assert schema["description"] == Topic.description
     plain = attrs.evolve(Topic, description="")
     described = crd(plain)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"]
-    assert described.startswith("A Topic: an external resource managed through this object")
+    assert described.startswith("Topic: an external resource managed through this object")
     assert "engine" not in described
 
 
@@ -389,3 +389,17 @@ def test_kubectl_explains_each_field_and_the_server_refuses_bad_values(tmp_path:
         assert "spec.forProvider.region: Invalid value" in moved.stderr
         assert "region is immutable" in moved.stderr
     api.close()
+
+
+def test_every_bundled_kind_says_what_it_manages() -> None:
+    from lifecycle import registry
+    from lifecycle.core.claims import ClassKind
+
+    for registration in registry.registrations():
+        kind = registration.kind
+        if isinstance(kind, ClassKind):
+            continue
+        schema = crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        assert kind.description, f"{kind.kind} has no description"
+        assert schema["description"] == kind.description
+        assert (kind.machine.__doc__ or "").strip().splitlines()[0] not in schema["description"]

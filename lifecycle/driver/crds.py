@@ -174,9 +174,9 @@ def kind_description(kind: Kind) -> str:
     if kind.description:
         return plain_text(kind.description)
     if is_claim(kind):
-        return (f"A {kind.kind}: a request for a managed resource, provisioned from a class "
+        return (f"{kind.kind}: a request for a managed resource, provisioned from a class "
                 f"or named in spec.resourceRef, and bound to it.")
-    return (f"A {kind.kind}: an external resource managed through this object; spec.forProvider "
+    return (f"{kind.kind}: an external resource managed through this object; spec.forProvider "
             f"says what it should be, status reports what it is.")
 
 
