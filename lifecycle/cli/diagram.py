@@ -116,6 +116,9 @@ def _diagram_command(args: argparse.Namespace) -> int:
 
 def _diagrams_command(args: argparse.Namespace) -> int:
     root = Path(args.root) if args.root else project_root()
+    if args.root and not root.is_dir():  # never made: a typo must not grow a tree
+        raise UsageError(f"--root {args.root}: no such directory (it must hold the project's "
+                         f"diagrams/ and docs/)")
     machines: list[type[LifecycleMachine]] | None = None
     kinds: list[Any] | None = None
     if args.modules:

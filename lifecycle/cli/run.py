@@ -204,6 +204,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def _journal_key(args: argparse.Namespace, cluster: Any, log: logging.Logger) -> bytes | None:
@@ -265,6 +266,12 @@ def run(args: argparse.Namespace) -> int:
         if namespace != "*" and not _NAMESPACE.match(namespace):
             raise UsageError(f"--allow-adoption {namespace!r} is neither '*' nor a namespace "
                              "name (RFC 1123 label)")
+    if not _SUBDOMAIN.match(args.lease_name) or len(args.lease_name) > 253:
+        raise UsageError(f"--lease-name {args.lease_name!r} is not a Lease name (a lowercase "
+                         "RFC 1123 subdomain: letters, digits, '-' and '.')")
+    if not _NAMESPACE.match(args.lease_namespace):
+        raise UsageError(f"--lease-namespace {args.lease_namespace!r} is not a namespace name "
+                         "(RFC 1123 label)")
     if args.log_third_party and args.log_level != "debug":
         raise UsageError("--log-third-party needs --log-level debug")
     probe_address = _address(args.probe_address) if args.probe_address else None
