@@ -606,3 +606,20 @@ def test_the_connector_answers_the_policy_without_changing_anything(
     assert caught.value.reason == "PolicyDenied"
     connector.admit(resource(a_db), config)  # allowed: returns
     assert before() == state
+
+
+def test_a_mark_without_the_tenancy_record_gets_it_at_the_next_update(
+        env: Environment, server: PostgresServer) -> None:
+    """Resources marked before the record existed: observe reports them out of date, the
+    update writes the record, and a Grant of the namespace may then name them."""
+    role = made(env, "Role", "old", A)
+    ready(env, "Role", "old", A)
+    note = query(server, "SELECT shobj_description(%s::regrole, 'pg_authid')", role)[0][0]
+    assert tenant_of(note) == (A, "default")
+    execute(server, sql.SQL("COMMENT ON ROLE {} IS {}").format(
+        sql.Identifier(role), sql.Literal(note.split("\n")[0])))  # the mark alone, as before
+    env.advance(75.0)
+    ready(env, "Role", "old", A)
+    assert query(server, "SELECT shobj_description(%s::regrole, 'pg_authid')", role) == [
+        (note,)]
+    gone(env, "Role", "old", A)
