@@ -169,7 +169,8 @@ def test_field_selectors_of_events_secrets_and_namespaces(api: EmbeddedAPI) -> N
     assert reasons(f"involvedObject.apiVersion={AV},involvedObject.namespace=default") == [
         ("one", "Created"), ("one", "Failed"), ("two", "Created")]
     api.create(secret("opaque"))
-    api.create(secret("tls") | {"type": "kubernetes.io/tls"})
+    api.create(secret("tls") | {"type": "kubernetes.io/tls",
+                                "stringData": {"tls.crt": "c", "tls.key": "k"}})
     assert names(api.list("v1", "Secret", field_selector="type=kubernetes.io/tls")[0]) == ["tls"]
     assert names(api.list("v1", "Namespace", field_selector="status.phase=Active")[0]) == [
         "default"]

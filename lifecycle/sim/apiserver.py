@@ -331,7 +331,7 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
             check_name(rtype, name)
             if (namespace, name) in table:
                 raise AlreadyExists(f'{rtype.resource} "{name}" already exists')
-            validate_metadata(rtype, name, meta)
+            validate_metadata(rtype, name, meta, new)
             validate_owner_references(rtype, name, meta)
             admit_new(rtype, name, new)
             self._crds.check_create(rtype)
@@ -365,7 +365,8 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
         meta = new["metadata"]
         meta["uid"] = _uuid4(self._rng.getrandbits(128))
         meta["creationTimestamp"] = self._timestamp()
-        meta["generation"] = 1
+        if rtype not in BUILTIN_TYPES:  # built-in kinds have no generation
+            meta["generation"] = 1
         if dry_run:
             return new
         self._log.rv += 1
@@ -437,7 +438,7 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
                 meta[field] = old_meta[field]
             else:
                 meta.pop(field, None)
-        validate_metadata(rtype, name, meta)
+        validate_metadata(rtype, name, meta, new, stored)
         validate_owner_references(rtype, name, meta)
         if rtype is NAMESPACE:
             keep_namespace_spec(new, stored, name)
@@ -462,8 +463,8 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
             prepare_secret(new, name)
             new.setdefault("type", stored.get("type", "Opaque"))
         check_immutable(rtype, name, stored, new)
-        if new.get("spec") != stored.get("spec"):
-            meta["generation"] = old_meta.get("generation", 1) + 1
+        if new.get("spec") != stored.get("spec") and "generation" in old_meta:
+            meta["generation"] = old_meta["generation"] + 1
         result = self._commit(rtype, stored, new, dry_run=dry_run)
         if dry_run:
             return result

@@ -14,6 +14,7 @@ from typing import Any
 
 from lifecycle.kube.errors import NotFound
 from lifecycle.kube.resources import ResourceType
+from lifecycle.sim.reviews import REVIEWS
 
 __all__ = ["VERSION", "discovery", "verbs"]
 
@@ -28,6 +29,8 @@ _STATUS_VERBS = ["get", "patch", "update"]
 
 def verbs(rtype: ResourceType) -> list[str]:
     """The verbs served on ``rtype``'s collection and objects."""
+    if rtype in REVIEWS:
+        return ["create"]
     if (rtype.api_version, rtype.kind) == ("v1", "Namespace"):
         return [v for v in _ALL_VERBS if v != "deletecollection"]
     return list(_ALL_VERBS)
@@ -75,6 +78,7 @@ def _version_priority(version: str) -> tuple[int, int, int, str]:
 
 def discovery(parts: list[str], types: list[ResourceType], address: str) -> dict[str, Any] | None:
     """The discovery document for a path split into parts, or ``None`` if it is not one."""
+    types = [*types, *REVIEWS]
     if parts == ["api"]:
         return {"kind": "APIVersions", "apiVersion": "v1", "versions": ["v1"],
                 "serverAddressByClientCIDRs": [

@@ -48,7 +48,9 @@ def new_event(
         "firstTimestamp": stamp,
         "lastTimestamp": stamp,
         "source": {"component": component},
+        "eventTime": None,
         "reportingComponent": component,
+        "reportingInstance": "",
     }
 
 

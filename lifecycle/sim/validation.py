@@ -20,6 +20,7 @@ from typing import Any
 from lifecycle.kube.errors import BadRequest, Conflict, Invalid
 from lifecycle.kube.resources import CONFIG_MAP, EVENT, NAMESPACE, SECRET, ResourceType
 from lifecycle.kube.selectors import valid_label_key, valid_label_value
+from lifecycle.sim import builtins
 
 __all__ = [
     "admit_new",
@@ -130,37 +131,55 @@ def _good_value(value: Any) -> bool:
     return valid_label_value(value)
 
 
-def validate_metadata(rtype: ResourceType, name: str, meta: dict[str, Any]) -> None:
-    """Labels and annotations must be well-formed maps; finalizers a list of strings."""
+def validate_metadata(rtype: ResourceType, name: str, meta: dict[str, Any],
+                      obj: Mapping[str, Any] | None = None,
+                      stored: Mapping[str, Any] | None = None) -> None:
+    """Labels, annotations and finalizers, and with ``obj`` the built-in kind's own fields
+    (and with ``stored`` what an update may not change), as one 422 with every cause.
+
+    An accepted ``obj`` (owned by the caller) is then shaped as the server's typed
+    decoding leaves it (:func:`lifecycle.sim.builtins.typed`).
+    """
     labels = meta.get("labels")
-    if labels is not None:
-        if not isinstance(labels, dict):
-            raise Invalid(f'{rtype.kind} "{name}" is invalid: metadata.labels: must be an object')
-        for key, value in labels.items():
-            if not _good_key(key):
-                raise Invalid(f'{rtype.kind} "{name}" is invalid: '
-                              f"metadata.labels: Invalid value: {key!r}")
-            if not _good_value(value):
-                raise Invalid(f'{rtype.kind} "{name}" is invalid: '
-                              f"metadata.labels: Invalid value: {value!r}")
+    if labels is not None and not isinstance(labels, dict):
+        raise Invalid(f'{rtype.kind} "{name}" is invalid: metadata.labels: must be an object')
     annotations = meta.get("annotations")
-    if annotations is not None:
-        if not isinstance(annotations, dict):
-            raise Invalid(
-                f'{rtype.kind} "{name}" is invalid: metadata.annotations: must be an object')
-        for key, value in annotations.items():
-            if not _good_key(key) or not isinstance(value, str):
-                raise Invalid(f'{rtype.kind} "{name}" is invalid: '
-                              f"metadata.annotations: Invalid value: {key!r}")
+    if annotations is not None and not isinstance(annotations, dict):
+        raise Invalid(
+            f'{rtype.kind} "{name}" is invalid: metadata.annotations: must be an object')
     finalizers = meta.get("finalizers")
-    if finalizers is not None:
-        if not isinstance(finalizers, list):
-            raise Invalid(
-                f'{rtype.kind} "{name}" is invalid: metadata.finalizers: must be a list of strings')
-        for finalizer in finalizers:
-            if not isinstance(finalizer, str):
-                raise Invalid(f'{rtype.kind} "{name}" is invalid: '
-                              f"metadata.finalizers: must be a list of strings")
+    if finalizers is not None and (not isinstance(finalizers, list) or not all(
+            isinstance(f, str) for f in finalizers)):
+        raise Invalid(
+            f'{rtype.kind} "{name}" is invalid: metadata.finalizers: must be a list of strings')
+    if rtype is EVENT and obj is not None:
+        causes = builtins.event_causes(obj)  # a v1 Event's metadata is not validated
+    elif labels or annotations or finalizers or obj is not None:
+        causes = [] if _plain(meta) else builtins.metadata_causes(meta)
+        if obj is not None:
+            causes += builtins.content_causes(rtype, obj)
+            if stored is not None:
+                causes += builtins.update_causes(rtype, stored, obj)
+    else:
+        return
+    if causes:
+        raise builtins.refuse(rtype, name, causes)
+    if obj is not None and obj.__class__ is dict:
+        builtins.typed(rtype, obj)  # type: ignore[arg-type]
+
+
+def _plain(meta: Mapping[str, Any]) -> bool:
+    """Whether labels, annotations and finalizers are certainly valid (the common case)."""
+    for key, value in (meta.get("labels") or {}).items():
+        if not (_good_key(key) and _good_value(value)):
+            return False
+    annotations = meta.get("annotations") or {}
+    for key in annotations:
+        if not _good_key(key.lower() if isinstance(key, str) else key):
+            return False
+    if sum(len(k) + len(v or "") for k, v in annotations.items()) * 4 > builtins.MAX_ANNOTATIONS:
+        return False
+    return all(_good_key(f) for f in meta.get("finalizers") or ())
 
 
 def prepare_secret(obj: dict[str, Any], name: str) -> None:
@@ -220,8 +239,6 @@ def admit_new(rtype: ResourceType, name: str, new: dict[str, Any]) -> None:
     elif rtype is SECRET:
         prepare_secret(new, name)
         new.setdefault("type", "Opaque")
-    elif rtype is EVENT:
-        check_event_type(name, new)
 
 
 def check_immutable(

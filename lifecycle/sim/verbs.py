@@ -22,7 +22,7 @@ from lifecycle.kube.errors import (
 )
 from lifecycle.kube.resources import BUILTIN_TYPES, ResourceType
 from lifecycle.kube.selectors import parse_label_selector
-from lifecycle.sim import openapi
+from lifecycle.sim import openapi, reviews
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.crds import CRD
 from lifecycle.sim.patches import diff_as_merge_patch, json_patch, strategic_merge
@@ -68,7 +68,9 @@ def resolve(api: EmbeddedAPI, parts: list[str]) -> Route:
         namespace, rest = rest[1], rest[2:]
     if not rest or len(rest) > 3:
         raise NotFound(NOT_FOUND)
-    rtype = api.resource_type_by_plural(api_version, rest[0])
+    rtype = next((r for r in reviews.REVIEWS if (r.api_version, r.plural) == (
+        api_version, rest[0]) and len(rest) == 1), None) or api.resource_type_by_plural(
+        api_version, rest[0])
     if namespace is not None and not rtype.namespaced:
         raise NotFound(NOT_FOUND)
     name = rest[1] if len(rest) > 1 else None
@@ -112,8 +114,12 @@ class Verbs:
             if route.name is not None:
                 raise MethodNotAllowed(NOT_ALLOWED)
             obj = self._object(body, rtype, route)
+            if rtype in reviews.REVIEWS:
+                return 201, reviews.answer(rtype, obj)
             self._check_fields(obj, rtype, options, skip_status=rtype.status_subresource)
             return 201, api.create(obj, **dry)
+        if rtype in reviews.REVIEWS:
+            raise MethodNotAllowed(NOT_ALLOWED)
         if method == "DELETE":
             return 200, self._delete(route, options)
         if route.name is None:

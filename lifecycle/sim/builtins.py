@@ -1,0 +1,387 @@
+"""The field checks a real API server makes on metadata and on the built-in kinds.
+
+Every check returns ``details.causes`` entries in the server's words (ported
+from ``k8s.io/apimachinery``'s ``validation/field`` errors, its
+``api/validate/content`` formats and ``k8s.io/kubernetes``'s
+``pkg/apis/core/validation`` and ``pkg/apis/coordination/validation``), so a
+422 carries the same causes and message a real server sends:
+
+* metadata: label keys and values, annotation keys and their total size
+  (256 KiB), finalizer names (qualified names);
+* ConfigMap: data and binaryData keys, a key in both, 1 MiB in total;
+* Secret: data keys, 1 MiB in total, the keys a type requires
+  (``kubernetes.io/tls``, ``kubernetes.io/dockerconfigjson``,
+  ``kubernetes.io/dockercfg``, ``kubernetes.io/basic-auth``,
+  ``kubernetes.io/ssh-auth``), the ServiceAccount annotation of a
+  ``kubernetes.io/service-account-token`` Secret, and the type and data an
+  update may not change;
+* Lease: a positive duration and non-negative transitions.
+
+:func:`refuse` turns causes into the :class:`~lifecycle.kube.errors.Invalid`
+the server answers.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from lifecycle.kube.errors import Invalid
+from lifecycle.kube.resources import CONFIG_MAP, EVENT, LEASE, SECRET, ResourceType
+
+__all__ = [
+    "MAX_ANNOTATIONS",
+    "MAX_DATA",
+    "content_causes",
+    "event_causes",
+    "label_key_errors",
+    "label_value_errors",
+    "metadata_causes",
+    "refuse",
+    "typed",
+    "update_causes",
+]
+
+Cause = dict[str, str]
+
+#: The total size of a object's annotations (keys and values), in bytes.
+MAX_ANNOTATIONS = 256 * 1024
+#: The total size of a Secret's or ConfigMap's data, in bytes.
+MAX_DATA = 1024 * 1024
+
+_KEY_CHAR = "[A-Za-z0-9]"
+_KEY_FMT = f"({_KEY_CHAR}[-A-Za-z0-9_.]*)?{_KEY_CHAR}"
+_KEY_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and "
+            "end with an alphanumeric character")
+_KEY_RE = re.compile(f"^{_KEY_FMT}$")
+_VALUE_FMT = f"({_KEY_FMT})?"
+_VALUE_MSG = ("a valid label must be an empty string or consist of alphanumeric characters, "
+              "'-', '_' or '.', and must start and end with an alphanumeric character")
+_VALUE_RE = re.compile(f"^{_VALUE_FMT}$")
+_DNS_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN_FMT = f"{_DNS_LABEL}(\\.{_DNS_LABEL})*"
+_DNS_SUBDOMAIN_RE = re.compile(f"^{_DNS_SUBDOMAIN_FMT}$")
+_DNS_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+                      "characters, '-' or '.', and must start and end with an alphanumeric "
+                      "character")
+_CONFIG_KEY_FMT = "[-._a-zA-Z0-9]+"
+_CONFIG_KEY_RE = re.compile(f"^{_CONFIG_KEY_FMT}$")
+_CONFIG_KEY_MSG = "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"
+_IMMUTABLE_SET = "field is immutable when `immutable` is set"
+
+
+def _regex_error(msg: str, fmt: str, *examples: str) -> str:
+    if not examples:
+        return f"{msg} (regex used for validation is '{fmt}')"
+    listed = " or ".join(f"'{e}', " for e in examples)
+    return f"{msg} (e.g. {listed}regex used for validation is '{fmt}')"
+
+
+def _max_len(length: int) -> str:
+    return f"must be no more than {length} bytes"
+
+
+# ------------------------------------------------------------------ formats
+def dns_subdomain_errors(value: str) -> list[str]:
+    errors = []
+    if len(value.encode()) > 253:
+        errors.append(_max_len(253))
+    if not _DNS_SUBDOMAIN_RE.match(value):
+        errors.append(_regex_error(_DNS_SUBDOMAIN_MSG, _DNS_SUBDOMAIN_FMT, "example.com"))
+    return errors
+
+
+def label_key_errors(value: str) -> list[str]:
+    """``IsQualifiedName``: an optional DNS subdomain prefix and ``/``, then a name part."""
+    errors: list[str] = []
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            errors.append("prefix part must be non-empty")
+        else:
+            errors += [f"prefix part {m}" for m in dns_subdomain_errors(prefix)]
+    else:
+        key = _regex_error(_KEY_MSG, _KEY_FMT, "MyName", "my.name", "123-abc")
+        return [f"a valid label key {key} with an optional DNS subdomain prefix and '/' "
+                "(e.g. 'example.com/MyName')"]
+    if not name:
+        errors.append("name part must be non-empty")
+    elif len(name.encode()) > 63:
+        errors.append(f"name part {_max_len(63)}")
+    if not _KEY_RE.match(name):
+        errors.append("name part " + _regex_error(_KEY_MSG, _KEY_FMT, "MyName", "my.name",
+                                                  "123-abc"))
+    return errors
+
+
+def label_value_errors(value: str) -> list[str]:
+    errors = []
+    if len(value.encode()) > 63:
+        errors.append(_max_len(63))
+    if not _VALUE_RE.match(value):
+        errors.append(_regex_error(_VALUE_MSG, _VALUE_FMT, "MyValue", "my_value", "12345"))
+    return errors
+
+
+def config_key_errors(value: str) -> list[str]:
+    errors = []
+    if len(value.encode()) > 253:
+        errors.append(_max_len(253))
+    if not _CONFIG_KEY_RE.match(value):
+        errors.append(_regex_error(_CONFIG_KEY_MSG, _CONFIG_KEY_FMT, "key.name", "KEY_NAME",
+                                   "key-name"))
+    if value == ".":
+        errors.append("must not be '.'")
+    elif value == "..":
+        errors.append("must not be '..'")
+    elif value.startswith(".."):
+        errors.append("must not start with '..'")
+    return errors
+
+
+# ------------------------------------------------------------------- causes
+def _go(value: Any) -> str:
+    """A bad value as ``field.Error`` prints it (``%q`` for strings, JSON otherwise)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def invalid(field: str, value: Any, detail: str) -> Cause:
+    return {"reason": "FieldValueInvalid", "message": f"Invalid value: {_go(value)}: {detail}",
+            "field": field}
+
+
+def required(field: str, detail: str = "") -> Cause:
+    return {"reason": "FieldValueRequired",
+            "message": "Required value" + (f": {detail}" if detail else ""), "field": field}
+
+
+def forbidden(field: str, detail: str) -> Cause:
+    return {"reason": "FieldValueForbidden", "message": f"Forbidden: {detail}", "field": field}
+
+
+def too_long(field: str, limit: int) -> Cause:
+    return {"reason": "FieldValueTooLong",
+            "message": f"Too long: may not be more than {limit} bytes", "field": field}
+
+
+def refuse(rtype: ResourceType, name: str, causes: list[Cause]) -> Invalid:
+    """The 422 of a real server: ``Kind[.group] "name" is invalid: <field: message, ...>``."""
+    texts = [f"{c['field']}: {c['message']}" if c.get("field") else c["message"]
+             for c in causes]
+    summary = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+    qualified = f"{rtype.kind}.{rtype.group}" if rtype.group else rtype.kind
+    return Invalid(f'{qualified} "{name}" is invalid: {summary}', causes=causes, name=name,
+                   group=rtype.group, kind=rtype.kind)
+
+
+def metadata_causes(meta: Mapping[str, Any]) -> list[Cause]:
+    """Labels, annotations and finalizers (their types are checked before, on decoding)."""
+    causes: list[Cause] = []
+    for key, value in (meta.get("labels") or {}).items():
+        causes += [invalid("metadata.labels", key, m) for m in label_key_errors(str(key))]
+        causes += [invalid("metadata.labels", value, m)
+                   for m in label_value_errors(value if isinstance(value, str) else "")]
+    annotations = meta.get("annotations") or {}
+    for key in annotations:
+        causes += [invalid("metadata.annotations", key, m)
+                   for m in label_key_errors(str(key).lower())]
+    size = sum(len(str(k).encode()) + len(str(v or "").encode())
+               for k, v in annotations.items())
+    if size > MAX_ANNOTATIONS:
+        causes.append(too_long("metadata.annotations", MAX_ANNOTATIONS))
+    finalizers = meta.get("finalizers") or []
+    for finalizer in finalizers:
+        if isinstance(finalizer, str):
+            causes += [invalid("metadata.finalizers", finalizer, m)
+                       for m in label_key_errors(finalizer)]
+    if "orphan" in finalizers and "foregroundDeletion" in finalizers:
+        causes.append(invalid("metadata.finalizers", finalizers,
+                              "finalizer orphan and foregroundDeletion cannot be both set"))
+    return causes
+
+
+def _decoded(value: Any) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True) if isinstance(value, str) else b""
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def _secret_data(obj: Mapping[str, Any]) -> dict[str, bytes]:
+    data = {k: _decoded(v) for k, v in (obj.get("data") or {}).items()}
+    string_data = obj.get("stringData")
+    if isinstance(string_data, dict):
+        data.update({k: str(v).encode() for k, v in string_data.items()})
+    return data
+
+
+def _json_object(raw: bytes) -> str | None:
+    """Why ``raw`` is not a JSON object (Go's ``json.Unmarshal`` into a map), or None."""
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        return str(exc)
+    if doc is not None and not isinstance(doc, dict):
+        return f"json: cannot unmarshal {type(doc).__name__} into Go value of type " \
+               "map[string]interface {}"
+    return None
+
+
+def _secret_causes(obj: Mapping[str, Any], meta: Mapping[str, Any]) -> list[Cause]:
+    data = _secret_data(obj)
+    causes: list[Cause] = []
+    for key in data:
+        causes += [invalid(f"data[{key}]", key, m) for m in config_key_errors(key)]
+    if sum(len(v) for v in data.values()) > MAX_DATA:
+        causes.append(too_long("data", MAX_DATA))
+    kind = obj.get("type") or "Opaque"
+    if kind == "kubernetes.io/service-account-token":
+        name = "kubernetes.io/service-account.name"
+        if not (meta.get("annotations") or {}).get(name):
+            causes.append(required(f"metadata.annotations[{name}]"))
+    elif kind in ("kubernetes.io/dockercfg", "kubernetes.io/dockerconfigjson"):
+        key = ".dockercfg" if kind == "kubernetes.io/dockercfg" else ".dockerconfigjson"
+        if key not in data:
+            causes.append(required(f"data[{key}]"))
+        else:
+            why = _json_object(data[key])
+            if why is not None:
+                causes.append(invalid(f"data[{key}]", "<secret contents redacted>", why))
+    elif kind == "kubernetes.io/basic-auth":
+        if "username" not in data and "password" not in data:
+            causes += [required("data[username]"), required("data[password]")]
+    elif kind == "kubernetes.io/ssh-auth":
+        if not data.get("ssh-privatekey"):
+            causes.append(required("data[ssh-privatekey]"))
+    elif kind == "kubernetes.io/tls":
+        causes += [required(f"data[{key}]") for key in ("tls.crt", "tls.key") if key not in data]
+    return causes
+
+
+def _config_map_causes(obj: Mapping[str, Any]) -> list[Cause]:
+    data = obj.get("data") or {}
+    binary = obj.get("binaryData") or {}
+    causes: list[Cause] = []
+    size = 0
+    for key, value in data.items():
+        causes += [invalid(f"data[{key}]", key, m) for m in config_key_errors(key)]
+        if key in binary:
+            causes.append(invalid(f"data[{key}]", key, "duplicate of key present in binaryData"))
+        size += len(str(value).encode())
+    for key, value in binary.items():
+        causes += [invalid(f"binaryData[{key}]", key, m) for m in config_key_errors(key)]
+        size += len(_decoded(value))
+    if size > MAX_DATA:
+        causes.append(too_long("", MAX_DATA))
+    return causes
+
+
+def _lease_causes(obj: Mapping[str, Any]) -> list[Cause]:
+    spec = obj.get("spec") or {}
+    causes: list[Cause] = []
+    duration = spec.get("leaseDurationSeconds")
+    if isinstance(duration, int) and duration <= 0:
+        causes.append(invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
+    transitions = spec.get("leaseTransitions")
+    if isinstance(transitions, int) and transitions < 0:
+        causes.append(invalid("spec.leaseTransitions", transitions,
+                              "must be greater than or equal to 0"))
+    return causes
+
+
+def event_causes(obj: Mapping[str, Any]) -> list[Cause]:
+    """A ``v1`` Event's checks (the legacy ones: its metadata is not validated)."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace") or ""
+    involved = obj.get("involvedObject") or {}
+    involved_ns = involved.get("namespace") or "" if isinstance(involved, dict) else ""
+    mismatch = invalid("involvedObject.namespace", involved_ns, "does not match event.namespace")
+    if not obj.get("eventTime"):
+        if (not involved_ns and namespace not in ("", "default")) or (
+                involved_ns and involved_ns != namespace):
+            return [mismatch]
+        return []
+    causes: list[Cause] = []
+    if not involved_ns and namespace not in ("default", "kube-system"):
+        causes.append(mismatch)
+    controller = obj.get("reportingComponent") or ""
+    if not controller:
+        causes.append(required("reportingComponent"))
+    causes += [invalid("reportingComponent", controller, m)
+               for m in label_key_errors(controller)]
+    if not obj.get("reportingInstance"):
+        causes.append(required("reportingInstance"))
+    if not obj.get("action"):
+        causes.append(required("action"))
+    if not obj.get("reason"):
+        causes.append(required("reason"))
+    return causes
+
+
+def content_causes(rtype: ResourceType, obj: Mapping[str, Any]) -> list[Cause]:
+    """The checks of a built-in kind's own fields (none for other kinds)."""
+    if rtype is SECRET:
+        return _secret_causes(obj, obj.get("metadata") or {})
+    if rtype is CONFIG_MAP:
+        return _config_map_causes(obj)
+    if rtype is LEASE:
+        return _lease_causes(obj)
+    return []
+
+
+_EMPTY_OMITTED = ("labels", "annotations", "finalizers", "ownerReferences")
+_EVENT_FIELDS = (("involvedObject", dict), ("source", dict), ("firstTimestamp", None),
+                 ("lastTimestamp", None), ("eventTime", None), ("reportingComponent", str),
+                 ("reportingInstance", str))
+
+
+def typed(rtype: ResourceType, obj: dict[str, Any]) -> None:
+    """Shape an owned object as a real server's typed decoding leaves it, in place.
+
+    Empty metadata maps and lists are omitted (``omitempty``), as are a
+    Secret's or ConfigMap's empty data; the fields of a built-in type that
+    are always serialised get their zero value (a Lease's ``spec``, an
+    Event's timestamps, source and reporting fields).
+    """
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        for field in _EMPTY_OMITTED:
+            if field in meta and not meta[field]:
+                del meta[field]
+    if rtype is SECRET or rtype is CONFIG_MAP:
+        for field in ("data", "binaryData", "stringData"):
+            if field in obj and not obj[field]:
+                del obj[field]
+    elif rtype is LEASE:
+        if obj.get("spec") is None:
+            obj["spec"] = {}
+    elif rtype is EVENT:
+        for field, zero in _EVENT_FIELDS:
+            if obj.get(field) is None:
+                obj[field] = zero() if zero is not None else None
+
+
+def update_causes(rtype: ResourceType, stored: Mapping[str, Any],
+                  new: Mapping[str, Any]) -> list[Cause]:
+    """What an update of a Secret or ConfigMap may not change."""
+    causes: list[Cause] = []
+    if rtype is SECRET and (new.get("type") or "Opaque") != (stored.get("type") or "Opaque"):
+        causes.append(invalid("type", new.get("type") or "Opaque", "field is immutable"))
+    if rtype in (SECRET, CONFIG_MAP) and stored.get("immutable") is True:
+        if new.get("immutable") is not True:
+            causes.append(forbidden("immutable", _IMMUTABLE_SET))
+        fields = ("data",) if rtype is SECRET else ("data", "binaryData")
+        causes += [forbidden(field, _IMMUTABLE_SET) for field in fields
+                   if (new.get(field) or {}) != (stored.get(field) or {})]
+    return causes
