@@ -14,6 +14,7 @@ calls nothing that changes the server).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -228,6 +229,9 @@ def test_membership_in_the_admin_is_refused(
     env.run_until_idle()
     denied(env, "Role", "a-member", A, "memberships")
     assert not role_exists(server, role)
+    # Neither the condition nor any Event carries the admin's password.
+    seen = json.dumps([env.get("Role", "a-member", A), env.events()])
+    assert admin.password not in seen
     gone(env, "Role", "a-member", A)
 
 
