@@ -13,8 +13,9 @@ Saves are serialised: a snapshot is taken and written under one lock, so a
 slower thread can never write an older snapshot over a newer one.
 
 The cost is one snapshot of the store (a copy of every object), the changed
-objects' JSON and one ``fsync`` per acknowledged write; docs/embedded-api.md
-gives the figures. ``durable=False`` keeps the old behaviour (a ``kill -9``
+objects' JSON and one ``fsync`` per acknowledged write: a create took 7.8 ms
+(median) instead of 0.9 ms on an empty store, 16 ms instead of 1.1 ms beside
+1,000 objects (docs/reliability.md). ``durable=False`` keeps the old behaviour (a ``kill -9``
 loses the writes of the last interval).
 """
 
