@@ -28,7 +28,7 @@ def test_a_lookalike_external_name_is_refused_before_anything_is_committed(name:
     env.apply(manifest)
     env.advance(60)
     obj = env.get("DatabaseInstance", "db")
-    failed = [c for c in obj["status"]["conditions"] if c["type"] == "Synced"][0]
+    failed = next(c for c in obj["status"]["conditions"] if c["type"] == "Synced")
     assert (failed["status"], failed["reason"]) == ("False", "ReconcileError")
     assert "control or invisible character" in failed["message"]
     assert FINALIZER not in (obj["metadata"].get("finalizers") or [])
