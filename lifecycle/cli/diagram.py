@@ -54,12 +54,14 @@ def register(subparsers: Any) -> None:
     )
     many.add_argument("modules", nargs="*", metavar="MODULE",
                       help="draw every machine class defined in these modules instead "
-                           "(a package stands for its modules)")
+                           "(a package stands for its modules; default: the machines of the "
+                           "registered kinds and the machines they extend)")
     many.add_argument("--root", metavar="DIR",
                       help="project root holding diagrams/ and docs/ (default: the current "
                            "directory)")
     many.add_argument("--check", action="store_true",
-                      help="write nothing; exit 1 listing stale files")
+                      help="write nothing; exit 1 listing stale files (default: write "
+                           "every file)")
     many.set_defaults(func=_diagrams_command)
 
 
