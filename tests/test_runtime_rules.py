@@ -309,3 +309,25 @@ def test_a_deletion_while_down_learns_the_assigned_name_and_deletes_it_in_one_pa
     env.run_until_idle()
     assert not env.exists(Keyed.kind, "t")
     assert [e["reason"] for e in env.events("t")] == ["Delete", "Gone"]
+
+
+# ----------------------------------------------------- provider config usage
+def test_an_object_uses_the_provider_config_it_names_else_the_default() -> None:
+    from lifecycle.runtime.providerconfigs import ProviderConfigReconciler, config_of
+
+    def managed(name: str, ref: Any = None, **meta: Any) -> dict[str, Any]:
+        spec = {} if ref is None else {"providerConfigRef": ref}
+        return {"metadata": {"name": name, "namespace": "team", **meta}, "spec": spec}
+
+    assert config_of(managed("a", {"name": "eu"})) == "eu"
+    for unnamed in (None, {}, {"name": ""}, {"name": 5}, "eu"):
+        assert config_of(managed("a", unnamed)) == "default", unnamed
+    objs = [managed("a", {"name": "eu"}), managed("b"), managed("c", {"name": ""}),
+            managed("d", {"name": "eu"}, deletionTimestamp="2026-01-01T00:00:00Z"),
+            managed("e", {"name": "eu"}, deletionTimestamp="2026-01-01T00:00:00Z",
+                    finalizers=["lifecycle.dev/finalizer"])]
+    usage = ProviderConfigReconciler(None, [DatabaseInstance],  # type: ignore[arg-type]
+                                     lister=lambda kind: objs)
+    assert usage.users("eu") == [f"{KIND} team/a", f"{KIND} team/e"]  # d is on its way out
+    assert usage.users("default") == [f"{KIND} team/b", f"{KIND} team/c"]
+    assert usage.users("us") == []
