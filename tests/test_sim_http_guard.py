@@ -201,6 +201,30 @@ def test_many_idle_connections_do_not_pile_up_threads(face: APIServerHTTP) -> No
             sock.close()
 
 
+def test_connections_over_the_bound_get_a_503_at_once() -> None:
+    api = EmbeddedAPI()
+    with APIServerHTTP(api, max_connections=5) as face:
+        held = [socket.create_connection(("127.0.0.1", face.port), timeout=10)
+                for _ in range(5)]
+        try:
+            time.sleep(0.3)  # all five accepted, each with its thread
+            with socket.create_connection(("127.0.0.1", face.port), timeout=10) as extra:
+                started = time.monotonic()
+                answer = b""
+                while chunk := extra.recv(65536):
+                    answer += chunk
+                assert time.monotonic() - started < 2
+            assert answer.startswith(b"HTTP/1.1 503"), answer[:80]
+            assert json.loads(answer.partition(b"\r\n\r\n")[2])["code"] == 503
+            held.pop().close()
+            time.sleep(0.3)  # its thread ends: room for one more
+            assert send(face, "GET", "/api")[0] == 200
+        finally:
+            for sock in held:
+                sock.close()
+    api.close()
+
+
 def test_the_listen_backlog_is_a_real_one(face: APIServerHTTP) -> None:
     assert face._server.request_queue_size >= 128
     done = subprocess.run(["ss", "-Hltn", f"sport = :{face.port}"], capture_output=True,

@@ -22,11 +22,15 @@
   (:data:`READ_TIMEOUT`): a body shorter than its ``Content-Length`` is
   answered 408 and the connection closed, instead of holding a thread for
   ever; an idle kept-alive connection is closed after :data:`IDLE_TIMEOUT`.
+* **Connections**: the kernel queues :data:`BACKLOG` of them, and at most
+  :data:`MAX_CONNECTIONS` are served at once (a thread each); one more is
+  answered :func:`busy_answer` (503, ``Retry-After: 1``) and closed.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket
 import time
 from collections.abc import Iterable, Mapping
@@ -35,8 +39,8 @@ from urllib.parse import urlsplit
 
 from lifecycle.kube.errors import ApiError, Forbidden, UnsupportedMediaType
 
-__all__ = ["BACKLOG", "IDLE_TIMEOUT", "READ_TIMEOUT", "Deadline", "HostCheck",
-           "RequestTimeout", "require_body_type"]
+__all__ = ["BACKLOG", "IDLE_TIMEOUT", "MAX_CONNECTIONS", "READ_TIMEOUT", "Deadline",
+           "HostCheck", "RequestTimeout", "busy_answer", "require_body_type"]
 
 #: Seconds a kept-alive connection may wait for its next request line (or a header line).
 IDLE_TIMEOUT = 60.0
@@ -44,11 +48,24 @@ IDLE_TIMEOUT = 60.0
 READ_TIMEOUT = 30.0
 #: Connections the kernel queues before they are accepted.
 BACKLOG = 128
+#: Connections served at once (a thread each); more are answered 503 and closed.
+MAX_CONNECTIONS = 256
 
 #: Body media types the face decodes (PATCH has its own list).
 BODY_TYPES = ("application/json", "application/yaml", "*/*")
 
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def busy_answer(limit: int) -> bytes:
+    """The whole HTTP answer to a connection over the limit: 503 with a Status, closed."""
+    status = json.dumps({
+        "apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+        "message": f"too many open connections (at most {limit}); retry later",
+        "reason": "ServiceUnavailable", "code": 503}, separators=(",", ":")).encode()
+    return (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(status), status))
 
 
 class RequestTimeout(ApiError):

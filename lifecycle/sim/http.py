@@ -57,7 +57,7 @@ from lifecycle.kube.errors import (
     TooManyRequests,
 )
 from lifecycle.kube.resources import ResourceType
-from lifecycle.sim import guard, openapi, swagger_pb, tables, yamlsafe
+from lifecycle.sim import builtins, guard, openapi, statuses, swagger_pb, tables, yamlsafe
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.crds import CRD
 from lifecycle.sim.discovery import discovery
@@ -79,10 +79,34 @@ log = logging.getLogger("lifecycle.sim.http")
 
 
 class _Server(ThreadingHTTPServer):
-    """The threading server with a real listen backlog and quiet client disconnects."""
+    """The threading server with a real listen backlog, a bound on open connections (one
+    thread each: over it, a connection gets a 503 Status and is closed at once) and quiet
+    client disconnects."""
 
     request_queue_size = guard.BACKLOG
     daemon_threads = True
+    max_connections = guard.MAX_CONNECTIONS
+    _open = 0
+    _open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            full = self._open >= self.max_connections
+            if not full:
+                self._open += 1
+        if full:
+            with contextlib.suppress(OSError):
+                request.sendall(guard.busy_answer(self.max_connections))
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._open_lock:
+                self._open -= 1
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         import sys
@@ -104,7 +128,8 @@ class APIServerHTTP:
     def __init__(self, api: EmbeddedAPI, *, host: str = "127.0.0.1", port: int = 0,
                  allowed_hosts: Iterable[str] = (),
                  idle_timeout: float = guard.IDLE_TIMEOUT,
-                 read_timeout: float = guard.READ_TIMEOUT) -> None:
+                 read_timeout: float = guard.READ_TIMEOUT,
+                 max_connections: int = guard.MAX_CONNECTIONS) -> None:
         self.api = api
         self.hosts = guard.HostCheck(host, allowed_hosts)
         self.idle_timeout = idle_timeout
@@ -117,6 +142,8 @@ class APIServerHTTP:
         except NotFound:
             api.register(CRD)
         self._server = _Server((host, port), _Handler)
+        self._server.max_connections = max_connections
+        self._server._open_lock = threading.Lock()
         self._server.face = self  # type: ignore[attr-defined]
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -401,7 +428,7 @@ class _Handler(BaseHTTPRequestHandler):
                    "items": [tables.partial_metadata(o, meta_version) for o in items]}
         else:
             doc = {"apiVersion": rtype.api_version, "kind": f"{rtype.kind}List",
-                   "metadata": list_meta, "items": items}
+                   "metadata": list_meta, "items": builtins.list_items(rtype, items)}
         self._send_json(200, doc, yaml_out=shape == "yaml")
 
     def _send_object(self, status: int, rtype: ResourceType, obj: dict[str, Any], shape: str,
@@ -518,7 +545,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {}
         if isinstance(exc, TooManyRequests):
             headers["Retry-After"] = str(max(1, round(exc.retry_after)))
-        self._send_json(exc.status, exc.to_status(), headers)
+        self._send_json(exc.status, statuses.status_of(exc), headers)
 
 
 
