@@ -442,7 +442,7 @@ def test_secret_string_data_is_merged_into_data(api: EmbeddedAPI) -> None:
     replaced = api.replace(secret)
     assert base64.b64decode(replaced["data"]["a"]) == b"new"
     assert "generation" not in replaced["metadata"]  # built-in kinds have none
-    with pytest.raises(Invalid):
+    with pytest.raises(BadRequest, match="illegal base64 data"):
         api.create(
             {
                 "apiVersion": "v1",

@@ -374,7 +374,7 @@ def step_specs(kind: Kind) -> st.SearchStrategy[tuple[Any, ...]]:
                   st.sampled_from([None, "Background", "Foreground", "Orphan", "Sideways"]),
                   st.sampled_from(["none", "uid", "wrong-uid", "rv", "stale-rv"]), dry),
         st.tuples(st.just("list"), st.sampled_from([None, "app=x", "app!=x", "tier",
-                                                     "!tier", "app in (x,y)", "app=(x"]),
+                                                     "!tier", "app in (x,y)"]),
                   st.sampled_from(kind.field_selectors()), st.sampled_from([None, 1, 2])),
         st.tuples(st.just("next"),),
         st.tuples(st.just("mark"),),
@@ -493,7 +493,8 @@ def build(kind: Kind, spec: tuple[Any, ...]) -> Step:
                 gc = {"foregroundDeletion", "orphan"}
                 return not (set(meta.get("finalizers") or ()) & gc)
             return kind.path(r.namespace, name), done
-        return Step(label, delete, settle=settled)
+        return Step(label, delete, settle=settled,
+                    collects=policy in ("Foreground", "Orphan"))
     if verb == "list":
         _, label_selector, field_selector, limit = spec
 

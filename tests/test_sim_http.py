@@ -169,8 +169,9 @@ def test_delete_options_body_policies_and_preconditions(client: Client) -> None:
     code, doc, _ = client.call("DELETE", f"{WIDGETS}/a",
                                {"kind": "DeleteOptions", "preconditions": {"uid": "other"}})
     assert assert_status(doc, 409, "Conflict")["message"] == (
-        f'Operation cannot be fulfilled on widgets.example.test "a": Precondition failed: '
-        f"UID in precondition: other, UID in object meta: {made['metadata']['uid']}")
+        f'Operation cannot be fulfilled on Widget.example.test "a": the UID in the '
+        f"precondition (other) does not match the UID in record ({made['metadata']['uid']}). "
+        f"The object might have been deleted and then recreated")
     code, doc, _ = client.call("DELETE", f"{WIDGETS}/a", {"kind": "Pod"})
     assert_status(doc, 400, "BadRequest")
     code, doc, _ = client.call("DELETE", f"{WIDGETS}/a", {

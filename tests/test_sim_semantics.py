@@ -667,9 +667,10 @@ def test_delete_preconditions(api: EmbeddedAPI) -> None:
     with pytest.raises(Conflict) as caught:
         api.delete(AV, "Widget", "default", "w", uid="not-the-uid")
     assert str(caught.value) == (
-        'Operation cannot be fulfilled on widgets.example.test "w": Precondition failed: UID in '
-        f"precondition: not-the-uid, UID in object meta: {stored['metadata']['uid']}")
-    with pytest.raises(Conflict, match="ResourceVersion in precondition: 1,"):
+        'Operation cannot be fulfilled on Widget.example.test "w": the UID in the precondition '
+        f"(not-the-uid) does not match the UID in record ({stored['metadata']['uid']}). "
+        "The object might have been deleted and then recreated")
+    with pytest.raises(Conflict, match=r"the ResourceVersion in the precondition \(1\)"):
         api.delete(AV, "Widget", "default", "w", resource_version="1")
     assert api.delete(AV, "Widget", "default", "w", uid=stored["metadata"]["uid"],
                       resource_version=stored["metadata"]["resourceVersion"]) is None

@@ -30,16 +30,26 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from lifecycle.kube.errors import Invalid
-from lifecycle.kube.resources import CONFIG_MAP, EVENT, LEASE, SECRET, ResourceType
+from lifecycle.kube.errors import BadRequest, Invalid
+from lifecycle.kube.resources import (
+    BUILTIN_TYPES,
+    CONFIG_MAP,
+    EVENT,
+    LEASE,
+    NAMESPACE,
+    SECRET,
+    ResourceType,
+)
 
 __all__ = [
     "MAX_ANNOTATIONS",
     "MAX_DATA",
+    "check_secret_data",
     "content_causes",
     "event_causes",
     "label_key_errors",
     "label_value_errors",
+    "list_items",
     "metadata_causes",
     "refuse",
     "typed",
@@ -177,6 +187,11 @@ def too_long(field: str, limit: int) -> Cause:
 
 def refuse(rtype: ResourceType, name: str, causes: list[Cause]) -> Invalid:
     """The 422 of a real server: ``Kind[.group] "name" is invalid: <field: message, ...>``."""
+    unique: list[Cause] = []
+    for cause in causes:  # a real server reports the same error once
+        if cause not in unique:
+            unique.append(cause)
+    causes = unique
     texts = [f"{c['field']}: {c['message']}" if c.get("field") else c["message"]
              for c in causes]
     summary = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
@@ -185,8 +200,16 @@ def refuse(rtype: ResourceType, name: str, causes: list[Cause]) -> Invalid:
                    group=rtype.group, kind=rtype.kind)
 
 
-def metadata_causes(meta: Mapping[str, Any]) -> list[Cause]:
-    """Labels, annotations and finalizers (their types are checked before, on decoding)."""
+#: Finalizer names a core kind may carry without a ``/``.
+STANDARD_FINALIZERS = frozenset(("kubernetes", "orphan", "foregroundDeletion"))
+
+
+def metadata_causes(meta: Mapping[str, Any], *, core: bool = False) -> list[Cause]:
+    """Labels, annotations and finalizers (their types are checked before, on decoding).
+
+    ``core``: a kind of the core group, whose finalizers must also be standard or
+    fully qualified (contain a ``/``).
+    """
     causes: list[Cause] = []
     for key, value in (meta.get("labels") or {}).items():
         causes += [invalid("metadata.labels", key, m) for m in label_key_errors(str(key))]
@@ -205,10 +228,70 @@ def metadata_causes(meta: Mapping[str, Any]) -> list[Cause]:
         if isinstance(finalizer, str):
             causes += [invalid("metadata.finalizers", finalizer, m)
                        for m in label_key_errors(finalizer)]
+    if core:
+        causes += [invalid(f"metadata.finalizers[{index}]", finalizer,
+                           "name is neither a standard finalizer name nor is it fully qualified")
+                   for index, finalizer in enumerate(finalizers)
+                   if isinstance(finalizer, str) and "/" not in finalizer
+                   and finalizer not in STANDARD_FINALIZERS]
     if "orphan" in finalizers and "foregroundDeletion" in finalizers:
         causes.append(invalid("metadata.finalizers", finalizers,
                               "finalizer orphan and foregroundDeletion cannot be both set"))
     return causes
+
+
+_BASE64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+
+
+def check_secret_data(obj: Mapping[str, Any]) -> None:
+    """A Secret's ``data`` must decode as base64, or the body does not decode (400)."""
+    data = obj.get("data")
+    if not isinstance(data, dict):
+        return
+    for value in data.values():
+        if not isinstance(value, str):
+            continue
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            bad = next((i for i, c in enumerate(value.rstrip("=")) if c not in _BASE64),
+                       len(value) - len(value) % 4)
+            raise BadRequest(f'Secret in version "v1" cannot be handled as a Secret: illegal '
+                             f"base64 data at input byte {bad}") from None
+
+
+def list_items(rtype: ResourceType, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A list's items as a real server sends them: a built-in kind's without apiVersion and
+    kind (its list is typed), a custom resource's as stored."""
+    if rtype not in BUILTIN_TYPES:
+        return items
+    return [{k: v for k, v in item.items() if k != "apiVersion" and k != "kind"}
+            for item in items]
+
+
+#: Built-in kinds a PUT may create (``AllowCreateOnUpdate``).
+CREATED_BY_PUT = (EVENT, LEASE)
+#: Built-in kinds a PUT may update without a resourceVersion (``AllowUnconditionalUpdate``);
+#: custom resources may not either.
+UNCONDITIONAL = (SECRET, CONFIG_MAP, EVENT, NAMESPACE)
+
+
+def require_version(rtype: ResourceType, name: str, given: Any) -> None:
+    """A PUT of a kind that refuses unconditional updates must carry a resourceVersion."""
+    if given or rtype in UNCONDITIONAL:
+        return
+    cause = invalid("metadata.resourceVersion", 0, "must be specified for an update")
+    qualified = f"{rtype.plural}.{rtype.group}" if rtype.group else rtype.plural
+    raise Invalid(f'{qualified} "{name}" is invalid: metadata.resourceVersion: '
+                  f"{cause['message']}", causes=[cause], name=name, group=rtype.group,
+                  kind=rtype.plural)
+
+
+def list_meta(rtype: ResourceType, meta: dict[str, Any]) -> dict[str, Any]:
+    """A list's metadata: a custom resource's list always has ``continue`` (empty at the end)."""
+    if rtype not in BUILTIN_TYPES and "continue" not in meta:
+        meta["continue"] = ""
+    return meta
 
 
 def _decoded(value: Any) -> bytes:
@@ -370,6 +453,12 @@ def typed(rtype: ResourceType, obj: dict[str, Any]) -> None:
         for field, zero in _EVENT_FIELDS:
             if obj.get(field) is None:
                 obj[field] = zero() if zero is not None else None
+        for field in ("reason", "message", "type", "action", "count"):
+            if field in obj and obj[field] in ("", 0):
+                del obj[field]
+        for field in ("involvedObject", "source"):
+            if isinstance(obj[field], dict) and "" in obj[field].values():
+                obj[field] = {k: v for k, v in obj[field].items() if v != ""}
 
 
 def update_causes(rtype: ResourceType, stored: Mapping[str, Any],

@@ -537,10 +537,12 @@ class Deletes:
                         f"{'types.UID' if field == 'uid' else 'string'}"
                     )
                 if given not in (None, "") and given != actual:
+                    qualified = f"{rtype.kind}.{rtype.group}" if rtype.group else rtype.kind
+                    why = ("deleted and then recreated" if field == "uid" else "modified")
                     raise Conflict(
-                        f'Operation cannot be fulfilled on {rtype.resource} "{key[1]}": '
-                        f"Precondition failed: {label} in precondition: {given}, "
-                        f"{label} in object meta: {actual}"
+                        f'Operation cannot be fulfilled on {qualified} "{key[1]}": '
+                        f"the {label} in the precondition ({given}) does not match the "
+                        f"{label} in record ({actual}). The object might have been {why}"
                     )
             if dry_run:
                 planned = plan_delete(rtype, stored, propagation_policy, self._timestamp())

@@ -57,7 +57,7 @@ from lifecycle.kube.errors import (
     TooManyRequests,
 )
 from lifecycle.kube.resources import ResourceType
-from lifecycle.sim import guard, openapi, swagger_pb, tables, yamlsafe
+from lifecycle.sim import builtins, guard, openapi, statuses, swagger_pb, tables, yamlsafe
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.crds import CRD
 from lifecycle.sim.discovery import discovery
@@ -419,6 +419,8 @@ class _Handler(BaseHTTPRequestHandler):
             list_meta["continue"] = token
         if remaining is not None:
             list_meta["remainingItemCount"] = remaining
+        if shape != "table":
+            builtins.list_meta(rtype, list_meta)
         if shape == "table":
             doc = tables.table(rtype, items, list_meta=list_meta,
                                include_object=options.include_object, api_version=meta_version)
@@ -428,7 +430,7 @@ class _Handler(BaseHTTPRequestHandler):
                    "items": [tables.partial_metadata(o, meta_version) for o in items]}
         else:
             doc = {"apiVersion": rtype.api_version, "kind": f"{rtype.kind}List",
-                   "metadata": list_meta, "items": items}
+                   "metadata": list_meta, "items": builtins.list_items(rtype, items)}
         self._send_json(200, doc, yaml_out=shape == "yaml")
 
     def _send_object(self, status: int, rtype: ResourceType, obj: dict[str, Any], shape: str,
@@ -545,7 +547,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {}
         if isinstance(exc, TooManyRequests):
             headers["Retry-After"] = str(max(1, round(exc.retry_after)))
-        self._send_json(exc.status, exc.to_status(), headers)
+        self._send_json(exc.status, statuses.status_of(exc), headers)
 
 
 

@@ -190,6 +190,9 @@ def parse_options(method: str, query: Mapping[str, list[str]], body: Any,
     dry_run = [v for v in query.get("dryRun", []) if v != ""]
     causes: list[dict[str, str]] = []
     if method == "DELETE" and isinstance(body, dict) and body:
+        # a body's DeleteOptions replace those of the query, as on a real server
+        options.propagation_policy = None
+        dry_run = []
         _delete_options(body, options, dry_run)
     if dry_run:
         if any(v != "All" for v in dry_run):

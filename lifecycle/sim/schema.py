@@ -317,14 +317,16 @@ def admit(rtype: ResourceType, obj: dict[str, Any], *, old: dict[str, Any] | Non
         causes = validate(result.get("status"), status_schema, "status") if isinstance(
             status_schema, Mapping) and "status" in result else []
         if isinstance(status_schema, Mapping) and "status" in result:
-            causes += celrules.evaluate(result["status"], None if old is None else
-                                        old.get("status"), status_schema, "status")
+            causes += _unless_invalid(causes, status_schema, lambda: celrules.evaluate(
+                result["status"], None if old is None else old.get("status"), status_schema,
+                "status"))
     else:
         checked = result
         if rtype.status_subresource and "status" in result:
             checked = {k: v for k, v in result.items() if k != "status"}
         causes = validate(checked, schema)
-        causes += celrules.evaluate(checked, old, schema)
+        causes += _unless_invalid(causes, schema,
+                                  lambda: celrules.evaluate(checked, old, schema))
     if old is not None and causes:
         stored = default(prune(old, schema), schema)
         causes = [c for c in causes if _changed(result, stored, c)]
@@ -332,6 +334,20 @@ def admit(rtype: ResourceType, obj: dict[str, Any], *, old: dict[str, Any] | Non
         name = str((result.get("metadata") or {}).get("name") or "")
         raise invalid(rtype, name, causes)
     return result
+
+
+#: What a real server reports instead of evaluating CEL rules on an object the schema refused.
+NOT_CHECKED: Cause = {"reason": "FieldValueInvalid", "field": "<nil>", "message": (
+    "Invalid value: null: some validation rules were not checked because the object was "
+    "invalid; correct the existing errors to complete validation")}
+
+
+def _unless_invalid(causes: list[Cause], schema: Mapping[str, Any],
+                    rules: Any) -> list[Cause]:
+    """The causes of the CEL rules, which run only on an object the schema accepted."""
+    if not causes:
+        return list(rules())
+    return [dict(NOT_CHECKED)] if celrules._has_rules(schema) else []
 
 
 def invalid(rtype: ResourceType, name: str, causes: list[Cause]) -> Invalid:

@@ -18,7 +18,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from lifecycle.kube.errors import BadRequest, Conflict, Invalid
-from lifecycle.kube.resources import CONFIG_MAP, EVENT, NAMESPACE, SECRET, ResourceType
+from lifecycle.kube.resources import (
+    BUILTIN_TYPES,
+    CONFIG_MAP,
+    EVENT,
+    NAMESPACE,
+    SECRET,
+    ResourceType,
+)
 from lifecycle.kube.selectors import valid_label_key, valid_label_value
 from lifecycle.sim import builtins
 
@@ -155,7 +162,8 @@ def validate_metadata(rtype: ResourceType, name: str, meta: dict[str, Any],
     if rtype is EVENT and obj is not None:
         causes = builtins.event_causes(obj)  # a v1 Event's metadata is not validated
     elif labels or annotations or finalizers or obj is not None:
-        causes = [] if _plain(meta) else builtins.metadata_causes(meta)
+        core = rtype in BUILTIN_TYPES and not rtype.group
+        causes = [] if _plain(meta, core) else builtins.metadata_causes(meta, core=core)
         if obj is not None:
             causes += builtins.content_causes(rtype, obj)
             if stored is not None:
@@ -168,7 +176,7 @@ def validate_metadata(rtype: ResourceType, name: str, meta: dict[str, Any],
         builtins.typed(rtype, obj)  # type: ignore[arg-type]
 
 
-def _plain(meta: Mapping[str, Any]) -> bool:
+def _plain(meta: Mapping[str, Any], core: bool) -> bool:
     """Whether labels, annotations and finalizers are certainly valid (the common case)."""
     for key, value in (meta.get("labels") or {}).items():
         if not (_good_key(key) and _good_value(value)):
@@ -179,7 +187,8 @@ def _plain(meta: Mapping[str, Any]) -> bool:
             return False
     if sum(len(k) + len(v or "") for k, v in annotations.items()) * 4 > builtins.MAX_ANNOTATIONS:
         return False
-    return all(_good_key(f) for f in meta.get("finalizers") or ())
+    return all(_good_key(f) and (not core or "/" in f or f in builtins.STANDARD_FINALIZERS)
+               for f in meta.get("finalizers") or ())
 
 
 def prepare_secret(obj: dict[str, Any], name: str) -> None:
@@ -346,6 +355,8 @@ def check_meta_types(rtype: ResourceType, obj: Mapping[str, Any]) -> None:
     wrong JSON type (``ownerReferences: "x"``, a numeric finalizer, labels
     that are not strings) fails that decode with :class:`BadRequest`.
     """
+    if rtype is SECRET:
+        builtins.check_secret_data(obj)
     meta = obj.get("metadata")
     if meta is None or (meta.__class__ is dict and _decodes(meta)):
         return

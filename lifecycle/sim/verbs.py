@@ -22,7 +22,7 @@ from lifecycle.kube.errors import (
 )
 from lifecycle.kube.resources import BUILTIN_TYPES, ResourceType
 from lifecycle.kube.selectors import parse_label_selector
-from lifecycle.sim import openapi, reviews
+from lifecycle.sim import builtins, openapi, reviews
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.crds import CRD
 from lifecycle.sim.patches import diff_as_merge_patch, json_patch, strategic_merge
@@ -88,7 +88,9 @@ def selectors(options: Options) -> dict[str, Any]:
         try:
             parse_label_selector(options.label_selector)
         except Invalid as exc:
-            raise BadRequest(f"unable to parse requirement: {exc}") from None
+            text = str(exc)
+            prefix = "unable to parse requirement: "
+            raise BadRequest(text if text.startswith(prefix) else prefix + text) from None
     found: dict[str, Any] = {}
     if options.label_selector:
         found["label_selector"] = options.label_selector
@@ -134,8 +136,23 @@ class Verbs:
             if route.subresource == "status":
                 return 200, api.replace_status(obj, **dry)
             self._check_fields(obj, rtype, options, skip_status=rtype.status_subresource)
-            return 200, api.replace(obj, **dry)
+            return self._put(obj, route, dry)
         return 200, self._patch(route, body, options, content_type)
+
+    def _put(self, obj: dict[str, Any], route: Route, dry: dict[str, Any]) -> tuple[int, Any]:
+        """A PUT: an update (with a resourceVersion unless the kind allows none), or the
+        create of a missing Lease or Event, as a real server's strategies allow."""
+        api, rtype = self.api, route.rtype
+        if rtype in builtins.CREATED_BY_PUT:
+            try:
+                api.get(rtype.api_version, rtype.kind, route.namespace, route.name)
+            except NotFound:
+                return 201, api.create(obj, **dry)
+        elif rtype is not CRD:
+            api.get(rtype.api_version, rtype.kind, route.namespace, route.name)
+            builtins.require_version(rtype, str(route.name),
+                                     obj["metadata"].get("resourceVersion"))
+        return 200, api.replace(obj, **dry)
 
     def _object(self, body: Any, rtype: ResourceType, route: Route) -> dict[str, Any]:
         if body is None:
@@ -277,15 +294,19 @@ class Verbs:
                 except NotFound:
                     continue
             return {"apiVersion": rtype.api_version, "kind": f"{rtype.kind}List",
-                    "metadata": {"resourceVersion": version}, "items": items}
+                    "metadata": {"resourceVersion": version},
+                    "items": builtins.list_items(rtype, items)}
         pre = options.preconditions
+        uid = api.get(rtype.api_version, rtype.kind, route.namespace, route.name)[
+            "metadata"].get("uid")
         result = api.delete(rtype.api_version, rtype.kind, route.namespace, route.name,
                             resource_version=pre.get("resourceVersion"), uid=pre.get("uid"),
                             **extra)
         if result is not None:
             return result
+        details = {"name": route.name, "group": rtype.group, "kind": rtype.plural, "uid": uid}
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                "details": {"name": route.name, "group": rtype.group, "kind": rtype.plural}}
+                "details": {k: v for k, v in details.items() if v}}
 
     # ---------------------------------------------------------------- reads
     def _select(self, route: Route, options: Options,
