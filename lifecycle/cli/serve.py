@@ -173,7 +173,7 @@ def serve(args: argparse.Namespace) -> int:
             _install_crd(api, doc)
         if saved is None:
             seed_provider_config(api)
-        face = _listen(api, host, args.port)
+        face = _listen(api, host, args.port, args.allow_host or ())
         served = True
         _run(args, api, face, state, externals, pairs, kinds,
              f"http://{_client_host(host)}:{face.port}")
@@ -184,12 +184,18 @@ def serve(args: argparse.Namespace) -> int:
         state.close(clean=finished if served else (saved is None or saved.clean))
 
 
-def _listen(api: Any, host: str, port: int) -> Any:
-    """The HTTP face bound to ``host:port`` (not serving yet); one-line error if taken."""
+def _listen(api: Any, host: str, port: int, allowed: Sequence[str] = ()) -> Any:
+    """The HTTP face bound to ``host:port`` (not serving yet); one-line error if taken.
+
+    ``allowed`` are more names its clients may use in the Host header.
+    """
     from lifecycle.sim.http import APIServerHTTP
 
+    for name in allowed:
+        if not name or any(c.isspace() or c in "/@" for c in name):
+            raise UsageError(f"--allow-host {name!r} is not a host name")
     try:
-        return APIServerHTTP(api, host=host, port=port)
+        return APIServerHTTP(api, host=host, port=port, allowed_hosts=allowed)
     except OSError as exc:
         hint = (" (another lifecycle serve or a cluster? choose another with --port)"
                 if exc.errno == errno.EADDRINUSE else "")
@@ -285,6 +291,10 @@ def register(subparsers: Any) -> None:
                    help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a non-loopback --address (no authentication, no TLS)")
+    p.add_argument("--allow-host", action="append", metavar="NAME",
+                   help="also answer requests whose Host header is NAME (repeatable; by "
+                        "default only the served address, and localhost on loopback: other "
+                        "names are refused, which stops DNS rebinding)")
     p.add_argument("--kubeconfig", default=DEFAULT_KUBECONFIG, metavar="FILE",
                    help=f"kubeconfig to write (default: ./{DEFAULT_KUBECONFIG})")
     p.add_argument("--state", default=DEFAULT_STATE, metavar="FILE",
