@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from envtest_helpers import SERVERS, served, unique
 from serve_helpers import Serve, eventually
 
 GROUP, VERSION, PLURAL = "kopf.dev", "v1", "kopfexamples"
@@ -150,14 +151,20 @@ class Kopf:
         return path.read_text(encoding="utf-8") if path.exists() else None
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[Serve]:
-    """``lifecycle serve --no-operator`` with the KopfExample CRD Established."""
+@pytest.fixture(params=SERVERS)
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Serve]:
+    """An API server with no operator of ours and the KopfExample CRD Established:
+    ``lifecycle serve --no-operator``, or the real API server (the envtest tier)."""
     from kubernetes import client as k8s
 
-    with Serve(tmp_path / "serve", operator=False) as serving:
+    real = request.getfixturevalue("real_cluster") if request.param == "envtest" else None
+    with served(request.param, real, tmp_path / request.param, operator=False) as serving:
         ext = k8s.ApiextensionsV1Api(serving.client())
-        ext.create_custom_resource_definition(CRD)
+        try:
+            ext.create_custom_resource_definition(CRD)
+        except k8s.ApiException as exc:
+            if exc.status != 409:  # the real server outlives a test; the CRD stays
+                raise
 
         def established() -> bool:
             crd = ext.read_custom_resource_definition(f"{PLURAL}.{GROUP}").to_dict()
@@ -187,7 +194,7 @@ def test_kopf_create_update_delete_handlers_and_finalizer(server: Serve, tmp_pat
     from kubernetes import client as k8s
 
     core = k8s.CoreV1Api(server.client())
-    namespace = "kopf-test"
+    namespace = unique("kopf")
     core.create_namespace({"apiVersion": "v1", "kind": "Namespace",
                            "metadata": {"name": namespace}})
     api = k8s.CustomObjectsApi(server.client())
@@ -258,7 +265,7 @@ def test_kopf_handles_objects_that_existed_before_it_started(server: Serve,
     from kubernetes import client as k8s
 
     core = k8s.CoreV1Api(server.client())
-    namespace = "kopf-early"
+    namespace = unique("kopf-early")
     core.create_namespace({"apiVersion": "v1", "kind": "Namespace",
                            "metadata": {"name": namespace}})
     api = k8s.CustomObjectsApi(server.client())

@@ -363,3 +363,96 @@ def test_the_informer_lists_then_follows_the_watch(target: Target) -> None:
         eventually(same, "the cache equal to the server's list")
     finally:
         informer.stop()
+
+
+# ------------------------------------------------------------------ PostgreSQL
+@pytest.mark.postgres
+def test_a_postgres_role_database_and_grant_converge_and_go(
+        target: Target, postgres_server: Any, postgres_admins: Any) -> None:
+    """A Role, a Database and a Grant of the role on it reach Ready through the operator with
+    the connectors their registrations declare, exist in PostgreSQL, and are dropped when
+    deleted."""
+    from lifecycle import registry
+    from lifecycle.cli import check_connector
+    from lifecycle.driver.crds import crds
+    from lifecycle.testing.envtest import install
+
+    names = ("Role", "Database", "Grant")
+    found = [registry.find(n) for n in names]
+    install(target.client, crds([r.kind for r in found]))
+    admin = postgres_admins["superuser"]
+    config = f"pg-{target.namespace}"
+    core, custom = target.core(), target.custom()
+    core.create_namespaced_secret(target.namespace, {
+        "metadata": {"name": "pg-admin"},
+        "stringData": {"username": admin.user, "password": admin.password}})
+    pc_group, pc_version = found[0].kind.provider_config_api.split("/")
+    custom.create_cluster_custom_object(pc_group, pc_version, "providerconfigs", {
+        "apiVersion": found[0].kind.provider_config_api, "kind": "ProviderConfig",
+        "metadata": {"name": config},
+        "spec": {"host": postgres_server.host, "port": postgres_server.port,
+                 "sslmode": "disable", "credentials": {"secretRef": {
+                     "name": "pg-admin", "namespace": target.namespace}}}})
+    pairs = [(r.kind, check_connector(r.connector, r.name)) for r in found]
+    options = ManagerOptions(informer=FAST, backoff_base=0.05, backoff_cap=1.0,
+                             namespace=target.namespace)
+    manager = cached_manager(target.cluster([r.kind for r in found]), pairs, options,
+                             secrets=True).start()
+    role = f"two_{target.name}_{uuid.uuid4().hex[:6]}"
+    group = found[0].kind.group
+    ref = {"providerConfigRef": {"name": config}}
+    docs = {
+        "roles": {"kind": "Role", "metadata": {
+            "name": "app", "annotations": {"lifecycle.dev/external-name": role}},
+            "spec": {"forProvider": {"login": True}, **ref,
+                     "writeConnectionSecretToRef": {"name": "app-role"}}},
+        "databases": {"kind": "Database", "metadata": {
+            "name": "appdb", "annotations": {"lifecycle.dev/external-name": f"{role}_db"}},
+            "spec": {"forProvider": {}, **ref}},
+        "grants": {"kind": "Grant", "metadata": {"name": "connect"},
+                   "spec": {"forProvider": {"role": role, "database": f"{role}_db",
+                                            "privileges": ["CONNECT"]}, **ref}},
+    }
+
+    def get(plural: str, name: str) -> dict[str, Any] | None:
+        try:
+            return custom.get_namespaced_custom_object(  # type: ignore[no-any-return]
+                group, "v1alpha1", target.namespace, plural, name)
+        except k8s.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def exists(sql: str) -> bool:
+        with postgres_server.connect() as conn:
+            return bool(conn.execute(sql, (role,)).fetchone())
+
+    try:
+        for plural, doc in docs.items():
+            custom.create_namespaced_custom_object(group, "v1alpha1", target.namespace, plural,
+                                                   {"apiVersion": f"{group}/v1alpha1", **doc})
+        seen: dict[str, Any] = {}
+
+        def all_ready() -> bool:
+            found = {p: get(p, d["metadata"]["name"]) for p, d in docs.items()}
+            seen.update({p: ((o or {}).get("status") or {}).get("conditions")
+                         for p, o in found.items()})
+            return all(ready(o) for o in found.values())
+
+        try:
+            eventually(all_ready, "Role, Database and Grant Ready", timeout=90)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nconditions: {seen}") from None
+        assert exists("SELECT 1 FROM pg_roles WHERE rolname = %s")
+        assert exists("SELECT 1 FROM pg_database WHERE datname = %s || '_db'")
+        assert target.secret("app-role") is not None
+        for plural, doc in reversed(list(docs.items())):
+            custom.delete_namespaced_custom_object(group, "v1alpha1", target.namespace, plural,
+                                                   doc["metadata"]["name"])
+        eventually(lambda: all(get(p, d["metadata"]["name"]) is None for p, d in docs.items()),
+                   "all three deleted", timeout=90)
+        assert not exists("SELECT 1 FROM pg_roles WHERE rolname = %s")
+        assert not exists("SELECT 1 FROM pg_database WHERE datname = %s || '_db'")
+    finally:
+        manager.stop()
+        custom.delete_cluster_custom_object(pc_group, pc_version, "providerconfigs", config)

@@ -92,6 +92,13 @@ def status_schema(kind: Kind) -> dict[str, Any]:
             }}
 
 
+def empty_default(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` defaulting to ``{}`` when left out, unless it has required properties:
+    a real API server validates a default against its schema, so ``{}`` with required
+    fields makes the whole CRD invalid (422)."""
+    return schema if schema.get("required") else {**schema, "default": {}}
+
+
 def spec_schema(kind: Kind) -> dict[str, Any]:
     """The schema of ``spec``: the parameters under ``forProvider`` and the engine's fields."""
     parameters = schema_for_type(kind.parameters, where="spec.forProvider")
@@ -99,7 +106,7 @@ def spec_schema(kind: Kind) -> dict[str, Any]:
                                          f"{kind.kind} manages.")
     return {"type": "object", "description": "The desired state of the resource.",
             "properties": {
-        "forProvider": {**parameters, "default": {}},
+        "forProvider": empty_default(parameters),
         "providerConfigRef": {**_ref("The ProviderConfig holding credentials."),
                               "default": {"name": "default"}},
         "writeConnectionSecretToRef": _ref("Where to write connection details.",
@@ -307,7 +314,7 @@ def claim_crd(kind: Kind) -> dict[str, Any]:
     schema = {"type": "object", "description": kind_description(kind),
               "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
                              "metadata": {"type": "object"},
-                             "spec": {**claim_spec_schema(kind), "default": {}},
+                             "spec": empty_default(claim_spec_schema(kind)),
                              "status": claim_status_schema(kind)}}
     return _definition(kind.group, kind.version, kind.kind, kind.plural, True, schema,
                        short_names=kind.short_names, columns=_CLAIM_COLUMNS,
@@ -378,7 +385,7 @@ def class_crd(kind: ClassKind) -> dict[str, Any]:
               "description": f"A template for resources provisioned for claims ({kind.kind}).",
               "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
                              "metadata": {"type": "object"},
-                             "specTemplate": {**class_template_schema(), "default": {}},
+                             "specTemplate": empty_default(class_template_schema()),
                              "crossNamespaceBinding": cross_namespace_schema()}}
     return _definition(kind.group, kind.version, kind.kind, kind.plural, False, schema,
                        columns=_CLASS_COLUMNS, categories=("class", "lifecycle"),

@@ -1,0 +1,310 @@
+"""The operator as its own ServiceAccount on the real API server, with the generated RBAC.
+
+``lifecycle manifests`` for every registered kind is applied to the real
+server (the envtest tier) except its Deployment; the operator then runs as
+the Deployment would run it (its arguments, with a kubeconfig holding the
+ServiceAccount's token instead of the in-cluster one) and converges an
+object of every bundled kind, claims included, then deletes them all. The
+server's audit log records every request the ServiceAccount made.
+
+Least privilege is measured, not assumed: every verb of every rule the
+manifests grant is removed in turn, and the real server's RBAC authorizer is
+asked (SubjectAccessReview) whether the operator's recorded requests would
+still be allowed. Each verb must be the only grant of some request the
+operator made; one that is not is reported as unneeded.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+from serve_helpers import eventually, free_port, kubectl_binary
+
+from lifecycle import registry
+
+pytestmark = pytest.mark.postgres
+
+RBAC_KINDS = {"ClusterRole", "Role"}
+BINDINGS = {"ClusterRoleBinding", "RoleBinding"}
+
+
+def all_kinds() -> list[str]:
+    """Every registered kind's name."""
+    return [r.name for r in registry.registrations()]
+
+
+def manifests(namespace: str) -> list[dict[str, Any]]:
+    """``lifecycle manifests`` for every registered kind, operator in ``namespace``."""
+    done = subprocess.run([sys.executable, "-m", "lifecycle", "manifests", "--kinds",
+                           *all_kinds(), "--namespace", namespace],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def kubectl(config: Path, *args: str, input: str | None = None,
+            check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``kubectl --kubeconfig CONFIG ARGS``."""
+    done = subprocess.run([kubectl_binary(), "--kubeconfig", str(config), *args], input=input,
+                          capture_output=True, text=True, timeout=120, check=False)
+    if check:
+        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+    return done
+
+
+def ready(obj: dict[str, Any]) -> bool:
+    """Whether ``obj`` has condition Ready True."""
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def objects(namespace: str, pg: Any, admin: Any) -> list[dict[str, Any]]:
+    """One object of every bundled kind (and what they need), all in ``namespace``."""
+    sim_config, pg_config = f"{namespace}-sim", f"{namespace}-pg"
+    role_name = f"rbac_{namespace.replace('-', '_')}"
+
+    def secret(name: str, data: dict[str, str]) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": name, "namespace": namespace}, "stringData": data}
+
+    def config(name: str, api_version: str, spec: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": api_version, "kind": "ProviderConfig",
+                "metadata": {"name": name}, "spec": spec}
+
+    pg_api = registry.find("Role").kind.provider_config_api
+    sim_api = registry.find("DatabaseInstance").kind.provider_config_api
+    ref = {"providerConfigRef": {"name": pg_config}}
+    return [
+        secret("sim-credentials", {"accessKeyId": "AKIDEXAMPLE", "secretAccessKey": "s3cr3t"}),
+        secret("pg-admin", {"username": admin.user, "password": admin.password}),
+        config(sim_config, sim_api, {"credentials": {"secretRef": {
+            "name": "sim-credentials", "namespace": namespace}}}),
+        config(pg_config, pg_api, {"host": pg.host, "port": pg.port, "sslmode": "disable",
+                                   "credentials": {"secretRef": {
+                                       "name": "pg-admin", "namespace": namespace}}}),
+        {"apiVersion": "db.lifecycle.dev/v1alpha1", "kind": "DatabaseInstance",
+         "metadata": {"name": "instance", "namespace": namespace},
+         "spec": {"forProvider": {"engine": "postgres", "storageGB": 20},
+                  "providerConfigRef": {"name": sim_config},
+                  "writeConnectionSecretToRef": {"name": "instance-conn"}}},
+        {"apiVersion": "db.lifecycle.dev/v1alpha1", "kind": "DatabaseInstanceClass",
+         "metadata": {"name": f"{namespace}-class"},
+         "specTemplate": {"forProvider": {"engine": "postgres", "storageGB": 20},
+                          "providerConfigRef": {"name": sim_config},
+                          "reclaimPolicy": "Delete", "resourceNamespace": namespace}},
+        {"apiVersion": "claims.lifecycle.dev/v1alpha1", "kind": "DatabaseClaim",
+         "metadata": {"name": "claim", "namespace": namespace},
+         "spec": {"classRef": {"name": f"{namespace}-class"},
+                  "writeConnectionSecretToRef": {"name": "claim-conn"}}},
+        {"apiVersion": "postgresql.lifecycle.dev/v1alpha1", "kind": "Role",
+         "metadata": {"name": "role", "namespace": namespace,
+                      "annotations": {"lifecycle.dev/external-name": role_name}},
+         "spec": {"forProvider": {"login": True}, **ref,
+                  "writeConnectionSecretToRef": {"name": "role-conn"}}},
+        {"apiVersion": "postgresql.lifecycle.dev/v1alpha1", "kind": "Database",
+         "metadata": {"name": "database", "namespace": namespace,
+                      "annotations": {"lifecycle.dev/external-name": f"{role_name}_db"}},
+         "spec": {"forProvider": {}, **ref}},
+        {"apiVersion": "postgresql.lifecycle.dev/v1alpha1", "kind": "Grant",
+         "metadata": {"name": "grant", "namespace": namespace},
+         "spec": {"forProvider": {"role": role_name, "database": f"{role_name}_db",
+                                  "privileges": ["CONNECT"]}, **ref}},
+        {"apiVersion": "postgresql.lifecycle.dev/v1alpha1", "kind": "Schema",
+         "metadata": {"name": "schema", "namespace": namespace,
+                      "annotations": {"lifecycle.dev/external-name": "app"}},
+         "spec": {"forProvider": {"database": f"{role_name}_db", "owner": role_name}, **ref}},
+        {"apiVersion": "postgresql.lifecycle.dev/v1alpha1", "kind": "Extension",
+         "metadata": {"name": "extension", "namespace": namespace,
+                      "annotations": {"lifecycle.dev/external-name": "pgcrypto"}},
+         "spec": {"forProvider": {"database": f"{role_name}_db"}, **ref}},
+        {"apiVersion": "postgresql.lifecycle.dev/v1alpha1", "kind": "DefaultPrivileges",
+         "metadata": {"name": "defaults", "namespace": namespace},
+         "spec": {"forProvider": {"role": role_name, "targetRole": role_name,
+                                  "database": f"{role_name}_db", "schema": "app",
+                                  "objectType": "table", "privileges": ["SELECT"]}, **ref}},
+    ]
+
+
+MANAGED = ("DatabaseInstance", "DatabaseClaim", "Role", "Database", "Grant", "Schema",
+           "Extension", "DefaultPrivileges")
+
+
+@pytest.fixture(scope="module")
+def operator_run(real_cluster: Any, postgres_server: Any, postgres_admins: Any,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The manifests applied, the operator run as its ServiceAccount through create,
+    Ready and delete of every bundled kind; what it recorded."""
+    namespace = f"ops-{uuid.uuid4().hex[:6]}"
+    work = tmp_path_factory.mktemp("rbac")
+    admin_config = real_cluster.kubeconfig
+    docs = manifests(namespace)
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    applied = [d for d in docs if d["kind"] != "Deployment"]
+    kubectl(admin_config, "apply", "-f", "-", input=yaml.safe_dump_all(applied))
+    kubectl(admin_config, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    sa_config = real_cluster.service_account_kubeconfig(work / "sa.kc", namespace, account)
+    args = list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+    probe = args.index("--probe-address")
+    port = free_port()
+    args[probe + 1] = f"127.0.0.1:{port}"
+    _, offset = real_cluster.audit_events()
+    log = (work / "operator.log").open("w")
+    process = subprocess.Popen([sys.executable, "-m", "lifecycle", *args,
+                                "--kubeconfig", str(sa_config), "--backoff-base", "0.2",
+                                "--backoff-cap", "5"], stdout=log, stderr=subprocess.STDOUT,
+                               env={**os.environ, "POD_NAME": "operator-0"})
+    made = objects(namespace, postgres_server, postgres_admins["superuser"])
+    result: dict[str, Any] = {"namespace": namespace, "docs": docs, "account": account,
+                              "log": work / "operator.log"}
+    try:
+        kubectl(admin_config, "apply", "-f", "-", input=yaml.safe_dump_all(made))
+
+        def converged() -> dict[str, bool] | None:
+            listed = json.loads(kubectl(admin_config, "get", ",".join(
+                _resource(k) for k in MANAGED), "-n", namespace,
+                "-o", "json").stdout)["items"]
+            state = {f"{i['kind']}/{i['metadata']['name']}": ready(i) for i in listed}
+            return state if len(state) >= len(MANAGED) and all(state.values()) else None
+
+        result["ready"] = eventually(converged, timeout=180, what="every bundled kind Ready "
+                                     "under the operator's own ServiceAccount")
+        # A spec change, so update paths are exercised too.
+        kubectl(admin_config, "patch", "databaseinstances.db.lifecycle.dev", "instance", "-n",
+                namespace, "--type=merge", "-p", '{"spec":{"forProvider":{"storageGB":30}}}')
+        for kind in reversed(MANAGED):
+            kubectl(admin_config, "delete", _resource(kind), "--all", "-n",
+                    namespace, "--wait=false")
+
+        def emptied() -> bool:
+            left = kubectl(admin_config, "get", ",".join(
+                _resource(k) for k in MANAGED), "-n", namespace, "-o", "name")
+            return not left.stdout.strip()
+
+        eventually(emptied, timeout=180, what="every object deleted by the operator")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+    user = f"system:serviceaccount:{namespace}:{account}"
+    events, _ = real_cluster.audit_events(since=offset)
+    result["requests"] = [e for e in events if e.get("user", {}).get("username") == user]
+    yield result
+
+
+def _resource(kind: str) -> str:
+    found = registry.find(kind).kind
+    return f"{found.plural}.{found.group}"
+
+
+def _attributes(event: dict[str, Any]) -> dict[str, Any]:
+    ref = event.get("objectRef") or {}
+    attributes = {"verb": event["verb"], "group": ref.get("apiGroup", ""),
+                  "resource": ref.get("resource", ""), "subresource": ref.get("subresource"),
+                  "namespace": ref.get("namespace"), "name": ref.get("name")}
+    return {k: v for k, v in attributes.items() if v is not None}
+
+
+def allowed(client: Any, user: str, groups: list[str], attributes: dict[str, Any]) -> bool:
+    """The real server's RBAC answer for ``user`` doing ``attributes`` (SubjectAccessReview)."""
+    review = k8s.AuthorizationV1Api(client).create_subject_access_review({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": user, "groups": groups, "resourceAttributes": attributes}})
+    return bool(review.status.allowed)
+
+
+def test_the_operator_converges_every_bundled_kind_as_its_own_service_account(
+        operator_run: dict[str, Any]) -> None:
+    """Every bundled kind went Ready and was deleted with only the generated RBAC, and
+    the server refused none of the operator's requests."""
+    assert set(k.split("/")[0] for k in operator_run["ready"]) == set(MANAGED)
+    refused = [_attributes(e) for e in operator_run["requests"]
+               if (e.get("responseStatus") or {}).get("code") == 403]
+    assert not refused, f"requests the generated RBAC refused: {refused}"
+    assert operator_run["requests"], "the audit log recorded nothing for the ServiceAccount"
+    log = Path(operator_run["log"]).read_text()
+    assert "Traceback" not in log, log[-3000:]
+
+
+def test_every_granted_verb_is_needed(real_cluster: Any,
+                                      operator_run: dict[str, Any]) -> None:
+    """Removing any one verb of any rule makes some request the operator made fail."""
+    client = real_cluster.api_client()
+    rbac = k8s.RbacAuthorizationV1Api(client)
+    namespace, account = operator_run["namespace"], operator_run["account"]
+    user = f"system:serviceaccount:{namespace}:{account}"
+    groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}",
+              "system:authenticated"]
+    seen = {json.dumps(_attributes(e), sort_keys=True) for e in operator_run["requests"]
+            if (e.get("responseStatus") or {}).get("code", 0) < 400}
+    requests = [json.loads(s) for s in sorted(seen)]
+    assert all(allowed(client, user, groups, r) for r in requests)
+    unneeded = []
+    for doc in (d for d in operator_run["docs"] if d["kind"] in RBAC_KINDS):
+        for index, rule in enumerate(doc["rules"]):
+            for verb in rule["verbs"]:
+                failing: list[dict[str, Any]] = []
+                if _matches(rule, verb, requests):
+                    trimmed = copy.deepcopy(doc)
+                    remaining = [v for v in rule["verbs"] if v != verb]
+                    if remaining:
+                        trimmed["rules"][index]["verbs"] = remaining
+                    else:
+                        del trimmed["rules"][index]
+                    _replace(rbac, trimmed)
+                    try:
+                        failing = _denied_within(client, user, groups, requests, 5.0)
+                    finally:
+                        _replace(rbac, doc)
+                        _denied_within(client, user, groups, requests, 0.0, until_none=True)
+                if not failing:
+                    unneeded.append(f"{doc['kind']} {doc['metadata']['name']}: {verb} on "
+                                    f"{rule.get('apiGroups')} {rule.get('resources')}")
+    assert not unneeded, "granted but never needed:\n" + "\n".join(unneeded)
+
+
+def _denied_within(client: Any, user: str, groups: list[str], requests: list[dict[str, Any]],
+                   seconds: float, *, until_none: bool = False) -> list[dict[str, Any]]:
+    """The requests the server denies, asked until some are (or, with ``until_none``, until
+    none are: the restored role is in force) or ``seconds`` pass (the authorizer's cache
+    takes a moment to see a changed role)."""
+    deadline = time.monotonic() + max(seconds, 10.0 if until_none else seconds)
+    while True:
+        denied = [r for r in requests if not allowed(client, user, groups, r)]
+        if (not denied if until_none else denied) or time.monotonic() >= deadline:
+            return denied
+        time.sleep(0.2)
+
+
+def _matches(rule: dict[str, Any], verb: str, requests: list[dict[str, Any]]) -> bool:
+    """Whether some recorded request is of ``verb`` on one of ``rule``'s resources (only
+    those can fail without it; the server's answer decides whether they do)."""
+    for r in requests:
+        resource = r["resource"] + (f"/{r['subresource']}" if r.get("subresource") else "")
+        if r["verb"] == verb and r["group"] in rule.get("apiGroups", []) and (
+                resource in rule.get("resources", []) or "*" in rule.get("resources", [])):
+            return True
+    return False
+
+
+def _replace(rbac: Any, doc: dict[str, Any]) -> None:
+    if doc["kind"] == "ClusterRole":
+        rbac.replace_cluster_role(doc["metadata"]["name"], doc)
+    else:
+        rbac.replace_namespaced_role(doc["metadata"]["name"], doc["metadata"]["namespace"], doc)
