@@ -266,9 +266,12 @@ def test_applied_crds_are_established_with_their_names_accepted(cluster: Serve) 
 
 
 def test_kubectl_get_crd_lists_them(cluster: Serve) -> None:
-    """``kubectl get crd`` (a short name of the built-in CRD kind) prints the CRDs."""
+    """``kubectl get crd`` (a short name of the built-in CRD kind) prints the CRDs with the
+    columns a v1.37 server gives them: scope, versions (storage marked), creation time."""
     table = cluster.kubectl("get", "crd").stdout
-    assert header(table)[:2] == ["NAME", "CREATED"], table
+    assert header(table)[:5] == ["NAME", "SCOPE", "VERSIONS", "CREATED", "AT"], table
+    row = next(line.split() for line in table.splitlines() if line.startswith(DBI))
+    assert row[1:3] == ["Namespaced", "v1alpha1(storage)"], row
     assert DBI in table
 
 

@@ -247,7 +247,15 @@ _BUILTIN: dict[tuple[str, str], list[_Column]] = {
         (_col("Name", "string", "The name of the event", 1, "name"),
          lambda o, c: _meta(o).get("name", "")),
     ],
+    # As a real API server of v1.37 prints them: scope, versions (the storage one
+    # marked), creation time.
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): [
+        (_col("Scope", "string", "Whether the resources are namespaced or cluster-scoped"),
+         lambda o, c: (o.get("spec") or {}).get("scope", "")),
+        (_col("Versions", "string", "The versions served, the storage version marked"),
+         lambda o, c: ",".join(
+             f"{v.get('name')}(storage)" if v.get("storage") else str(v.get("name"))
+             for v in (o.get("spec") or {}).get("versions") or [])),
         (_col("Created At", "date", "The time the definition was created"),
          lambda o, c: _meta(o).get("creationTimestamp", "")),
     ],
