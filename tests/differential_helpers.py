@@ -335,10 +335,11 @@ def run_steps(run: Run, steps: Sequence[Step], sentinel: Callable[[Run], Any] | 
             list_meta = answer.body.get("metadata") or {}
             run.marks.append(str(list_meta.get("resourceVersion")))
             run.token = list_meta.get("continue")
-        entry = {"step": step.label, **run.normalizer.answer(answer)}
         if step.collects and answer.status == 200 and (
                 collecting(answer.body) or (answer.body or {}).get("status") == "Success"):
-            entry["body"] = "<collected>"
+            entry = {"step": step.label, "code": 200, "body": "<collected>"}
+        else:
+            entry = {"step": step.label, **run.normalizer.answer(answer)}
         run.transcript.append(entry)
         if step.settle is not None:
             _settle(run, step)

@@ -351,8 +351,7 @@ def test_patch_content_types_like_a_real_server(client: Client) -> None:
         {"op": "test", "path": "/spec/size", "value": 9}],
         content_type="application/json-patch+json")
     status = assert_status(doc, 422, "Invalid")
-    assert status["details"]["causes"][0]["message"] == (
-        "testing value /spec/size failed: test failed")
+    assert status["details"] == {}  # as kube-apiserver 1.37 answers (tests/test_differential.py)
     code, doc, _ = client.call("PATCH", f"{WIDGETS}/a", [
         {"op": "replace", "path": "/metadata", "value": "x"}],
         content_type="application/json-patch+json")

@@ -329,8 +329,6 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
                         break
                 meta["name"] = name
             check_name(rtype, name)
-            if (namespace, name) in table:
-                raise AlreadyExists(f'{rtype.resource} "{name}" already exists')
             validate_metadata(rtype, name, meta, new)
             validate_owner_references(rtype, name, meta)
             admit_new(rtype, name, new)
@@ -338,6 +336,8 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
             if rtype is CRD:
                 new = self._crds.admit(new, None)
             new = admit_schema(rtype, new)
+            if (namespace, name) in table:  # checked by the storage, after validation
+                raise AlreadyExists(f'{rtype.resource} "{name}" already exists')
             new["apiVersion"], new["kind"] = rtype.api_version, rtype.kind
             self._created(rtype, table, namespace, name, new, dry_run=dry_run)
             if dry_run:

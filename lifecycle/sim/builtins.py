@@ -243,9 +243,11 @@ def metadata_causes(meta: Mapping[str, Any], *, core: bool = False) -> list[Caus
 _BASE64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
 
 
-def check_secret_data(obj: Mapping[str, Any]) -> None:
-    """A Secret's ``data`` must decode as base64, or the body does not decode (400)."""
-    data = obj.get("data")
+def check_secret_data(obj: Mapping[str, Any], kind: str = "Secret",
+                      field: str = "data") -> None:
+    """A Secret's ``data`` (a ConfigMap's ``binaryData``) must decode as base64, or the body
+    does not decode (400)."""
+    data = obj.get(field)
     if not isinstance(data, dict):
         return
     for value in data.values():
@@ -256,7 +258,7 @@ def check_secret_data(obj: Mapping[str, Any]) -> None:
         except (binascii.Error, ValueError):
             bad = next((i for i, c in enumerate(value.rstrip("=")) if c not in _BASE64),
                        len(value) - len(value) % 4)
-            raise BadRequest(f'Secret in version "v1" cannot be handled as a Secret: illegal '
+            raise BadRequest(f'{kind} in version "v1" cannot be handled as a {kind}: illegal '
                              f"base64 data at input byte {bad}") from None
 
 

@@ -191,6 +191,11 @@ def _parse(text: str) -> FieldSelector:
     return FieldSelector(tuple(terms))
 
 
+#: Kinds a real server selects by name and namespace only, with the default conversion's
+#: message for anything else.
+_DEFAULT_ONLY = frozenset((("v1", "ConfigMap"), ("coordination.k8s.io/v1", "Lease")))
+
+
 def parse_field_selector(
     text: str | None, api_version: str | None = None, kind: str | None = None
 ) -> FieldSelector:
@@ -209,6 +214,9 @@ def parse_field_selector(
         allowed = supported_fields(api_version or "", kind)
         for term in selector.terms:
             if term.field not in allowed:
+                if (api_version, kind) in _DEFAULT_ONLY:
+                    raise BadRequest(f'"{term.field}" is not a known field selector: only '
+                                     f'"metadata.name", "metadata.namespace"')
                 raise BadRequest(f"field label not supported: {term.field}")
     return selector
 

@@ -52,7 +52,9 @@ def json_patch(target: Any, operations: Any) -> Any:
         if kind == "add":
             doc = _pointer_set(doc, path, value, insert=True)
         elif kind == "replace":
-            _pointer_get(doc, path)
+            parent, _ = _parent(doc, path)
+            if not isinstance(parent, dict):  # a missing key of an object is set, as the
+                _pointer_get(doc, path)       # API server's json-patch library does
             doc = _pointer_set(doc, path, value, insert=False)
         elif kind == "remove":
             doc = _pointer_remove(doc, path)

@@ -160,7 +160,7 @@ def validate_metadata(rtype: ResourceType, name: str, meta: dict[str, Any],
         raise Invalid(
             f'{rtype.kind} "{name}" is invalid: metadata.finalizers: must be a list of strings')
     if rtype is EVENT and obj is not None:
-        causes = builtins.event_causes(obj)  # a v1 Event's metadata is not validated
+        causes = [*builtins.metadata_causes(meta), *builtins.event_causes(obj)]
     elif labels or annotations or finalizers or obj is not None:
         core = rtype in BUILTIN_TYPES and not rtype.group
         causes = [] if _plain(meta, core) else builtins.metadata_causes(meta, core=core)
@@ -357,6 +357,8 @@ def check_meta_types(rtype: ResourceType, obj: Mapping[str, Any]) -> None:
     """
     if rtype is SECRET:
         builtins.check_secret_data(obj)
+    elif rtype is CONFIG_MAP:
+        builtins.check_secret_data(obj, "ConfigMap", "binaryData")
     meta = obj.get("metadata")
     if meta is None or (meta.__class__ is dict and _decodes(meta)):
         return

@@ -41,6 +41,13 @@ NOT_ALLOWED = "the server does not allow this method on the requested resource"
 NOT_FOUND = "the server could not find the requested resource"
 
 
+class _PatchFailed(Invalid):
+    """A JSON patch that does not apply: 422 with empty ``details``, as a real server says."""
+
+    def to_status(self) -> dict[str, Any]:
+        return {**super().to_status(), "details": {}}
+
+
 class Route:
     """A parsed resource URL: type, namespace, name and subresource."""
 
@@ -143,13 +150,13 @@ class Verbs:
         """A PUT: an update (with a resourceVersion unless the kind allows none), or the
         create of a missing Lease or Event, as a real server's strategies allow."""
         api, rtype = self.api, route.rtype
-        if rtype in builtins.CREATED_BY_PUT:
+        if rtype is not CRD:
             try:
                 api.get(rtype.api_version, rtype.kind, route.namespace, route.name)
             except NotFound:
+                if rtype not in builtins.CREATED_BY_PUT:
+                    raise
                 return 201, api.create(obj, **dry)
-        elif rtype is not CRD:
-            api.get(rtype.api_version, rtype.kind, route.namespace, route.name)
             builtins.require_version(rtype, str(route.name),
                                      obj["metadata"].get("resourceVersion"))
         return 200, api.replace(obj, **dry)
@@ -246,10 +253,9 @@ class Verbs:
             if content_type == JSON_PATCH:
                 try:
                     result = json_patch(current, body)
-                except Invalid as exc:
-                    raise Invalid("the server rejected our request due to an error in our "
-                                  "request", causes=[{"reason": "UnexpectedServerResponse",
-                                                      "message": str(exc)}]) from None
+                except Invalid:
+                    raise _PatchFailed("the server rejected our request due to an error in "
+                                       "our request") from None
             else:
                 result = strategic_merge(current, body)
             if not isinstance(result, dict) or not isinstance(result.get("metadata"), dict):
