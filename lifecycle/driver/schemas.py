@@ -190,6 +190,11 @@ def _attrs_schema(cls: type, where: str) -> dict[str, Any]:
                                      "message": f"{name} is immutable"})
         if rules:
             node["x-kubernetes-validations"] = [_rule(rule, label) for rule in rules]
+            if "[]" in path and any(_OLD_SELF.search(r["rule"]) for r in
+                                    node["x-kubernetes-validations"]):
+                raise SchemaError(f"{label}: an immutable field (or a rule using oldSelf) "
+                                  f"cannot be inside a list: the API server cannot pair an "
+                                  f"item with the one it replaces")
         properties[name] = node
         if field.default is attrs.NOTHING:
             required.append(name)
@@ -220,6 +225,9 @@ def _constrain(node: dict[str, Any], meta: Mapping[str, Any], label: str) -> Non
                 raise SchemaError(f"{label}: pattern {value!r} is not a regular expression: "
                                   f"{exc}") from None
         node[key] = value
+
+
+_OLD_SELF = re.compile(r"\boldSelf\b")
 
 
 def _rule(rule: Any, label: str) -> dict[str, str]:

@@ -10,7 +10,7 @@ does the same for the embedded API, with `cel-python
 <https://pypi.org/project/cel-python/>`_ (``celpy``):
 
 * a transition rule is evaluated only on an update, where the old object has
-  the node too (not inside lists, whose items the server does not pair);
+  the node too: inside a list only of type ``map``, whose items pair by key;
 * on an update, a node whose value the update leaves unchanged is not
   evaluated (validation ratcheting: the write would keep what was stored);
 * ``self == oldSelf`` (an immutable field, as ``lifecycle crds`` declares
@@ -71,8 +71,15 @@ def _walk(value: Any, old: Any, schema: Mapping[str, Any], path: str,
         items = schema.get("items")
         if isinstance(items, Mapping) and _has_rules(items):
             olds = old if isinstance(old, list) else []
+            keys = schema.get("x-kubernetes-list-map-keys")
+            by_key = {_key(o, keys): o for o in olds} if (
+                schema.get("x-kubernetes-list-type") == "map" and keys and paired) else None
             for index, item in enumerate(value):
-                # the server pairs list items only in map lists; unchanged items are skipped
+                if by_key is not None:  # a map list: an item pairs with the old one of its key
+                    before = by_key.get(_key(item, keys), _MISSING)
+                    _walk(item, before, items, f"{path}[{index}]", causes, paired=True)
+                    continue
+                # other lists are not paired; an unchanged item is skipped (ratcheting)
                 before = olds[index] if index < len(olds) and olds[index] == item else _MISSING
                 _walk(item, before, items, f"{path}[{index}]", causes, paired=False)
 
@@ -136,7 +143,8 @@ def _program(text: str) -> Any:
 
 
 def crd_problems(crd: Mapping[str, Any]) -> list[dict[str, str]]:
-    """Causes for the rules of a CRD's schemas that do not compile (the API server's check)."""
+    """Causes for the rules of a CRD's schemas that do not compile, or that use ``oldSelf``
+    inside a list the server cannot pair items of (the API server's checks)."""
     causes: list[dict[str, str]] = []
     spec = crd.get("spec")
     versions = spec.get("versions") if isinstance(spec, Mapping) else None
@@ -144,29 +152,38 @@ def crd_problems(crd: Mapping[str, Any]) -> list[dict[str, str]]:
         schema = ((version.get("schema") or {}) if isinstance(version, Mapping) else {}).get(
             "openAPIV3Schema")
         where = f"spec.versions[{index}].schema.openAPIV3Schema"
-        for path, rule_index, text in _rules(schema, where):
+        for path, rule_index, text, paired in _rules(schema, where):
+            field = f"{path}.x-kubernetes-validations[{rule_index}].rule"
+            if _OLD_SELF.search(text) and not paired:
+                causes.append({"reason": "FieldValueInvalid", "field": field,
+                               "message": f"Invalid value: {text!r}: oldSelf cannot be used "
+                                          f"on the uncorrelatable portion of the schema"})
+                continue
             if _IMMUTABLE.match(text):
                 continue
             try:
                 _program(text)
             except Exception as exc:
-                causes.append({"reason": "FieldValueInvalid",
-                               "field": f"{path}.x-kubernetes-validations[{rule_index}].rule",
+                causes.append({"reason": "FieldValueInvalid", "field": field,
                                "message": f"Invalid value: {text!r}: compilation failed: "
                                           f"{_short(exc)}"})
     return causes
 
 
-def _rules(schema: Any, path: str) -> Iterator[tuple[str, int, str]]:
+
+def _rules(schema: Any, path: str, paired: bool = True) -> Iterator[tuple[str, int, str, bool]]:
+    """Every rule: (schema path, index, rule, whether old and new values can be paired there:
+    not under the items of a list, unless it is a map list, whose items pair by key)."""
     if not isinstance(schema, Mapping):
         return
     for index, rule in enumerate(schema.get("x-kubernetes-validations") or ()):
         if isinstance(rule, Mapping) and isinstance(rule.get("rule"), str):
-            yield path, index, rule["rule"]
+            yield path, index, rule["rule"], paired
     for name, child in (schema.get("properties") or {}).items():
-        yield from _rules(child, f"{path}.properties[{name}]")
-    for key in ("items", "additionalProperties"):
-        yield from _rules(schema.get(key), f"{path}.{key}")
+        yield from _rules(child, f"{path}.properties[{name}]", paired)
+    yield from _rules(schema.get("additionalProperties"), f"{path}.additionalProperties", paired)
+    yield from _rules(schema.get("items"), f"{path}.items",
+                      paired and schema.get("x-kubernetes-list-type") == "map")
 
 
 _SEEN: dict[int, tuple[Mapping[str, Any], bool]] = {}
@@ -185,6 +202,13 @@ def _has_rules(schema: Mapping[str, Any]) -> bool:
         _SEEN.clear()
     _SEEN[id(schema)] = (schema, found)
     return found
+
+
+def _key(item: Any, keys: Any) -> Any:
+    """The map key of a list item (its values of the list's map keys)."""
+    if not isinstance(item, dict):
+        return repr(item)
+    return repr([item.get(k) for k in keys])
 
 
 def _join(path: str, key: str) -> str:
