@@ -21,7 +21,8 @@ jumps far ahead, so no version a client may have seen is issued again.
 The API has no authentication and no TLS: it listens on 127.0.0.1 unless
 ``--address`` names another address together with ``--allow-remote``. It
 answers only requests whose Host names an address it serves (no DNS
-rebinding) and writes whose body says it is JSON or YAML.
+rebinding; ``--allow-host`` adds names), and a web page's writes only from
+its own origin with a body that says it is JSON or YAML.
 """
 
 from __future__ import annotations
