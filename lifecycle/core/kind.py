@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -243,6 +244,8 @@ def _spec_keys(parameters: type) -> tuple[Mapping[str, str], frozenset[str]]:
 #: Unicode categories never part of a name: controls (NUL, U+0085), formats (U+200B,
 #: U+202E, U+FEFF, ...), surrogates, private use, unassigned, line and paragraph separators.
 INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+#: The invisible characters of ASCII: the C0 controls and DEL.
+_ASCII_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def invisible_character(name: str) -> str | None:
@@ -252,6 +255,9 @@ def invisible_character(name: str) -> str | None:
     (U+00A0, U+3000, ...): each makes a name that looks like another
     (``post\u200bgres``) or reads backwards.
     """
+    if name.isascii():  # the common case: only C0 controls and DEL, found by a regex
+        found = _ASCII_CONTROL.search(name)
+        return found.group() if found else None
     for ch in name:
         category = unicodedata.category(ch)
         if category in INVISIBLE_CATEGORIES or (category == "Zs" and ch != " "):
