@@ -137,14 +137,23 @@ def _unordered(message: Any, causes: list[dict[str, Any]]) -> Any:
     A real server validates maps in Go's random order, so the order of the
     causes (and of their texts in the message) is not part of the answer.
     """
-    if not isinstance(message, str) or len(causes) < 2:
+    if not isinstance(message, str) or len(causes) < 1:
         return message
     texts = [f"{c['field']}: {c['message']}" if c.get("field") else c.get("message", "")
              for c in causes]
-    joined = "[" + ", ".join(texts) + "]"
-    if not message.endswith(joined):
+    head, _, listed = message.partition(": [")
+    if not listed.endswith("]"):
         return message
-    return message[:-len(joined)] + "[" + ", ".join(sorted(texts)) + "]"
+    found = listed[:-1]
+    unique = sorted(set(texts))
+    # the message lists every cause (some several times), in any order
+    for text in sorted(unique, key=len, reverse=True):
+        found = found.replace(text, "")
+    if found.replace(", ", ""):
+        return message
+    if len(unique) == 1:
+        return f"{head}: {unique[0]}"
+    return f"{head}: [" + ", ".join(unique) + "]"
 
 
 class Normalizer:
@@ -201,6 +210,9 @@ class Normalizer:
                 if isinstance(causes, list):
                     causes = [{**c, "message": self.text(c["message"])} if "message" in c else c
                               for c in causes]
+                    # a real server may report one cause several times (it validates a custom
+                    # resource's metadata more than once): each counts once
+                    causes = [c for i, c in enumerate(causes) if c not in causes[:i]]
                     out["message"] = _unordered(out.get("message"), causes)
                     details["causes"] = sorted(causes, key=lambda c: json.dumps(c, sort_keys=True))
                 out["details"] = details

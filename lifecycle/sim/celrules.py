@@ -107,8 +107,9 @@ def _check(rule: Mapping[str, Any], value: Any, old: Any, path: str,
         return
     message = rule.get("message") or f"failed rule: {text}"
     reason = rule.get("reason") or "FieldValueInvalid"
-    if reason == "FieldValueInvalid":
-        message = f"Invalid value: {_type_name(value)}: {message}"
+    if reason == "FieldValueInvalid":  # an object's or a list's value is not shown
+        shown = "" if isinstance(value, dict | list) else f"{_type_name(value)}: "
+        message = f"Invalid value: {shown}{message}"
     elif reason == "FieldValueForbidden":
         message = f"Forbidden: {message}"
     elif reason == "FieldValueRequired":

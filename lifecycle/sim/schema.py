@@ -342,10 +342,15 @@ NOT_CHECKED: Cause = {"reason": "FieldValueInvalid", "field": "<nil>", "message"
     "invalid; correct the existing errors to complete validation")}
 
 
+_BLOCKING = frozenset(("FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong",
+                       "FieldValueTooMany", "FieldValueTypeInvalid"))
+
+
 def _unless_invalid(causes: list[Cause], schema: Mapping[str, Any],
                     rules: Any) -> list[Cause]:
-    """The causes of the CEL rules, which run only on an object the schema accepted."""
-    if not causes:
+    """The causes of the CEL rules, which do not run after a blocking schema error (a wrong
+    type, a missing required field, a value not in its enum, too long, too many)."""
+    if not any(c.get("reason") in _BLOCKING for c in causes):
         return list(rules())
     return [dict(NOT_CHECKED)] if celrules._has_rules(schema) else []
 

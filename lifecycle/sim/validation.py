@@ -170,6 +170,15 @@ def validate_metadata(rtype: ResourceType, name: str, meta: dict[str, Any],
                 causes += builtins.update_causes(rtype, stored, obj)
     else:
         return
+    if causes and obj is not None and rtype.schema is not None:
+        # a custom resource's metadata and schema are validated together: one 422 for both
+        from lifecycle.kube.objects import clone
+        from lifecycle.sim.schema import admit
+
+        try:
+            admit(rtype, clone(dict(obj)), old=None if stored is None else dict(stored))
+        except Invalid as exc:
+            causes += exc.causes
     if causes:
         raise builtins.refuse(rtype, name, causes)
     if obj is not None and obj.__class__ is dict:
