@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import attrs
+import pytest
 from helpers import KIND, external, make, ready
 
 from lifecycle.core.errors import HandledError, Severity
@@ -325,9 +326,29 @@ def test_an_object_uses_the_provider_config_it_names_else_the_default() -> None:
     objs = [managed("a", {"name": "eu"}), managed("b"), managed("c", {"name": ""}),
             managed("d", {"name": "eu"}, deletionTimestamp="2026-01-01T00:00:00Z"),
             managed("e", {"name": "eu"}, deletionTimestamp="2026-01-01T00:00:00Z",
-                    finalizers=["lifecycle.dev/finalizer"])]
+                    finalizers=["lifecycle.dev/finalizer"]),
+            {"metadata": {"name": "f"}, "spec": {"providerConfigRef": {"name": "eu"}}}]
     usage = ProviderConfigReconciler(None, [DatabaseInstance],  # type: ignore[arg-type]
                                      lister=lambda kind: objs)
-    assert usage.users("eu") == [f"{KIND} team/a", f"{KIND} team/e"]  # d is on its way out
+    # d is on its way out; f is cluster-scoped.
+    assert usage.users("eu") == [f"{KIND} team/a", f"{KIND} team/e", f"{KIND} f"]
     assert usage.users("default") == [f"{KIND} team/b", f"{KIND} team/c"]
     assert usage.users("us") == []
+
+
+def test_a_provider_config_write_retries_conflicts_then_ends_the_pass() -> None:
+    from lifecycle.core.errors import UnhandledError
+    from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
+    from lifecycle.kube.errors import Conflict
+    from lifecycle.runtime.providerconfigs import IN_USE, ProviderConfigReconciler
+
+    env, _ = make()
+    usage = ProviderConfigReconciler(env.api, [DatabaseInstance])
+    env.api.faults.add("replace", PROVIDER_CONFIG_KIND, error=Conflict, times=2)
+    assert usage.reconcile(None, "default").reason == "Unused"  # two 409s absorbed
+    config = env.api.get(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None, "default")
+    assert IN_USE in config["metadata"]["finalizers"]
+    env.api.delete(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None, "default")
+    env.api.faults.add("replace", PROVIDER_CONFIG_KIND, error=Conflict)
+    with pytest.raises(UnhandledError, match=r"^provider config write kept conflicting$"):
+        usage.reconcile(None, "default")
