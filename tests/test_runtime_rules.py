@@ -28,7 +28,7 @@ from helpers import KIND, external, make, ready
 
 from lifecycle.core.errors import HandledError, Severity
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, INTENT
-from lifecycle.core.values import Intent, Observation
+from lifecycle.core.values import Intent, Observation, ResultKind
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.harness import database_manifest
@@ -115,6 +115,78 @@ def test_a_late_init_write_the_schema_pruned_is_reported_not_taken_as_persisted(
     assert config.observed_generation == generation
 
 
+def test_a_late_init_write_after_a_concurrent_spec_change_leaves_the_pass_dirty() -> None:
+    """The user changes storage between the pass's read and its late-init write: the write
+    conflicts, is retried on a fresh read and lands, but the pass observed generation 1
+    only. It must requeue at once, not claim the user's generation as observed."""
+    env, cloud = make(create_polls=0)
+    env.apply(database_manifest("db"))
+    env.reconcile(KIND, "db")  # creates
+    real_replace = env.api.replace
+    raced: list[bool] = []
+
+    def replace(obj: dict[str, Any]) -> dict[str, Any]:
+        params = (obj.get("spec") or {}).get("forProvider") or {}
+        if obj["kind"] == KIND and params.get("version") == "15" and not raced:
+            raced.append(True)
+            user = env.get(KIND, "db")
+            user["spec"]["forProvider"]["storageGB"] = 30
+            real_replace(user)  # generation 2, between our read and our write
+        return real_replace(obj)
+
+    env.api.replace = replace  # type: ignore[method-assign]
+    step = env.reconcile(KIND, "db")
+    env.api.replace = real_replace  # type: ignore[method-assign]
+    assert raced and step.error is None
+    assert (step.result.kind, step.result.reason) == (ResultKind.REQUEUE_NOW, "ObjectChanged")
+    obj = env.get(KIND, "db")
+    assert obj["metadata"]["generation"] == 3  # the user's edit, then the late-init write
+    assert obj["spec"]["forProvider"] == {"engine": "postgres", "storageGB": 30,
+                                          "size": "small", "version": "15"}
+    assert obj["status"]["observedGeneration"] == 1
+    assert {c["type"]: c["observedGeneration"] for c in obj["status"]["conditions"]} == {
+        "Ready": 1, "Synced": 1, "Creating": 1}
+    env.run_until_idle()
+    assert env.get(KIND, "db")["status"]["observedGeneration"] == 3
+    assert cloud.instances()[external(env)]["storage_gb"] == 30
+
+
+def test_a_late_init_write_that_persisted_only_in_part_is_reported() -> None:
+    """Two provider defaults, one for a field the CRD does not declare: the schema prunes
+    it, the other is written and the generation moves, but the write did not persist
+    whole: it is reported, not taken as persisted."""
+
+    class Undeclared(_ReportsEverything):
+        late_init = {"version": "15", "maintenance_window": "sun"}
+
+    env = Environment([(DatabaseInstance, Undeclared(SimCloud(seed=1, create_polls=0)))])
+    env.provider_config()
+    env.apply(database_manifest("db", size="small"))
+    env.reconcile(KIND, "db")  # creates
+    env.reconcile(KIND, "db")  # writes both; the schema keeps the version only
+    obj = env.get(KIND, "db")
+    assert obj["spec"]["forProvider"]["version"] == "15"
+    assert "maintenance_window" not in obj["spec"]["forProvider"]
+    assert obj["metadata"]["generation"] == 2
+    config = env.condition(KIND, "db", "ConfigValid")
+    assert config is not None
+    assert (config.status.value, config.reason, config.message) == (
+        "False", "LateInitNotPersisted", "provider defaults for maintenance_window, version "
+        "could not be written to spec.forProvider (pruned by the schema?)")
+
+
+def test_a_late_init_write_that_keeps_conflicting_ends_the_pass_with_its_name() -> None:
+    from lifecycle.kube.errors import Conflict
+
+    env, _ = make(create_polls=0)
+    env.apply(database_manifest("db"))
+    env.reconcile(KIND, "db")  # creates; the next pass late-initialises the version
+    env.api.faults.add("replace", KIND, error=Conflict)
+    step = env.reconcile(KIND, "db")
+    assert step.result is None
+    assert step.error is not None and "late-init write kept conflicting" in step.error
+
+
 def test_a_late_init_write_that_persisted_reports_no_problem() -> None:
     env, _ = make(create_polls=0)
     env.apply(database_manifest("db"))
@@ -126,13 +198,16 @@ def test_a_late_init_write_that_persisted_reports_no_problem() -> None:
 
 
 class _ReportsEverything:
-    """A SimCloud connector whose observation reports every parameter for late-init."""
+    """A SimCloud connector whose observation reports ``late_init`` for late-init."""
+
+    late_init: dict[str, Any] = {"size": "large", "version": "15"}
 
     def __init__(self, cloud: SimCloud) -> None:
         self.inner = DatabaseConnector(cloud)
 
     def connect(self, resource: ManagedResource, config: ProviderConfig) -> Any:
         client = self.inner.connect(resource, config)
+        reported = self.late_init
 
         class Client:
             def __getattr__(self, name: str) -> Any:
@@ -142,8 +217,7 @@ class _ReportsEverything:
                 seen = client.observe(res)
                 if not seen.exists:
                     return seen
-                return attrs.evolve(seen, late_init={**seen.late_init, "size": "large",
-                                                     "version": "15"})
+                return attrs.evolve(seen, late_init={**seen.late_init, **reported})
 
         return Client()
 
