@@ -426,3 +426,36 @@ def test_a_provider_config_write_retries_conflicts_then_ends_the_pass() -> None:
     env.api.faults.add("replace", PROVIDER_CONFIG_KIND, error=Conflict)
     with pytest.raises(UnhandledError, match=r"^provider config write kept conflicting$"):
         usage.reconcile(None, "default")
+
+
+def test_a_scoped_name_is_released_in_its_scope() -> None:
+    """For a kind whose names live in a scope (a database's roles), the holder's release
+    frees the name in that scope at once, while the holder is still being removed."""
+    def scoped(name: str, uid: str, created: str, scope: str, **kw: Any) -> dict[str, Any]:
+        obj = _obj(name, uid, created, **kw)
+        obj["spec"] = {"database": scope}
+        return obj
+
+    a = scoped("a", "ua", "2026-01-01T00:00:00Z", "db1", held="x")
+    objs = {"a": a}
+    index = NameIndex(lambda: list(objs.values()), lambda _ns, name: objs.get(name),
+                      scope=lambda o: (o["spec"]["database"],))
+    other_scope = scoped("b", "ub", "2026-01-02T00:00:00Z", "db2", annotated="x")
+    assert index.claim(other_scope, "x") is None  # another scope: another name
+    index.release(a, "x")  # a's finalizer is being removed; a is still stored, holding x
+    c = scoped("c", "uc", "2026-01-03T00:00:00Z", "db1", annotated="x")
+    objs["c"] = c
+    assert index.claim(c, "x") is None
+
+
+def test_a_deletion_removes_only_the_engines_finalizer() -> None:
+    env, cloud = make(create_polls=0, delete_polls=0)
+    manifest = database_manifest("db")
+    manifest["metadata"]["finalizers"] = ["example.com/keep"]
+    env.apply(manifest)
+    env.run_until_idle()
+    assert env.get(KIND, "db")["metadata"]["finalizers"] == ["example.com/keep", FINALIZER]
+    env.delete(KIND, "db")
+    env.run_until_idle()
+    assert not cloud.instances()
+    assert env.get(KIND, "db")["metadata"]["finalizers"] == ["example.com/keep"]
