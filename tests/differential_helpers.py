@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import time
 import urllib.parse
@@ -32,6 +33,7 @@ import urllib3
 
 __all__ = ["Answer", "Mismatch", "Normalizer", "Run", "Step", "Target", "compare", "run_steps"]
 
+_VERSIONS = re.compile(r"(ResourceVersion in (?:the precondition|record) )\(\d+\)")
 UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 JSON = "application/json"
 MERGE = "application/merge-patch+json"
@@ -173,8 +175,9 @@ class Normalizer:
         return value
 
     def text(self, message: str) -> str:
-        """A message with uids replaced by their tokens."""
-        return UID.sub(lambda m: self.uid(m.group(0)), message)
+        """A message with uids replaced by their tokens and resourceVersions by ``<rv>``."""
+        message = UID.sub(lambda m: self.uid(m.group(0)), message)
+        return _VERSIONS.sub(lambda m: m.group(1) + "(<rv>)", message)
 
     def meta(self, meta: dict[str, Any]) -> dict[str, Any]:
         out = {k: v for k, v in meta.items() if k not in DROPPED_META}
@@ -419,14 +422,19 @@ def compare(real: Target, embedded: Target, ns: str, steps: Sequence[Step], *,
     left, right = (r.normalizer.ranked(r.transcript) for r in runs)
     for index, (a, b) in enumerate(zip(left, right, strict=True)):
         if a != b:
+            if os.environ.get("LIFECYCLE_DIFF_VERBOSE"):
+                for name, transcript in (("real", left), ("embedded", right)):
+                    print(f"--- {name}")
+                    for entry in transcript:
+                        print(json.dumps(entry, sort_keys=True, default=str)[:1500])
             raise Mismatch(report(index, steps, a, b))
     return left
 
 
 def report(index: int, steps: Sequence[Step], real: Any, embedded: Any) -> str:
     """The first difference, with the steps that led to it."""
-    lines = [f"step {index} differs ({steps[index].label}); the sequence:"]
-    lines += [f"  {i}: {s.label}" for i, s in enumerate(steps[:index + 1])]
+    lines = [f"step {index} differs ({steps[index].label}); the sequence (watches run last):"]
+    lines += [f"  {i}: {s.label}" for i, s in enumerate(steps)]
     lines.append("real:     " + json.dumps(real, sort_keys=True, default=str)[:3000])
     lines.append("embedded: " + json.dumps(embedded, sort_keys=True, default=str)[:3000])
     return "\n".join(lines)

@@ -235,6 +235,7 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
             self._gc.removed(rtype, obj)
         if rtype is CRD or change_type == "DELETED":
             self._crds.recorded(change_type, rtype, obj)
+        self._events_written(change_type, rtype, obj)  # Events expire (events.py)
 
     def _timestamp(self) -> str:
         moment = self._clock()

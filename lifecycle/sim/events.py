@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import random
 import threading
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from lifecycle.core.objects import metadata
@@ -64,7 +66,14 @@ def repeated_event(existing: Mapping[str, Any], stamp: str) -> dict[str, Any]:
 
 
 class Events:
-    """The Event recorder of the embedded API (mixed into ``EmbeddedAPI``)."""
+    """The Event recorder of the embedded API (mixed into ``EmbeddedAPI``), and the expiry
+    of Events: as a real server (``--event-ttl``, one hour by default) keeps an Event
+    :attr:`event_ttl` seconds after its last write, then deletes it (watchers see
+    ``DELETED``). Expired Events are removed at the next write of any object."""
+
+    #: Seconds an Event is kept after its last write (``None``: forever).
+    event_ttl: float | None = 3600.0
+    _expiring = False
 
     _lock: threading.RLock
     _rng: random.Random
@@ -72,8 +81,42 @@ class Events:
     _event_index: dict[tuple[str, ...], str]
     faults: FaultInjector
 
+    _clock: Any
+    _log: Any
+
     def _count(self, verb: str, kind: str) -> None:
         raise NotImplementedError
+
+    def _record(self, change_type: str, rtype: ResourceType, obj: dict[str, Any],
+                previous: dict[str, Any] | None) -> None:
+        raise NotImplementedError
+
+    def _events_written(self, change_type: str, rtype: ResourceType,
+                        obj: dict[str, Any]) -> None:
+        """After any write: note an Event's deadline, then delete the Events past theirs."""
+        if rtype is EVENT and change_type != "DELETED" and self.event_ttl is not None:
+            meta = obj["metadata"]
+            deadlines = self.__dict__.setdefault("_event_deadlines", collections.deque())
+            deadlines.append((self._clock() + timedelta(seconds=self.event_ttl),
+                              (meta.get("namespace"), meta["name"]), meta["resourceVersion"]))
+        deadlines = self.__dict__.get("_event_deadlines")
+        if not deadlines or self._expiring or deadlines[0][0] > self._clock():
+            return
+        self._expiring = True
+        try:
+            now, table = self._clock(), self._store[("v1", "Event")]
+            while deadlines and deadlines[0][0] <= now:
+                _, key, version = deadlines.popleft()
+                stored = table.get(key)
+                if stored is None or stored["metadata"]["resourceVersion"] != version:
+                    continue  # written again since (a later deadline) or gone
+                del table[key]
+                self._log.rv += 1
+                gone = {**stored, "metadata": {**stored["metadata"],
+                                               "resourceVersion": str(self._log.rv)}}
+                self._record("DELETED", EVENT, gone, stored)
+        finally:
+            self._expiring = False
 
     def _timestamp(self) -> str:
         raise NotImplementedError

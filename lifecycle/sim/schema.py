@@ -312,24 +312,29 @@ def admit(rtype: ResourceType, obj: dict[str, Any], *, old: dict[str, Any] | Non
     if schema is None or not isinstance(schema, Mapping):
         return obj
     result = default(prune(obj, schema), schema)
+    stored = None if old is None else default(prune(old, schema), schema)
+
+    def ratchet(found: list[Cause]) -> list[Cause]:
+        """An update reports no problem at a field it leaves unchanged."""
+        if stored is None or not found:
+            return found
+        return [c for c in found if _changed(result, stored, c)]
+
     if subresource == "status":
         status_schema = (schema.get("properties") or {}).get("status")
-        causes = validate(result.get("status"), status_schema, "status") if isinstance(
+        causes = ratchet(validate(result.get("status"), status_schema, "status")) if isinstance(
             status_schema, Mapping) and "status" in result else []
         if isinstance(status_schema, Mapping) and "status" in result:
-            causes += _unless_invalid(causes, status_schema, lambda: celrules.evaluate(
+            causes += _unless_invalid(causes, status_schema, lambda: ratchet(celrules.evaluate(
                 result["status"], None if old is None else old.get("status"), status_schema,
-                "status"))
+                "status")))
     else:
         checked = result
         if rtype.status_subresource and "status" in result:
             checked = {k: v for k, v in result.items() if k != "status"}
-        causes = validate(checked, schema)
+        causes = ratchet(validate(checked, schema))
         causes += _unless_invalid(causes, schema,
-                                  lambda: celrules.evaluate(checked, old, schema))
-    if old is not None and causes:
-        stored = default(prune(old, schema), schema)
-        causes = [c for c in causes if _changed(result, stored, c)]
+                                  lambda: ratchet(celrules.evaluate(checked, old, schema)))
     if causes:
         name = str((result.get("metadata") or {}).get("name") or "")
         raise invalid(rtype, name, causes)

@@ -27,6 +27,7 @@ from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.crds import CRD
 from lifecycle.sim.patches import diff_as_merge_patch, json_patch, strategic_merge
 from lifecycle.sim.requests import Options, decode_body
+from lifecycle.sim.validation import check_meta_types
 
 #: Kinds a real API server decodes into built-in types (defaults from the URL apply).
 _TYPED = frozenset((*BUILTIN_TYPES, CRD))
@@ -140,7 +141,11 @@ class Verbs:
                 raise BadRequest(f"the name of the object ({name}) does not match the name "
                                  f"on the URL ({route.name})")
             obj["metadata"]["name"] = route.name
+            check_meta_types(rtype, obj)  # a body that does not decode is refused first
             if route.subresource == "status":
+                api.get(rtype.api_version, rtype.kind, route.namespace, route.name)
+                builtins.require_version(rtype, str(route.name),
+                                         obj["metadata"].get("resourceVersion"))
                 return 200, api.replace_status(obj, **dry)
             self._check_fields(obj, rtype, options, skip_status=rtype.status_subresource)
             return self._put(obj, route, dry)

@@ -295,8 +295,12 @@ class Watch:
                 self._pending.append(("MODIFIED", change.object))
             elif now_in:
                 self._pending.append(("ADDED", change.object))
-            elif was_in:
-                self._pending.append(("DELETED", change.object))
+            elif was_in:  # as a real server: the object as it was, at the new version
+                gone = dict(change.previous)
+                gone["metadata"] = {**change.previous["metadata"],
+                                    "resourceVersion": change.object["metadata"][
+                                        "resourceVersion"]}
+                self._pending.append(("DELETED", gone))
         self._cursor = latest
 
     def _selected(self, obj: dict[str, Any] | None) -> bool:
