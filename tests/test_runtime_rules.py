@@ -459,3 +459,33 @@ def test_a_deletion_removes_only_the_engines_finalizer() -> None:
     env.run_until_idle()
     assert not cloud.instances()
     assert env.get(KIND, "db")["metadata"]["finalizers"] == ["example.com/keep"]
+
+
+# ---------------------------------------------------------- connection Secrets
+def test_a_secret_belongs_to_the_uid_its_annotation_or_controller_reference_names() -> None:
+    from lifecycle.core.kind import OWNER_UID
+    from lifecycle.runtime.secrets import secret_owner
+
+    controller = {"uid": "u1", "controller": True}
+    assert secret_owner({"metadata": {"ownerReferences": [controller]}}) == "u1"
+    assert secret_owner({"metadata": {"ownerReferences": [{"uid": "u2"}, controller]}}) == "u1"
+    assert secret_owner({"metadata": {"ownerReferences": [{"uid": "u2"}]}}) is None
+    marked = {"annotations": {OWNER_UID: "u3"}, "ownerReferences": [controller]}
+    assert secret_owner({"metadata": marked}) == "u3"
+    assert secret_owner({"metadata": {}}) is None
+
+
+def test_publishing_writes_changed_details_and_leaves_an_unchanged_secret_alone() -> None:
+    from lifecycle.runtime.secrets import ConnectionSecrets
+
+    env, _ = make(create_polls=0)
+    owner = ready(env)
+    secrets = ConnectionSecrets(env.api, DatabaseInstance)
+    stored = env.api.get("v1", "Secret", "default", "db-conn")
+    secrets.publish(owner, {"endpoint": "moved.example"})
+    moved = env.api.get("v1", "Secret", "default", "db-conn")
+    assert moved["data"]["endpoint"] == "bW92ZWQuZXhhbXBsZQ=="  # base64 of the new value
+    assert moved["data"]["password"] == stored["data"]["password"]
+    ConnectionSecrets(env.api, DatabaseInstance).publish(owner, {"endpoint": "moved.example"})
+    again = env.api.get("v1", "Secret", "default", "db-conn")
+    assert again["metadata"]["resourceVersion"] == moved["metadata"]["resourceVersion"]
