@@ -315,6 +315,11 @@ def _json_object(raw: bytes) -> str | None:
     """Why ``raw`` is not a JSON object (Go's ``json.Unmarshal`` into a map), or None."""
     try:
         doc = json.loads(raw)
+    except json.JSONDecodeError as exc:  # in the words of Go's encoding/json
+        if exc.pos >= len(raw.rstrip()):
+            return "unexpected end of JSON input"
+        text = raw.decode(errors="replace")
+        return f"invalid character {text[exc.pos]!r} looking for beginning of value"
     except ValueError as exc:
         return str(exc)
     if doc is not None and not isinstance(doc, dict):
@@ -368,7 +373,7 @@ def _config_map_causes(obj: Mapping[str, Any]) -> list[Cause]:
         causes += [invalid(f"binaryData[{key}]", key, m) for m in config_key_errors(key)]
         size += len(_decoded(value))
     if size > MAX_DATA:
-        causes.append(too_long("", MAX_DATA))
+        causes.append(too_long("[]", MAX_DATA))  # field.NewPath("") prints so
     return causes
 
 
