@@ -198,9 +198,11 @@ class Normalizer:
         if not isinstance(obj, dict):
             return obj
         out = dict(obj)
-        if isinstance(out.get("metadata"), dict):
-            out["metadata"] = self.meta(out["metadata"])
         kind = out.get("kind")
+        is_list = (isinstance(kind, str) and kind.endswith("List")
+                   and isinstance(out.get("items"), list))
+        if isinstance(out.get("metadata"), dict) and not is_list:
+            out["metadata"] = self.meta(out["metadata"])
         if kind == "Status":
             if isinstance(out.get("message"), str):
                 out["message"] = self.text(out["message"])
@@ -219,8 +221,7 @@ class Normalizer:
                     out["message"] = _unordered(out.get("message"), causes)
                     details["causes"] = sorted(causes, key=lambda c: json.dumps(c, sort_keys=True))
                 out["details"] = details
-        elif isinstance(kind, str) and kind.endswith("List") and isinstance(out.get("items"),
-                                                                            list):
+        elif is_list:
             meta = dict(out.get("metadata") or {})
             meta.pop("resourceVersion", None)  # a real server's revision is global
             if meta.get("continue"):
