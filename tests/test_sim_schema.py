@@ -102,7 +102,7 @@ def test_defaults_fill_missing_fields_recursively_and_in_array_items() -> None:
     ({"tier": "bronze"}, "FieldValueNotSupported", "spec.tier",
      'Unsupported value: "bronze": supported values: "gold", "silver"'),
     ({"name": "abcdef"}, "FieldValueTooLong", "spec.name",
-     "Too long: may not be longer than 5"),
+     "Too long: may not be more than 5 bytes"),
     ({"name": "a"}, "FieldValueInvalid", "spec.name",
      'Invalid value: "a": spec.name in body should be at least 2 chars long'),
     ({"name": "AB"}, "FieldValueInvalid", "spec.name",

@@ -241,7 +241,7 @@ def api() -> EmbeddedAPI:
     ({"partitions": 20000}, "spec.forProvider.partitions", "should be less than or equal to "
                                                            "16384"),
     ({"region": "EU"}, "spec.forProvider.region", "should match"),
-    ({"owner": "x" * 64}, "spec.forProvider.owner", "may not be longer than 63"),
+    ({"owner": "x" * 64}, "spec.forProvider.owner", "may not be more than 63 bytes"),
 ])
 def test_the_api_refuses_a_bad_value_naming_the_field(api: EmbeddedAPI, fields: dict[str, Any],
                                                      field: str, text: str) -> None:

@@ -226,16 +226,18 @@ def _validate_number(value: float, schema: Mapping[str, Any], path: str,
 
 def _validate_string(value: str, schema: Mapping[str, Any], path: str,
                      causes: list[Cause]) -> None:
+    # as kube-openapi's string validator: the first of maxLength, minLength, pattern that
+    # fails is the only one reported
     longest = schema.get("maxLength")
+    shortest = schema.get("minLength")
+    pattern = schema.get("pattern")
     if isinstance(longest, int) and len(value) > longest:
         causes.append({"reason": "FieldValueTooLong", "field": path,
-                       "message": f"Too long: may not be longer than {longest}"})
-    shortest = schema.get("minLength")
-    if isinstance(shortest, int) and len(value) < shortest:
+                       "message": f"Too long: may not be more than {longest} bytes"})
+    elif isinstance(shortest, int) and len(value) < shortest:
         causes.append(_invalid(path, value, f"{_name(path)} in body should be at least "
                                             f"{shortest} chars long"))
-    pattern = schema.get("pattern")
-    if isinstance(pattern, str) and _compiled(pattern).search(value) is None:
+    elif isinstance(pattern, str) and _compiled(pattern).search(value) is None:
         causes.append(_invalid(path, value, f"{_name(path)} in body should match '{pattern}'"))
     fmt = schema.get("format")
     if fmt in ("date-time", "date") and not _valid_time(value, fmt):
