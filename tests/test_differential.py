@@ -39,7 +39,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 #: Generated sequences per kind and run (``LIFECYCLE_DIFF_EXAMPLES`` overrides).
-EXAMPLES = int(os.environ.get("LIFECYCLE_DIFF_EXAMPLES", "30"))
+EXAMPLES = int(os.environ.get("LIFECYCLE_DIFF_EXAMPLES", "40"))
 #: Generated CRD schemas per run.
 SCHEMAS = int(os.environ.get("LIFECYCLE_DIFF_SCHEMAS", "8"))
 _PHASES = (Phase.explicit, Phase.generate) + (

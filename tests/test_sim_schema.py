@@ -114,7 +114,7 @@ def test_defaults_fill_missing_fields_recursively_and_in_array_items() -> None:
     ({"items": [{}, {}, {}]}, "FieldValueTooMany", "spec.items",
      "Too many: 3: must have at most 2 items"),
     ({"items": []}, "FieldValueInvalid", "spec.items",
-     "Invalid value: []: spec.items in body should have at least 1 items"),
+     "Invalid value: 0: spec.items in body should have at least 1 items"),
     ({"items": [{"n": "x"}]}, "FieldValueTypeInvalid", "spec.items[0].n",
      'Invalid value: "string": spec.items[0].n in body must be of type integer: "string"'),
     ({"tags": {"a": 1}}, "FieldValueTypeInvalid", "spec.tags.a",

@@ -253,8 +253,8 @@ def _validate_array(value: list[Any], schema: Mapping[str, Any], path: str,
                        "message": f"Too many: {len(value)}: must have at most {most} items"})
     least = schema.get("minItems")
     if isinstance(least, int) and len(value) < least:
-        causes.append(_invalid(path, value, f"{_name(path)} in body should have at least "
-                                            f"{least} items"))
+        causes.append(_invalid(path, len(value), f"{_name(path)} in body should have at "
+                                                 f"least {least} items"))  # the count, as kube
     if schema.get("uniqueItems") is True:
         seen: list[Any] = []
         for item in value:
