@@ -18,6 +18,7 @@ canaries in ``tests/test_mutation_canaries.py``.
 from __future__ import annotations
 
 import json
+import re
 from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any
@@ -482,6 +483,7 @@ def test_publishing_writes_changed_details_and_leaves_an_unchanged_secret_alone(
     owner = ready(env)
     secrets = ConnectionSecrets(env.api, DatabaseInstance)
     stored = env.api.get("v1", "Secret", "default", "db-conn")
+    assert stored["type"] == "Opaque"
     secrets.publish(owner, {"endpoint": "moved.example"})
     moved = env.api.get("v1", "Secret", "default", "db-conn")
     assert moved["data"]["endpoint"] == "bW92ZWQuZXhhbXBsZQ=="  # base64 of the new value
@@ -489,3 +491,11 @@ def test_publishing_writes_changed_details_and_leaves_an_unchanged_secret_alone(
     ConnectionSecrets(env.api, DatabaseInstance).publish(owner, {"endpoint": "moved.example"})
     again = env.api.get("v1", "Secret", "default", "db-conn")
     assert again["metadata"]["resourceVersion"] == moved["metadata"]["resourceVersion"]
+
+
+def test_a_generated_password_is_32_url_safe_characters_and_never_repeats() -> None:
+    from lifecycle.runtime.secrets import generate_password
+
+    made = {generate_password() for _ in range(20)}
+    assert len(made) == 20
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{32}", p) for p in made)
