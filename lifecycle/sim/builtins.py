@@ -192,6 +192,8 @@ def refuse(rtype: ResourceType, name: str, causes: list[Cause]) -> Invalid:
         if cause not in unique:
             unique.append(cause)
     causes = unique
+    if rtype not in BUILTIN_TYPES:  # a custom resource's, ordered by field as the server does
+        causes = sorted(causes, key=lambda c: c.get("field") or "")
     texts = [f"{c['field']}: {c['message']}" if c.get("field") else c["message"]
              for c in causes]
     summary = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"

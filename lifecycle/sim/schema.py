@@ -363,7 +363,9 @@ def _unless_invalid(causes: list[Cause], schema: Mapping[str, Any],
 
 
 def invalid(rtype: ResourceType, name: str, causes: list[Cause]) -> Invalid:
-    """The 422 a real server answers: ``Kind.group "name" is invalid: <causes>``."""
+    """The 422 a real server answers: ``Kind.group "name" is invalid: <causes>``, the causes
+    of a custom resource ordered by field as kube-apiserver orders them."""
+    causes = sorted(causes, key=lambda c: c.get("field") or "")
     texts: list[str] = []
     for cause in causes:
         text = f"{cause['field']}: {cause['message']}" if cause.get("field") else cause["message"]
