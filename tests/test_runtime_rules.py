@@ -499,3 +499,19 @@ def test_a_generated_password_is_32_url_safe_characters_and_never_repeats() -> N
     made = {generate_password() for _ in range(20)}
     assert len(made) == 20
     assert all(re.fullmatch(r"[A-Za-z0-9_-]{32}", p) for p in made)
+
+
+def test_a_blocked_deletion_names_the_first_three_users_and_counts_the_rest() -> None:
+    from lifecycle.runtime.providerconfigs import usage
+
+    deleting = {"metadata": {"name": "eu", "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    users = [f"{KIND} ns/db{i}" for i in (3, 1, 2, 4)]
+    waits = "deletion waits until no object uses this provider config: "
+    assert usage(deleting, users[:1]).blocked == waits + f"{KIND} ns/db3"
+    assert usage(deleting, users[:3]).blocked == (
+        waits + f"{KIND} ns/db1, {KIND} ns/db2, {KIND} ns/db3")
+    assert usage(deleting, users).blocked == (
+        waits + f"{KIND} ns/db1, {KIND} ns/db2, {KIND} ns/db3 and 1 more")
+    released = usage(deleting, [])
+    assert released.finalizer is False and released.blocked is None
+    assert released.status == {"users": 0, "usedBy": []}
