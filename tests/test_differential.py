@@ -49,6 +49,8 @@ SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, data
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.function_scoped_fixture])
 _counter = itertools.count(1)
+#: Sequences compared so far, per kind (reported by the tests).
+COMPARED: dict[str, int] = {}
 NAMES = ("a", "a", "a", "b", "c")
 GROUP = "diff.lifecycle.test"
 
@@ -552,6 +554,7 @@ def sentinel(kind: Kind) -> Any:
 
 def check(servers: tuple[Target, Target], kind: Kind, specs: list[tuple[Any, ...]]) -> None:
     real, embedded = servers
+    COMPARED[kind.kind] = COMPARED.get(kind.kind, 0) + 1
     ns = f"diff-{kind.plural}-{next(_counter)}"
     compare(real, embedded, ns, [build(kind, s) for s in specs], sentinel=sentinel(kind),
             cleanup=True, unstick=lambda t, n: unstick(t, kind, n))
@@ -577,7 +580,11 @@ def test_sequences_answer_alike(servers: tuple[Target, Target], kind: str) -> No
     def sequences_of(specs: list[tuple[Any, ...]]) -> None:
         check(servers, profile, specs)
 
+    before = COMPARED.get(kind, 0)
     sequences_of()
+    compared = COMPARED.get(kind, 0) - before
+    print(f"{kind}: {compared} generated sequences compared")
+    assert compared >= EXAMPLES, compared  # hypothesis ran every example asked for
 
 
 _ = APPLY  # server-side apply: see tests/test_differential_known.py
@@ -688,6 +695,7 @@ def test_generated_crd_schemas_answer_alike(servers: tuple[Target, Target]) -> N
         specs.append(("list", None, None, None))
         try:
             real, embedded = servers
+            COMPARED["schemas"] = COMPARED.get("schemas", 0) + 1
             ns = f"diff-things-{index}"
             compare(real, embedded, ns, [build(kind, s) for s in specs], sentinel=None,
                     cleanup=True)
@@ -696,4 +704,8 @@ def test_generated_crd_schemas_answer_alike(servers: tuple[Target, Target]) -> N
                 target.request("DELETE", "/apis/apiextensions.k8s.io/v1/"
                                f"customresourcedefinitions/{crd['metadata']['name']}")
 
+    before = COMPARED.get("schemas", 0)
     installed()
+    compared = COMPARED.get("schemas", 0) - before
+    print(f"{compared} generated CRD schemas compared")
+    assert compared >= SCHEMAS, compared
