@@ -305,3 +305,49 @@ def test_difference_a_float_for_an_integer_with_cel_rules(servers: tuple[Target,
     assert extra and extra[0]["field"] == "<nil>", real.body
     assert not [c for c in embedded.body["details"]["causes"]
                 if "Checked value" in c["message"]], embedded.body
+
+
+def test_namespaces_answer_as_on_a_real_server(servers: tuple[Target, Target]) -> None:
+    """Namespaces: create (an invalid label refused with its cause, the name label and the
+    ``kubernetes`` finalizer added), get, update, merge patch and lists with field and
+    label selectors get the same answers from both servers."""
+    name = f"known-ns-{next(_counter)}"
+    base = "/api/v1/namespaces"
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    try:
+        same(both(servers, "POST", base, {**body, "metadata": {
+            "name": name, "labels": {"team": "bad value!"}}}))
+        same(both(servers, "POST", base, {**body, "metadata": {"name": "Bad_Name"}}))
+        same(both(servers, "POST", base, {**body, "metadata": {"name": name,
+                                                                "labels": {"team": "a"}}}))
+        same(both(servers, "GET", f"{base}/{name}"))
+        same(both(servers, "PATCH", f"{base}/{name}", {"metadata": {"labels": {"team": "b"}}},
+                  content_type=MERGE))
+        same(both(servers, "PUT", f"{base}/{name}", {**body, "metadata": {
+            "name": name, "labels": {"team": "c"}}, "spec": {"finalizers": []}}))
+        for selector in ({"labelSelector": "team=c"},
+                         {"fieldSelector": f"metadata.name={name},status.phase=Active"},
+                         {"fieldSelector": "spec.finalizers=x"}):
+            real, embedded = both(servers, "GET", base, query=selector)
+            assert real.status == embedded.status, (real, embedded)
+            if real.status == 200:  # other tests' namespaces may be listed too
+                mine = [[i for i in a.body["items"] if i["metadata"]["name"] == name]
+                        for a in (real, embedded)]
+                assert len(mine[0]) == len(mine[1]) == 1
+            else:
+                same((real, embedded))
+    finally:
+        for target in servers:
+            target.request("DELETE", f"{base}/{name}")
+
+
+def test_difference_namespace_deletion_inside_the_write(servers: tuple[Target, Target]) -> None:
+    """Deleting an empty Namespace: a real server answers it Terminating and its namespace
+    controller removes it a moment later; the embedded API empties and removes it inside
+    the write and answers Success."""
+    name = f"known-ns-{next(_counter)}"
+    both(servers, "POST", "/api/v1/namespaces",
+         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    real, embedded = both(servers, "DELETE", f"/api/v1/namespaces/{name}")
+    assert real.status == 200 and real.body["status"]["phase"] == "Terminating", real
+    assert embedded.status == 200 and embedded.body["status"] == "Success", embedded

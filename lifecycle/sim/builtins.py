@@ -105,6 +105,27 @@ def dns_subdomain_errors(value: str) -> list[str]:
     return errors
 
 
+_DNS_LABEL_RE = re.compile(f"^{_DNS_LABEL}$")
+_DNS_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric "
+                  "characters or '-', and must start and end with an alphanumeric character")
+
+
+def dns_label_errors(value: str) -> list[str]:
+    errors = []
+    if len(value.encode()) > 63:
+        errors.append(_max_len(63))
+    if not _DNS_LABEL_RE.match(value):
+        errors.append("must not contain dots" if "." in value else
+                      _regex_error(_DNS_LABEL_MSG, _DNS_LABEL, "my-name", "123-abc"))
+    return errors
+
+
+def name_causes(value: str, *, label: bool) -> list[Cause]:
+    """``metadata.name``: a DNS-1123 label (Namespaces) or subdomain (everything else)."""
+    found = dns_label_errors(value) if label else dns_subdomain_errors(value)
+    return [invalid("metadata.name", value, m) for m in found]
+
+
 def label_key_errors(value: str) -> list[str]:
     """``IsQualifiedName``: an optional DNS subdomain prefix and ``/``, then a name part."""
     errors: list[str] = []

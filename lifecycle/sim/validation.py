@@ -75,13 +75,15 @@ def object_key(rtype: ResourceType, namespace: str | None, name: Any) -> tuple[s
 
 
 def check_name(rtype: ResourceType, name: Any) -> None:
-    """A name must be a lowercase RFC 1123 subdomain (a label for Namespaces)."""
+    """A name must be a lowercase RFC 1123 subdomain (a label for Namespaces): 422 with the
+    real server's cause otherwise."""
     pattern = _DNS_LABEL if rtype is NAMESPACE else _DNS_SUBDOMAIN
-    if not isinstance(name, str) or len(name) > 253 or not pattern.match(name):
-        raise Invalid(
-            f'{rtype.kind} "{name}" is invalid: metadata.name: Invalid value: '
-            f"{name!r}: must be a lowercase RFC 1123 name"
-        )
+    if isinstance(name, str) and len(name) <= 253 and pattern.match(name):
+        return
+    causes = builtins.name_causes(str(name), label=rtype is NAMESPACE)
+    if not causes:  # not a string at all
+        causes = [builtins.invalid("metadata.name", str(name), "must be a string")]
+    raise builtins.refuse(rtype, str(name), causes)
 
 
 def check_resource_version(rtype: ResourceType, stored: dict[str, Any], given: Any) -> None:
