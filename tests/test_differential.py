@@ -187,8 +187,9 @@ class Kind:
 
 
 def labels() -> st.SearchStrategy[dict[str, str]]:
-    return st.dictionaries(st.sampled_from(["app", "tier", "example.com/role", "bad key!"]),
-                           st.sampled_from(["x", "y", "", "bad value!"]), max_size=2)
+    return st.dictionaries(st.sampled_from(["app", "tier", "example.com/role", "bad key!",
+                                            "k" * 64, "Bad.Prefix/x"]),
+                           st.sampled_from(["x", "y", "", "bad value!", "v" * 64]), max_size=2)
 
 
 def meta_content() -> st.SearchStrategy[dict[str, Any]]:
@@ -296,6 +297,10 @@ class Events(Kind):
             "source": st.sampled_from([{"component": "diff"}, {}]),
             "firstTimestamp": st.just("2026-01-01T00:00:00Z"),
             "lastTimestamp": st.just("2026-01-01T00:00:01Z"),
+            "eventTime": st.just("2026-01-01T00:00:00.000000Z"),
+            "reportingComponent": st.sampled_from(["diff", "example.com/diff", "Bad Name"]),
+            "reportingInstance": st.sampled_from(["diff-1", ""]),
+            "action": st.sampled_from(["Made", ""]),
         })
 
     def valid(self) -> dict[str, Any]:

@@ -162,7 +162,8 @@ def validate_metadata(rtype: ResourceType, name: str, meta: dict[str, Any],
         raise Invalid(
             f'{rtype.kind} "{name}" is invalid: metadata.finalizers: must be a list of strings')
     if rtype is EVENT and obj is not None:
-        causes = [*builtins.metadata_causes(meta), *builtins.event_causes(obj)]
+        # the Event's own checks first; its metadata only when they pass (rest.BeforeCreate)
+        causes = builtins.event_causes(obj) or builtins.metadata_causes(meta)
     elif labels or annotations or finalizers or obj is not None:
         core = rtype in BUILTIN_TYPES and not rtype.group
         causes = [] if _plain(meta, core) else builtins.metadata_causes(meta, core=core)
