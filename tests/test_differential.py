@@ -199,6 +199,15 @@ def meta_content() -> st.SearchStrategy[dict[str, Any]]:
                                        st.sampled_from(["1", ""]), max_size=2),
         "finalizers": st.lists(st.sampled_from(["example.com/keep", "bad finalizer!"]),
                                max_size=1),
+        # owner references a server refuses (stored ones would be collected asynchronously)
+        "ownerReferences": st.sampled_from([
+            [{"apiVersion": "v1", "kind": "ConfigMap", "name": "x"}],
+            [{"apiVersion": "", "kind": "", "name": "", "uid": ""}],
+            [{"apiVersion": "v1", "kind": "Event", "name": "e", "uid": "u1"}],
+            [{"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "u1",
+              "controller": True},
+             {"apiVersion": "v1", "kind": "Secret", "name": "y", "uid": "u2",
+              "controller": True}]]),
     })
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "label_value_errors",
     "list_items",
     "metadata_causes",
+    "owner_causes",
     "refuse",
     "typed",
     "update_causes",
@@ -227,6 +228,49 @@ def refuse(rtype: ResourceType, name: str, causes: list[Cause]) -> Invalid:
 STANDARD_FINALIZERS = frozenset(("kubernetes", "orphan", "foregroundDeletion"))
 
 
+def _ref_json(ref: Mapping[str, Any]) -> dict[str, Any]:
+    """An owner reference as Go marshals its struct (field order, empty flags omitted)."""
+    out = {k: ref.get(k) or "" for k in ("apiVersion", "kind", "name", "uid")}
+    out.update({k: ref[k] for k in ("controller", "blockOwnerDeletion") if ref.get(k)
+                is not None})
+    return out
+
+
+def owner_causes(meta: Mapping[str, Any]) -> list[Cause]:
+    """``metadata.ownerReferences``: apiVersion, kind, name and uid; no Event owners; one
+    controller at most."""
+    refs = meta.get("ownerReferences") or []
+    causes: list[Cause] = []
+    path = "metadata.ownerReferences"
+    first = ""
+    for index, ref in enumerate(refs):
+        if not isinstance(ref, Mapping):
+            continue
+        at = f"{path}[{index}]"
+        api_version = ref.get("apiVersion") or ""
+        group, _, version = api_version.rpartition("/")
+        if not api_version:
+            causes.append(required(f"{at}.apiVersion", "must not be empty"))
+        elif not version or api_version.count("/") > 1:
+            causes.append(invalid(f"{at}.apiVersion", api_version,
+                                  "must be <group>/<version> or <version>"))
+        for field in ("kind", "name", "uid"):
+            if not ref.get(field):
+                causes.append(required(f"{at}.{field}", "must not be empty"))
+        if group == "" and version == "v1" and ref.get("kind") == "Event":
+            causes.append(invalid(at, _ref_json(ref),
+                                  "/v1, Kind=Event is disallowed from being an owner"))
+        if ref.get("controller") is True:
+            current = f"{ref.get('kind') or ''}/{ref.get('name') or ''}"
+            if first:
+                causes.append(invalid(path, [_ref_json(r) for r in refs],
+                                      'Only one reference can have Controller set to true. '
+                                      f'Found "true" in references for {first} and {current}'))
+            else:
+                first = current
+    return causes
+
+
 def metadata_causes(meta: Mapping[str, Any], *, core: bool = False) -> list[Cause]:
     """Labels, annotations and finalizers (their types are checked before, on decoding).
 
@@ -246,6 +290,7 @@ def metadata_causes(meta: Mapping[str, Any], *, core: bool = False) -> list[Caus
                for k, v in annotations.items())
     if size > MAX_ANNOTATIONS:
         causes.append(too_long("metadata.annotations", MAX_ANNOTATIONS))
+    causes += owner_causes(meta)
     finalizers = meta.get("finalizers") or []
     for finalizer in finalizers:
         if isinstance(finalizer, str):

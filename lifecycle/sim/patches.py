@@ -215,10 +215,14 @@ def _merge_map(original: dict[str, Any], patch: dict[str, Any],
                 result.pop(key, None)
             else:
                 result[key] = merged
+        elif isinstance(value, list) and sub in MERGE_LISTS and isinstance(
+                result.get(key), list) and result[key]:
+            result[key] = _merge_list(result[key], value, MERGE_LISTS[sub], sub)
         elif isinstance(value, list) and sub in MERGE_LISTS:
-            current = result.get(key)
-            result[key] = _merge_list(current if isinstance(current, list) else [], value,
-                                      MERGE_LISTS[sub], sub)
+            # a list the original lacks is set as given (no merge key needed), as the
+            # API server's strategic merge does, without its directives
+            result[key] = [clone(item) for item in value
+                           if not (isinstance(item, dict) and "$patch" in item)]
         else:
             result[key] = clone(value)
     for key, removed in deletions.items():

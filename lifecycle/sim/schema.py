@@ -300,7 +300,7 @@ def _validate_object(value: dict[str, Any], schema: Mapping[str, Any], path: str
 
 # ------------------------------------------------------------------------ admission
 def admit(rtype: ResourceType, obj: dict[str, Any], *, old: dict[str, Any] | None = None,
-          subresource: str | None = None) -> dict[str, Any]:
+          subresource: str | None = None, blocked: bool = False) -> dict[str, Any]:
     """Prune, default and validate a write of ``obj`` as the API server does.
 
     Returns the object to store (``obj`` itself when ``rtype`` has no
@@ -335,7 +335,8 @@ def admit(rtype: ResourceType, obj: dict[str, Any], *, old: dict[str, Any] | Non
         if rtype.status_subresource and "status" in result:
             checked = {k: v for k, v in result.items() if k != "status"}
         causes = ratchet(validate(checked, schema))
-        causes += _unless_invalid(causes, schema,
+        # ``blocked``: the metadata already has a blocking error (the CEL rules do not run)
+        causes += _unless_invalid([*causes, *([_BLOCKED] if blocked else [])], schema,
                                   lambda: ratchet(celrules.evaluate(checked, old, schema)))
     if causes:
         name = str((result.get("metadata") or {}).get("name") or "")
@@ -349,6 +350,7 @@ NOT_CHECKED: Cause = {"reason": "FieldValueInvalid", "field": "<nil>", "message"
     "invalid; correct the existing errors to complete validation")}
 
 
+_BLOCKED: Cause = {"reason": "FieldValueRequired"}
 _BLOCKING = frozenset(("FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong",
                        "FieldValueTooMany", "FieldValueTypeInvalid"))
 

@@ -163,7 +163,11 @@ def validate_metadata(rtype: ResourceType, name: str, meta: dict[str, Any],
             f'{rtype.kind} "{name}" is invalid: metadata.finalizers: must be a list of strings')
     if rtype is EVENT and obj is not None:
         # the Event's own checks first; its metadata only when they pass (rest.BeforeCreate)
-        causes = builtins.event_causes(obj) or builtins.metadata_causes(meta)
+        # on create the Event's own checks come first and its metadata is checked only
+        # when they pass (rest.BeforeCreate); an update checks both (rest.BeforeUpdate)
+        causes = builtins.event_causes(obj)
+        if stored is not None or not causes:
+            causes += builtins.metadata_causes(meta)
     elif labels or annotations or finalizers or obj is not None:
         core = rtype in BUILTIN_TYPES and not rtype.group
         causes = [] if _plain(meta, core) else builtins.metadata_causes(meta, core=core)
@@ -178,14 +182,21 @@ def validate_metadata(rtype: ResourceType, name: str, meta: dict[str, Any],
         from lifecycle.kube.objects import clone
         from lifecycle.sim.schema import admit
 
+        blocked = any(c.get("reason") in _BLOCKING for c in causes)
         try:
-            admit(rtype, clone(dict(obj)), old=None if stored is None else dict(stored))
+            admit(rtype, clone(dict(obj)), old=None if stored is None else dict(stored),
+                  blocked=blocked)
         except Invalid as exc:
             causes += exc.causes
     if causes:
         raise builtins.refuse(rtype, name, causes)
     if obj is not None and obj.__class__ is dict:
         builtins.typed(rtype, obj)  # type: ignore[arg-type]
+
+
+#: Errors after which a real server does not evaluate a custom resource's CEL rules.
+_BLOCKING = frozenset(("FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong",
+                       "FieldValueTooMany", "FieldValueTypeInvalid"))
 
 
 def _plain(meta: Mapping[str, Any], core: bool) -> bool:
@@ -198,6 +209,8 @@ def _plain(meta: Mapping[str, Any], core: bool) -> bool:
         if not _good_key(key.lower() if isinstance(key, str) else key):
             return False
     if sum(len(k) + len(v or "") for k, v in annotations.items()) * 4 > builtins.MAX_ANNOTATIONS:
+        return False
+    if meta.get("ownerReferences"):
         return False
     return all(_good_key(f) and (not core or "/" in f or f in builtins.STANDARD_FINALIZERS)
                for f in meta.get("finalizers") or ())
@@ -407,39 +420,12 @@ def check_meta_types(rtype: ResourceType, obj: Mapping[str, Any]) -> None:
 
 
 def validate_owner_references(rtype: ResourceType, name: str, meta: Mapping[str, Any]) -> None:
-    """Owner references need apiVersion (with a version), kind, name and uid; one controller.
-
-    Raises :class:`Invalid` with the field causes a real server reports.
-    """
-    causes: list[dict[str, str]] = []
-    refs = meta.get("ownerReferences") or []
-    path = "metadata.ownerReferences"
-    for ref in refs:
-        api_version = ref.get("apiVersion") or ""
-        if not api_version.rpartition("/")[2]:
-            causes.append(_invalid(f"{path}.apiVersion", api_version, "version must not be empty"))
-        for field in ("kind", "name", "uid"):
-            if not ref.get(field):
-                causes.append(_invalid(f"{path}.{field}", "", f"{field} must not be empty"))
-        if api_version == "v1" and ref.get("kind") == "Event":
-            causes.append({"reason": "FieldValueInvalid", "field": path,
-                           "message": "Invalid value: /v1, Kind=Event is disallowed from "
-                                      "being an owner"})
-    controllers = [ref for ref in refs if ref.get("controller") is True]
-    if len(controllers) > 1:
-        names = " and ".join(
-            f"{{{r.get('apiVersion')} {r.get('kind')} {r.get('name')} {r.get('uid')}}}"
-            for r in controllers[:2])
-        causes.append({"reason": "FieldValueInvalid", "field": path,
-                       "message": 'Only one reference can have Controller set to true. '
-                                  f'Found "true" in references for {names}'})
-    if causes:
-        detail = ", ".join(f"{c['field']}: {c['message']}" for c in causes)
-        raise Invalid(
-            f'{rtype.kind} "{name}" is invalid: '
-            + (f"[{detail}]" if len(causes) > 1 else detail),
-            causes=causes, name=name, group=rtype.group, kind=rtype.kind,
-        )
+    """Owner references need apiVersion (with a version), kind, name and uid; no Event
+    owners; one controller at most. Raises :class:`Invalid` with the real server's causes."""
+    if meta.get("ownerReferences"):
+        causes = builtins.owner_causes(meta)
+        if causes:
+            raise builtins.refuse(rtype, name, causes)
 
 
 def _invalid(field: str, value: str, why: str) -> dict[str, str]:
