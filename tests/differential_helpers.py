@@ -369,9 +369,11 @@ def run_steps(run: Run, steps: Sequence[Step], sentinel: Callable[[Run], Any] | 
         events = run.target.watch(path, query, lambda e: (
             e.get("type") == "ADDED" and (e.get("object") or {}).get("metadata", {})
             .get("name") == name))
+        # the garbage collector's steps (a real server's: a MODIFIED adding its finalizer,
+        # a DELETED that may still carry it) compare as the embedded API's one DELETED
         run.transcript[index] = {"step": step.label, "events": [
-            {"type": e.get("type"), "object": run.normalizer.object(e.get("object"))}
-            for e in events if not collecting(e.get("object"))]}
+            {"type": e.get("type"), "object": run.normalizer.object(collected(e.get("object")))}
+            for e in events if not (e.get("type") == "MODIFIED" and collecting(e.get("object")))]}
 
 
 #: The finalizers of the garbage collector.
@@ -385,6 +387,18 @@ def collecting(obj: Any) -> bool:
         return False
     finalizers = set(meta.get("finalizers") or ())
     return bool(finalizers) and finalizers <= GC_FINALIZERS
+
+
+def collected(obj: Any) -> Any:
+    """``obj`` without the garbage collector's finalizers."""
+    meta = (obj or {}).get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict) or not set(meta.get("finalizers") or ()) & GC_FINALIZERS:
+        return obj
+    left = [f for f in meta["finalizers"] if f not in GC_FINALIZERS]
+    meta = {k: v for k, v in meta.items() if k != "finalizers"}
+    if left:
+        meta["finalizers"] = left
+    return {**obj, "metadata": meta}
 
 
 def namespace(target: Target, name: str) -> None:

@@ -324,10 +324,15 @@ def admit(rtype: ResourceType, obj: dict[str, Any], *, old: dict[str, Any] | Non
 
     if subresource == "status":
         status_schema = (schema.get("properties") or {}).get("status")
-        causes = ratchet(validate(result.get("status"), status_schema, "status")) if isinstance(
+        # validated from status down, as the server's status validator does: "count in
+        # body", at field status.count
+        causes = ratchet([{**c, "field": _join("status", c["field"]) if c.get("field")
+                           else "status"} for c in validate(result.get("status"),
+                                                            status_schema, "")]) if isinstance(
             status_schema, Mapping) and "status" in result else []
         if isinstance(status_schema, Mapping) and "status" in result:
-            causes += _unless_invalid(causes, status_schema, lambda: ratchet(celrules.evaluate(
+            # the rules of the whole schema count: the server runs them on the whole object
+            causes += _unless_invalid(causes, schema, lambda: ratchet(celrules.evaluate(
                 result["status"], None if old is None else old.get("status"), status_schema,
                 "status")))
     else:
