@@ -102,10 +102,15 @@ def served(kind: str, real: Any, directory: Path, *, operator: bool = True,
         server.stop()
 
 
-def cleanup(server: Serve, plural: str = "databaseinstances") -> None:
-    """Delete every object of ``plural`` in the namespaces the tests made, while the
-    operator still runs (a real server outlives the module; nothing must be left for
-    the next operator with a finalizer and no external resource)."""
+def cleanup(server: Serve) -> None:
+    """Delete every claim, then every DatabaseInstance, while the operator still runs
+    (a real server outlives the module; nothing must be left for the next operator with
+    a finalizer and no external resource)."""
+    for plural in ("databaseclaims", "databaseinstances"):
+        _delete_every(server, plural)
+
+
+def _delete_every(server: Serve, plural: str) -> None:
     found = server.kubectl("get", plural, "-A", "-o", "json", check=False)
     if not found.ok:
         return

@@ -201,13 +201,14 @@ def test_a_claim_binds_an_instance_of_its_class_and_deleting_it_deletes_the_inst
     """A DatabaseClaim naming a class is bound to a new instance and gets its Secret; with the
     Delete reclaim policy, deleting the claim deletes the instance."""
     cloud = SimCloud(seed=12, create_polls=0)
-    manager = operator(target, cloud, claims=True).start()
+    manager = operator(target, cloud, claims=True, namespace=target.namespace).start()
     custom = target.custom()
     klass = f"standard-{target.namespace}"
     try:
         custom.create_cluster_custom_object("db.lifecycle.dev", "v1alpha1",
                                             "databaseinstanceclasses",
-                                            class_manifest(klass, reclaim_policy="Delete"))
+                                            class_manifest(klass, reclaim_policy="Delete",
+                                                           resource_namespace=target.namespace))
         custom.create_namespaced_custom_object(
             "claims.lifecycle.dev", "v1alpha1", target.namespace, "databaseclaims",
             claim_manifest("app", target.namespace, class_name=klass, secret_name="app-db",
