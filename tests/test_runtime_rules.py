@@ -515,3 +515,19 @@ def test_a_blocked_deletion_names_the_first_three_users_and_counts_the_rest() ->
     released = usage(deleting, [])
     assert released.finalizer is False and released.blocked is None
     assert released.status == {"users": 0, "usedBy": []}
+
+
+def test_the_first_write_of_a_connection_secret_carries_the_label_and_the_owner() -> None:
+    from lifecycle.core.kind import CONNECTION_SECRET_LABEL, OWNER_UID
+
+    env, _ = make()
+    env.apply(database_manifest("db"))
+    env.reconcile(KIND, "db")  # persists the password before the create call
+    secret = env.api.get("v1", "Secret", "default", "db-conn")
+    uid = env.get(KIND, "db")["metadata"]["uid"]
+    assert secret["type"] == "Opaque"
+    assert secret["metadata"]["labels"] == {CONNECTION_SECRET_LABEL: "true"}
+    assert secret["metadata"]["annotations"] == {OWNER_UID: uid}
+    assert [(r["kind"], r["uid"], r["controller"]) for r in
+            secret["metadata"]["ownerReferences"]] == [(KIND, uid, True)]
+    assert set(secret["data"]) == {"password", "username"}
