@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 import pytest
 from kubernetes import client as k8s
+from serve_helpers import eventually as wait
 
 from lifecycle.core.claims import DEFAULT_RESOURCE_NAMESPACE
 from lifecycle.core.kind import PROVIDER_CONFIG_API
@@ -83,15 +84,8 @@ class Target:
 
 
 def eventually(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    """Call ``check`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+    """:func:`serve_helpers.eventually` with ``what`` second and a short interval."""
+    return wait(check, timeout=timeout, what=what, interval=0.1)
 
 
 def ready(obj: dict[str, Any] | None) -> bool:
