@@ -521,13 +521,23 @@ def test_the_first_write_of_a_connection_secret_carries_the_label_and_the_owner(
     from lifecycle.core.kind import CONNECTION_SECRET_LABEL, OWNER_UID
 
     env, _ = make()
+    real_create = env.api.create
+    created: list[dict[str, Any]] = []
+
+    def create(obj: dict[str, Any]) -> dict[str, Any]:
+        made = real_create(obj)
+        if obj["kind"] == "Secret":
+            created.append(made)
+        return made
+
+    env.api.create = create  # type: ignore[method-assign]
     env.apply(database_manifest("db"))
     env.reconcile(KIND, "db")  # persists the password before the create call
-    secret = env.api.get("v1", "Secret", "default", "db-conn")
+    (secret,) = created
     uid = env.get(KIND, "db")["metadata"]["uid"]
     assert secret["type"] == "Opaque"
     assert secret["metadata"]["labels"] == {CONNECTION_SECRET_LABEL: "true"}
     assert secret["metadata"]["annotations"] == {OWNER_UID: uid}
     assert [(r["kind"], r["uid"], r["controller"]) for r in
             secret["metadata"]["ownerReferences"]] == [(KIND, uid, True)]
-    assert set(secret["data"]) == {"password", "username"}
+    assert set(secret["data"]) == {"password"}
