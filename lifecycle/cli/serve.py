@@ -245,7 +245,7 @@ def _run(args: argparse.Namespace, api: Any, face: Any, state: Any,
         print(f"lifecycle serve: Kubernetes API on {url} (state: {state.path})", flush=True)
         print(f"export KUBECONFIG={config_path}", flush=True)
         if pairs:
-            manager = _operator(url, pairs, kinds)
+            manager = _operator(url, pairs, kinds, Path(f"{state.path}.journal-key"))
             manager.start()
         while not stop.wait(0.2):
             if manager is not None and manager.wait(0):
@@ -261,21 +261,27 @@ def _run(args: argparse.Namespace, api: Any, face: Any, state: Any,
     log.info("state saved", extra={"resourceVersion": api.resource_version})
 
 
-def _operator(url: str, pairs: Sequence[tuple[Kind, Any]], kinds: Sequence[Kind]) -> Any:
+def _operator(url: str, pairs: Sequence[tuple[Kind, Any]], kinds: Sequence[Kind],
+              key_file: Path) -> Any:
     """The operator for ``pairs``, talking to ``url`` through the official client.
 
     Wired as ``lifecycle run`` wires it: objects and connection Secrets are read
-    from its informers (:func:`~lifecycle.driver.cache.cached_manager`).
+    from its informers (:func:`~lifecycle.driver.cache.cached_manager`). The intent
+    journal is sealed with the key kept in ``key_file`` beside the state file (made on
+    the first start), so a restart on the same state trusts the entries it wrote.
     """
     from prometheus_client import disable_created_metrics
 
     from lifecycle.driver.cache import cached_manager
     from lifecycle.driver.cluster import KubeCluster, api_client
     from lifecycle.driver.manager import ManagerOptions
+    from lifecycle.runtime.journalkey import key_from_file
 
     disable_created_metrics()
-    return cached_manager(KubeCluster(api_client(host=url), kinds), pairs,
-                          ManagerOptions(workers=2, drain_timeout=10.0), secrets=True)
+    options = ManagerOptions(workers=2, drain_timeout=10.0,
+                             journal_key=key_from_file(str(key_file)))
+    return cached_manager(KubeCluster(api_client(host=url), kinds), pairs, options,
+                          secrets=True)
 
 
 def register(subparsers: Any) -> None:
