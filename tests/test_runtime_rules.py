@@ -541,3 +541,54 @@ def test_the_first_write_of_a_connection_secret_carries_the_label_and_the_owner(
     assert [(r["kind"], r["uid"], r["controller"]) for r in
             secret["metadata"]["ownerReferences"]] == [(KIND, uid, True)]
     assert set(secret["data"]) == {"password"}
+
+
+# ------------------------------------------------------------- failed calls
+def test_an_action_failing_before_naming_an_operation_is_recorded_as_action() -> None:
+    from lifecycle.core.decide import Facts, decide
+    from lifecycle.machines.managed import ManagedResourceMachine
+    from lifecycle.runtime.effects import run_actions
+
+    decision = decide(ManagedResourceMachine, Facts("unclaimed",
+                                                    observation=Observation.absent()))
+    assert decision.actions
+    refused = HandledError("no quota left", reason="QuotaExceeded")
+
+    class Host:
+        def __getattr__(self, name: str) -> Any:
+            def action(effects: Any) -> None:
+                raise refused
+            return action
+
+    failed, notices = run_actions(decision, Host(), None)
+    assert (failed.error, failed.failed_operation, notices) == (refused, "action", ())
+    named, _ = run_actions(decision, Host(), None, lambda: "create")
+    assert named.failed_operation == "create"
+
+
+class _FailingUpdate(_NoticeOnUpdate):
+    """A SimCloud connector whose update is refused."""
+
+    def connect(self, resource: ManagedResource, config: ProviderConfig) -> Any:
+        client = self.inner.connect(resource, config)
+
+        class Client:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(client, name)
+
+            def update(self, res: ManagedResource) -> None:
+                raise HandledError("no quota left", reason="QuotaExceeded")
+
+        return Client()
+
+
+def test_a_refused_call_closes_its_journal_entry_as_failed() -> None:
+    env = Environment([(DatabaseInstance, _FailingUpdate(SimCloud(seed=1, create_polls=0)))])
+    env.provider_config()
+    ready(env, version="15")
+    uid = env.get(KIND, "db")["metadata"]["uid"]
+    env.apply(database_manifest("db", version="15", storage_gb=40))
+    env.reconcile(KIND, "db")
+    entry = _intent(env)
+    assert entry == {**entry, "operation": "update", "key": f"{uid}/update/2/2",
+                     "outcome": "failed"}
