@@ -500,8 +500,11 @@ def test_corrupt_status_fields_are_repaired_not_a_crash(field: str) -> None:
         try:
             env.api.replace_status(obj, dry_run=True)
         except Invalid as exc:
-            assert exc.causes
-            assert all(re.match(rf"status\.{field}(\[|\.|$)", c["field"]) for c in exc.causes)
+            # Beside the field's own cause, the real server's "<nil>: some validation rules
+            # were not checked" when the schema has CEL rules it then skipped.
+            causes = [c for c in exc.causes if c["field"] != "<nil>"]
+            assert causes
+            assert all(re.match(rf"status\.{field}(\[|\.|$)", c["field"]) for c in causes)
             refused.append(garbage)
     assert refused == [g for g in garbage_values if g not in accepted]
     # Values like these can still be stored by an older CRD without validation.
