@@ -35,7 +35,7 @@ from differential_helpers import (
     b64,
     compare,
 )
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 #: Generated sequences per kind and run (``LIFECYCLE_DIFF_EXAMPLES`` overrides).
@@ -44,7 +44,10 @@ EXAMPLES = int(os.environ.get("LIFECYCLE_DIFF_EXAMPLES", "40"))
 SCHEMAS = int(os.environ.get("LIFECYCLE_DIFF_SCHEMAS", "8"))
 _PHASES = (Phase.explicit, Phase.generate) + (
     (Phase.shrink,) if os.environ.get("LIFECYCLE_DIFF_SHRINK") else ())
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+#: ``LIFECYCLE_DIFF_SEED``: explore other sequences than the fixed (derandomized) ones.
+SEED = os.environ.get("LIFECYCLE_DIFF_SEED")
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=SEED is None,
+                    database=None,
                     phases=_PHASES,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.function_scoped_fixture])
@@ -593,6 +596,9 @@ def test_sequences_answer_alike(servers: tuple[Target, Target], kind: str) -> No
     @given(sequences(profile))
     def sequences_of(specs: list[tuple[Any, ...]]) -> None:
         check(servers, profile, specs)
+
+    if SEED is not None:
+        sequences_of = seed(int(SEED))(sequences_of)
 
     before = COMPARED.get(kind, 0)
     sequences_of()

@@ -351,3 +351,20 @@ def test_difference_namespace_deletion_inside_the_write(servers: tuple[Target, T
     real, embedded = both(servers, "DELETE", f"/api/v1/namespaces/{name}")
     assert real.status == 200 and real.body["status"]["phase"] == "Terminating", real
     assert embedded.status == 200 and embedded.body["status"] == "Success", embedded
+
+
+def test_difference_generation_when_deletion_starts(servers: tuple[Target, Target],
+                                                    ns: str) -> None:
+    """A custom resource whose deletion starts (it has a finalizer): a real server bumps its
+    ``generation``; the embedded API keeps it (the differential tests do not compare the
+    generation of an object being deleted)."""
+    path = f"/apis/{GROUP}/v1/namespaces/{ns}/gizmos"
+    body = {"apiVersion": f"{GROUP}/v1", "kind": "Gizmo",
+            "metadata": {"name": "g", "finalizers": ["example.com/keep"]}, "spec": {"size": 1}}
+    both(servers, "POST", path, body)
+    real, embedded = both(servers, "DELETE", f"{path}/g")
+    assert real.body["metadata"]["generation"] == 2, real
+    assert embedded.body["metadata"]["generation"] == 1, embedded
+    for target in servers:
+        target.request("PATCH", f"{path}/g", body={"metadata": {"finalizers": None}},
+                       content_type=MERGE)
