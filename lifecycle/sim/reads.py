@@ -210,6 +210,17 @@ class Reads:
                 if not labels.requirements and fields.empty:
                     remaining = len(found) - limit
                 found = found[:limit]
+            elif limit is not None and 0 < limit == len(found) and (
+                    labels.requirements or not fields.empty):
+                # a full page of selected objects: as from etcd, a token when any object of
+                # the range (selected or not) comes after the last one
+                last = found[-1]["metadata"]
+                after = (last.get("namespace") or "" if rtype.namespaced else "", last["name"])
+                scope = namespace if rtype.namespaced else None
+                if any((key[0] or "", key[1]) > after for key in table
+                       if scope is None or key[0] == scope):
+                    token = encode_continue(at, last.get("namespace") if rtype.namespaced
+                                            else None, last["name"])
             out = self._lender.out
             return [out(obj, "list_page") for obj in found], str(at), token, remaining
 
