@@ -1,4 +1,4 @@
-"""The help of demo, diagram, diagrams and verify is complete: a description, help on every option,
+"""The help of demo, diagram, diagrams, verify, crds, manifests and envtest is complete: a description, help on every option,
 each default said, plain text without reStructuredText markup."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from lifecycle.cli import build_parser
 
-COMMANDS = ("demo", "diagram", "diagrams", "verify")
+COMMANDS = ("demo", "diagram", "diagrams", "verify", "crds", "manifests", "envtest")
 
 
 def _subparser(name: str) -> argparse.ArgumentParser:

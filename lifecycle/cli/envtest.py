@@ -170,10 +170,10 @@ def register(subparsers: Any) -> None:
                    help="registered kinds whose CRDs to install (default: every registered "
                         "kind)")
     p.add_argument("--no-crds", action="store_true",
-                   help="install no CRDs and no default ProviderConfig")
+                   help="install no CRDs and no default ProviderConfig (default: off)")
     p.add_argument("--build-only", action="store_true",
                    help="build the servers into the cache (or find them there) and exit; "
-                        "CI runs this before the tests")
+                        "CI runs this before the tests (default: off)")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"],
                    help="log level (default: info)")

@@ -459,19 +459,32 @@ def register(subparsers: Any) -> None:
                         "python-statemachine at debug (their lines may carry request bodies)")
     p.set_defaults(func=run)
 
-    c = subparsers.add_parser("crds", help="print CustomResourceDefinition YAML for kinds")
+    c = subparsers.add_parser(
+        "crds", help="print CustomResourceDefinition YAML for kinds",
+        description="Print the CustomResourceDefinitions of the kinds (and the ProviderConfig "
+                    "kinds they name) as YAML, generated from each kind's machine and attrs "
+                    "fields, for kubectl apply -f -.")
     c.add_argument("--kinds", nargs="+", metavar="MODULE:KIND", help=kinds_help)
     c.set_defaults(func=crds_command)
 
     m = subparsers.add_parser(
-        "manifests", help="print the objects that deploy the operator (CRDs, RBAC, Deployment)")
+        "manifests", help="print the objects that deploy the operator (CRDs, RBAC, Deployment)",
+        description="Print every object that deploys the operator for the kinds: its "
+                    "namespace, the CRDs, a ServiceAccount with the RBAC it uses (Secrets "
+                    "only in the watched namespace unless --cluster-wide-secrets), the "
+                    "journal key's Secret access and a Deployment running lifecycle run with "
+                    "leader election.")
     m.add_argument("--kinds", nargs="+", metavar="MODULE:KIND",
                    help=kinds_help + "; resource classes get a CRD and read access only")
     m.add_argument("--name", default="lifecycle-operator",
-                   help="name of the Deployment, ServiceAccount and RBAC objects")
-    m.add_argument("--namespace", default="lifecycle-system", help="operator namespace")
-    m.add_argument("--image", default="lifecycle:latest", help="operator container image")
-    m.add_argument("--replicas", type=int, default=2, help="operator replicas (one leads)")
+                   help="name of the Deployment, ServiceAccount and RBAC objects "
+                        "(default: lifecycle-operator)")
+    m.add_argument("--namespace", default="lifecycle-system",
+                   help="operator namespace (default: lifecycle-system)")
+    m.add_argument("--image", default="lifecycle:latest",
+                   help="operator container image (default: lifecycle:latest)")
+    m.add_argument("--replicas", type=int, default=2,
+                   help="operator replicas, one leads (default: 2)")
     m.add_argument("--connector", metavar="MODULE:NAME",
                    help="connector passed to run (default: the one each kind registers)")
     m.add_argument("--watch-namespace", metavar="NS",
@@ -479,7 +492,8 @@ def register(subparsers: Any) -> None:
                         "read and write Secrets (default: the operator's --namespace)")
     m.add_argument("--cluster-wide-secrets", action="store_true",
                    help="watch every namespace instead, which grants Secrets access in "
-                        "every namespace (cluster-wide)")
+                        "every namespace (cluster-wide; default: off)")
     m.add_argument("--kustomize", metavar="DIR",
-                   help="write a kustomize base (one file per object) to DIR instead")
+                   help="write a kustomize base (one file per object) to DIR instead "
+                        "(default: print the objects as YAML)")
     m.set_defaults(func=manifests_command)
