@@ -1,5 +1,6 @@
-"""The help of demo, diagram, diagrams, verify, crds, manifests and envtest is complete: a description, help on every option,
-each default said, plain text without reStructuredText markup."""
+"""The help of demo, diagram, diagrams, verify, crds, manifests and envtest is complete: a
+description, help on every option, each default said, plain text without reStructuredText
+markup."""
 
 from __future__ import annotations
 
