@@ -280,16 +280,7 @@ def adoption_target(kind: Kind, label: str = "") -> Target:
     password = "their-password-9f2c"
 
     def system() -> ExternalSystem:
-        cloud = _cloud()
-        owner = ("AKIDVERIFY", "verify-secret-key")  # whoever created it outside the operator
-        cloud.create_instance(owner, "precious", {"engine": "postgres", "storage_gb": 20},
-                              password=password)
-        for _ in range(2):  # its two creation polls: available
-            cloud.describe_instance(owner, "precious")
-        current["cloud"], current["log"] = cloud, _CallLog(DatabaseConnector(cloud))
-        current["before"] = cloud.instances()["precious"]
-        return ExternalSystem(current["log"],
-                              lambda: set(cloud.instances()) - {"precious"}, cloud.creations)
+        return _precious(current, password)
 
     def manifest(name: str) -> dict[str, Any]:
         data = database_manifest(name, annotations={EXTERNAL_NAME: "precious"}, storageGB=40)
@@ -335,17 +326,7 @@ def forged_journal_target(kind: Kind, label: str = "") -> Target:
     password = "their-password-7d1e"
 
     def system() -> ExternalSystem:
-        cloud = _cloud()
-        owner = ("AKIDVERIFY", "verify-secret-key")  # whoever created it outside the operator
-        cloud.create_instance(owner, "precious", {"engine": "postgres", "storage_gb": 20},
-                              password=password)
-        for _ in range(2):  # its two creation polls: available
-            cloud.describe_instance(owner, "precious")
-        current["cloud"], current["log"] = cloud, _CallLog(DatabaseConnector(cloud))
-        current["before"] = cloud.instances()["precious"]
-        return ExternalSystem(current["log"],
-                              lambda: set(cloud.instances()) - {"precious"}, cloud.creations,
-                              password=cloud.password_of)
+        return _precious(current, password, with_password=True)
 
     def manifest(name: str) -> dict[str, Any]:
         annotations = {EXTERNAL_NAME: f"{name}-db"}
@@ -381,3 +362,20 @@ def forged_journal_target(kind: Kind, label: str = "") -> Target:
     return Target(kind, system, manifest, _more_storage,
                   label=label or f"{kind.kind}/forged-journal", objects=("alpha", "beta"),
                   apply=apply, converged=converged, waiting=("beta",))
+
+
+def _precious(current: dict[str, Any], password: str, *,
+              with_password: bool = False) -> ExternalSystem:
+    """A fresh cloud holding ``precious``, an available instance someone else created
+    outside the operator; ``current`` gets the cloud, the call log and its description."""
+    cloud = _cloud()
+    owner = ("AKIDVERIFY", "verify-secret-key")  # whoever created it outside the operator
+    cloud.create_instance(owner, "precious", {"engine": "postgres", "storage_gb": 20},
+                          password=password)
+    for _ in range(2):  # its two creation polls: available
+        cloud.describe_instance(owner, "precious")
+    current["cloud"], current["log"] = cloud, _CallLog(DatabaseConnector(cloud))
+    current["before"] = cloud.instances()["precious"]
+    extra = {"password": cloud.password_of} if with_password else {}
+    return ExternalSystem(current["log"], lambda: set(cloud.instances()) - {"precious"},
+                          cloud.creations, **extra)
