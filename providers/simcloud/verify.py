@@ -289,12 +289,7 @@ def adoption_target(kind: Kind, label: str = "") -> Target:
 
     def converged(env: Environment, manifests: Mapping[str, dict[str, Any]],
                   expect: str) -> list[str]:
-        cloud: SimCloud = current["cloud"]
-        problems = [f"{who} called {op} on precious" for who, op, external
-                    in current["log"].calls if external == "precious" and op != "create"]
-        now = cloud.instances().get("precious")
-        if now != current["before"] or cloud.password_of("precious") != password:
-            problems.append(f"precious was changed: {current['before']} -> {now}")
+        problems = _untouched(current, password)
         if expect == "gone":
             return problems + converged_objects(env, kind, manifests, expect)
         return problems + _refused(env, kind, "default", "alpha", ("ExternalResourceNotOwned",))
@@ -348,12 +343,7 @@ def forged_journal_target(kind: Kind, label: str = "") -> Target:
 
     def converged(env: Environment, manifests: Mapping[str, dict[str, Any]],
                   expect: str) -> list[str]:
-        cloud: SimCloud = current["cloud"]
-        problems = [f"{who} called {op} on precious" for who, op, external
-                    in current["log"].calls if external == "precious" and op != "create"]
-        now = cloud.instances().get("precious")
-        if now != current["before"] or cloud.password_of("precious") != password:
-            problems.append(f"precious was changed: {current['before']} -> {now}")
+        problems = _untouched(current, password)
         if expect == "gone":
             return problems + converged_objects(env, kind, manifests, expect)
         problems += converged_objects(env, kind, {"alpha": manifests["alpha"]}, expect)
@@ -379,3 +369,15 @@ def _precious(current: dict[str, Any], password: str, *,
     extra = {"password": cloud.password_of} if with_password else {}
     return ExternalSystem(current["log"], lambda: set(cloud.instances()) - {"precious"},
                           cloud.creations, **extra)
+
+
+def _untouched(current: dict[str, Any], password: str) -> list[str]:
+    """What the engine did to ``precious`` (a changing call, a changed description or
+    password): nothing, when it kept its hands off someone else's instance."""
+    cloud: SimCloud = current["cloud"]
+    problems = [f"{who} called {op} on precious" for who, op, external
+                in current["log"].calls if external == "precious" and op != "create"]
+    now = cloud.instances().get("precious")
+    if now != current["before"] or cloud.password_of("precious") != password:
+        problems.append(f"precious was changed: {current['before']} -> {now}")
+    return problems
