@@ -46,10 +46,15 @@ __all__ = ["BACKLOG", "IDLE_TIMEOUT", "MAX_CONNECTIONS", "READ_TIMEOUT", "Deadli
 IDLE_TIMEOUT = 60.0
 #: Seconds the body of one request may take to arrive, in total.
 READ_TIMEOUT = 30.0
-#: Connections the kernel queues before they are accepted.
-BACKLOG = 128
+#: Connections the kernel queues before they are accepted (the kernel caps it at
+#: ``net.core.somaxconn``). A burst of clients opening connections at once (an
+#: operator with an unbounded connection pool and a thousand objects) must queue,
+#: not be dropped.
+BACKLOG = 4096
 #: Connections served at once (a thread each); more are answered 503 and closed.
-MAX_CONNECTIONS = 256
+#: An idle thread costs little: the bound is against a flood, not against an
+#: operator that keeps one connection per object in flight.
+MAX_CONNECTIONS = 2048
 
 #: Body media types the face decodes (PATCH has its own list).
 BODY_TYPES = ("application/json", "application/yaml", "*/*")

@@ -95,8 +95,7 @@ class _Server(ThreadingHTTPServer):
             if not full:
                 self._open += 1
         if full:
-            with contextlib.suppress(OSError):
-                request.sendall(guard.busy_answer(self.max_connections))
+            _refuse(request, guard.busy_answer(self.max_connections))
             self.shutdown_request(request)
             return
         super().process_request(request, client_address)
@@ -116,6 +115,30 @@ class _Server(ThreadingHTTPServer):
             log.debug("connection from %s ended: %s", client_address, exc)
             return
         log.exception("unexpected error serving %s", client_address)
+
+
+#: Seconds a refused connection is given to finish sending, and to close after the answer.
+REFUSE_LINGER = 0.2
+
+
+def _refuse(request: socket.socket, answer: bytes) -> None:
+    """Answer a connection over the bound and close it without resetting it.
+
+    Closing a socket with unread bytes makes the kernel send a reset, which
+    can reach the client before the answer does (it then sees
+    ``ConnectionResetError`` instead of a 503 it can retry). So what the
+    client already sent is read first, and after the answer the connection is
+    half-closed and drained until the client closes it (or briefly, at most).
+    """
+    with contextlib.suppress(OSError):
+        request.settimeout(REFUSE_LINGER)
+        with contextlib.suppress(TimeoutError):
+            request.recv(65536)
+        request.sendall(answer)
+        request.shutdown(socket.SHUT_WR)
+        with contextlib.suppress(TimeoutError):
+            while request.recv(65536):
+                pass
 
 
 class APIServerHTTP:
