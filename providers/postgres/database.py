@@ -36,14 +36,31 @@ class DatabaseParameters:
     """``spec.forProvider`` of a Database; unset fields are late-initialised."""
 
     owner: str | None = fields.name()
+    """The role that owns the database; unset, the provider's admin role, read back from the
+    server."""
     encoding: str | None = fields.name()
+    """The character set encoding, such as UTF8; set at creation only. Unset, the template's, read
+    back from the server."""
     template: str | None = fields.name()
+    """The database copied to create this one (default: the server's, template1); used at creation
+    only."""
     connection_limit: int | None = fields.connection_limit(None)
+    """How many concurrent connections the database accepts: -1 for no limit; unset, the
+    server's value, read back into the spec."""
     lc_collate: str | None = fields.text("lcCollate")
+    """The collation order (LC_COLLATE), such as C or en_US.UTF-8; set at creation only. Unset,
+    the template's."""
     lc_ctype: str | None = fields.text("lcCType")
+    """The character classification (LC_CTYPE), such as C or en_US.UTF-8; set at creation only.
+    Unset, the template's."""
     allow_connections: bool | None = fields.optional_flag("allowConnections")
+    """Whether anyone may connect to the database; unset, not managed."""
     is_template: bool | None = fields.optional_flag("isTemplate")
+    """Whether the database is a template that others may be copied from; unset, not managed. A
+    template is unmarked before it is dropped."""
     tablespace: str | None = fields.name()
+    """The tablespace the database lives in (a change moves it); unset, the server's, read back
+    into the spec."""
 
 
 def same_locale(wanted: str | None, held: str) -> bool:

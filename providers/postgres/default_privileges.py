@@ -80,14 +80,27 @@ class DefaultPrivilegesParameters:
     """
 
     role: str = fields.name(required=True)
+    """The PostgreSQL role that receives the privileges on future objects."""
     target_role: str = attrs.field(validator=_name, alias="targetRole")
+    """The role whose future objects get these privileges: the defaults apply to objects it
+    creates."""
     database: str = fields.name(required=True)
+    """The database the default privileges apply in."""
     object_type: str = attrs.field(converter=_object_type, alias="objectType")
+    """The type of the future objects: table, sequence, function, type or schema."""
     privileges: tuple[str, ...] = attrs.field(converter=privilege_list)
+    """The privileges to grant on each future object, such as SELECT or USAGE, or ALL for every
+    privilege of the type."""
     schema: str | None = fields.name()
+    """A schema of the database the defaults are limited to; unset, they apply in the whole
+    database."""
     with_option: str | None = attrs.field(default=None, validator=with_grant_option,
                                           alias="withOption")
+    """GRANT also gives the role the right to grant these privileges on to others (WITH GRANT
+    OPTION); unset, it does not."""
     exclusive: bool = fields.flag(False)
+    """Make the list exact: other default privileges of the role there are revoked. Default false.
+    """
 
     def __attrs_post_init__(self) -> None:
         """Expand ALL, check each privilege against the object type, refuse the owner."""

@@ -31,9 +31,13 @@ class ExtensionParameters:
     """``spec.forProvider`` of an Extension: which one, in which database, version and schema."""
 
     extension: str = fields.name(required=True)
+    """The extension's name as the server knows it, such as pgcrypto or hstore."""
     database: str = fields.name(required=True)
+    """The database the extension is installed in."""
     version: str | None = fields.name()
+    """The extension version to install or update to; unset, the server's default version."""
     schema: str | None = fields.name()
+    """The schema the extension's objects go into; unset, the first schema of the search path."""
 
 
 class ExtensionClient(SqlClient):

@@ -141,7 +141,11 @@ class Routine:
     (``name: "*"`` without arguments means every routine of the schema)."""
 
     name: str = fields.name(required=True)
+    """The routine's name in the Grant's schema, or * (without arguments) for every routine of the
+    schema."""
     arguments: tuple[str, ...] = attrs.field(factory=tuple, converter=_arguments)
+    """The routine's argument types in order, such as integer or text, which pick one overloaded
+    routine (default: none)."""
 
     @property
     def label(self) -> str:
@@ -185,17 +189,35 @@ class GrantParameters:
     """
 
     role: str = fields.name(required=True)
+    """The PostgreSQL role that receives the privileges."""
     database: str = fields.name(required=True)
+    """The database the privileges are on, or in which the schema or its objects live."""
     privileges: tuple[str, ...] = attrs.field(converter=privilege_list)
+    """The privileges to grant, such as CONNECT, CREATE, SELECT, USAGE, or ALL for every privilege
+    the target has."""
     with_option: str | None = attrs.field(default=None, validator=with_grant_option,
                                           alias="withOption")
+    """GRANT also gives the role the right to grant these privileges on to others (WITH GRANT
+    OPTION); unset, it does not."""
     exclusive: bool = fields.flag(False)
+    """Make the privilege list exact: privileges the role holds on the target beyond it are
+    revoked (never from the owner). Default false."""
     schema: str | None = fields.name()
+    """A schema of the database: the privileges are on it, or on the objects named by tables,
+    sequences or routines in it."""
     tables: tuple[str, ...] | None = _object_names("tables")
+    """Tables (and views) of the schema the privileges are on, or ["*"] for every table of the
+    schema."""
     sequences: tuple[str, ...] | None = _object_names("sequences")
+    """Sequences of the schema the privileges are on, or ["*"] for every sequence of the schema."""
     routines: tuple[Routine, ...] | None = attrs.field(default=None, converter=_routines)
+    """Functions, procedures or aggregates of the schema the privileges are on, each a name with
+    its argument types."""
     columns: tuple[str, ...] | None = attrs.field(default=None, converter=_columns)
+    """Columns of the one table named in tables that the privileges are on."""
     revoke_public_on_db: bool = fields.flag(False, alias="revokePublicOnDb")
+    """Keep PUBLIC without privileges on the database (REVOKE ALL ... FROM PUBLIC). Default false.
+    """
 
     def __attrs_post_init__(self) -> None:
         """Check the target is one kind of object in a schema at most (columns of one named

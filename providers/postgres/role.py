@@ -61,7 +61,9 @@ class RoleSetting:
     """One entry of ``configurationParameters``: a run-time setting's name and value."""
 
     name: str
+    """The run-time setting's name, such as search_path or statement_timeout."""
     value: str
+    """The value the role's sessions start with, as SET would take it."""
 
 
 def _settings(value: Any) -> tuple[RoleSetting, ...] | None:
@@ -132,19 +134,40 @@ class RoleParameters:
     """
 
     login: bool = fields.flag(True)
+    """The role may log in (LOGIN) with the password of its connection Secret. Default true."""
     createdb: bool = fields.flag(False)
+    """The role may create databases (CREATEDB). Default false."""
     createrole: bool = fields.flag(False)
+    """The role may create, alter and drop other roles (CREATEROLE). Default false."""
     connection_limit: int = fields.connection_limit(-1)
+    """How many concurrent connections the role may open: -1 for no limit (the default), else a
+    count of 0 or more."""
     inherit: bool = fields.flag(True)
+    """The role uses the privileges of the roles it is a member of without SET ROLE (INHERIT).
+    Default true."""
     replication: bool = fields.flag(False)
+    """The role may start streaming replication (REPLICATION). Default false."""
     bypass_rls: bool = fields.flag(False, alias="bypassRls")
+    """The role bypasses every row-level security policy (BYPASSRLS). Default false."""
     superuser: bool = fields.flag(False, alias="superUser")
+    """The role is a superuser; refused unless the ProviderConfig allows superusers. Default
+    false."""
     valid_until: str | None = fields.timestamp("validUntil")
+    """When the role's password stops being valid: a date and time (ISO 8601, e.g.
+    2030-01-01T00:00:00Z) or infinity; unset, it never expires."""
     member_of: tuple[str, ...] | None = fields.names("memberOf")
+    """Roles this role is a member of. Unset leaves memberships alone; a list is exact: missing
+    memberships are granted, others revoked."""
     reassign_owned_to: str | None = fields.role_name("reassignOwnedTo")
+    """On delete, the role that receives the objects this role owns in every database (REASSIGN
+    OWNED); unset, they are not reassigned."""
     drop_owned: bool = fields.flag(False, alias="dropOwned")
+    """On delete, drop the objects this role still owns and revoke its privileges in every
+    database (DROP OWNED). Default false."""
     configuration_parameters: tuple[RoleSetting, ...] | None = attrs.field(
         default=None, converter=_settings, alias="configurationParameters")
+    """Run-time settings the role's sessions start with (ALTER ROLE ... SET), each a name and a
+    value; unset leaves them alone, a list is exact."""
 
     def flags(self) -> dict[str, bool]:
         """The boolean attributes keyed by spec key."""

@@ -33,8 +33,12 @@ class SchemaParameters:
     """``spec.forProvider`` of a Schema: where it lives, who owns it, whether PUBLIC may use it."""
 
     database: str = fields.name(required=True)
+    """The database the schema lives in."""
     role: str | None = fields.name()
+    """The role that owns the schema; unset, the provider's admin role."""
     revoke_public_on_schema: bool = fields.flag(False, alias="revokePublicOnSchema")
+    """Keep PUBLIC without privileges on the schema (REVOKE ALL ON SCHEMA ... FROM PUBLIC).
+    Default false."""
 
 
 def schema_protection(name: str) -> str:
