@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 import traceback
 from collections.abc import Sequence
@@ -156,22 +157,84 @@ def _returned_class(function: Any) -> type | None:
     return returned
 
 
+#: Optional modules, each with the extra of ``kube-lifecycle`` that installs it and what
+#: needs it.
+EXTRAS = {"psycopg": ("postgres", "the PostgreSQL kinds"),
+          "graphviz": ("diagrams", "SVG and PNG diagrams")}
+#: The PostgreSQL kinds, by name and plural: registered only when the postgres extra is.
+POSTGRES_KIND_NAMES = frozenset({
+    "role", "roles", "database", "databases", "grant", "grants", "schema", "schemas",
+    "extension", "extensions", "defaultprivileges", "defaultprivilegeses"})
+_NOT_REGISTERED = re.compile(r"no registered kind '([^']*)'")
+
+
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+def extra_hint(message: str, missing: str | None = None) -> str:
+    """The install hint for an error, or ``""``: when ``missing`` (the module a
+    ``ModuleNotFoundError`` names) or the message shows that an optional module of
+    :data:`EXTRAS` is not installed (a PostgreSQL kind not registered, ``psycopg`` not
+    importable), which extra to install, as one clause."""
+    root = (missing or "").partition(".")[0]
+    if root not in EXTRAS:
+        named = _NOT_REGISTERED.search(message)
+        asked = named.group(1).lower().partition(".")[0] if named else ""
+        if asked in POSTGRES_KIND_NAMES or re.search(
+                r"\bpsycopg\b|postgresql\.lifecycle\.dev", message):
+            root = "psycopg"
+        elif re.search(r"\bgraphviz\b", message) and "kube-lifecycle[" not in message:
+            root = "graphviz"
+        else:
+            return ""
+        if _importable(root):
+            return ""
+    extra, what = EXTRAS[root]
+    return (f"{what} need {root}, which is not installed: "
+            f"pip install 'kube-lifecycle[{extra}]'")
+
+
+def _error_line(exc: BaseException) -> str:
+    """The one line printed for a failed command: its message, and the install hint of a
+    missing optional module after it."""
+    line = _first_line(exc)
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    hint = extra_hint(line, missing)
+    return f"{line}; {hint}" if hint and line else (hint or line)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lifecycle`` console script."""
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except (UsageError, LifecycleError, OSError) as exc:
-        print(f"lifecycle {args.command}: {_first_line(exc)}", file=sys.stderr)
+        print(f"lifecycle {args.command}: {_error_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except ModuleNotFoundError as exc:
+        hint = extra_hint(str(exc), exc.name)
+        if not hint:
+            return _internal(args.command, exc)
+        print(f"lifecycle {args.command}: {hint}", file=sys.stderr)
+        return 2
     except Exception as exc:
-        if os.environ.get("LIFECYCLE_DEBUG") == "1":
-            traceback.print_exc()
-        print(f"lifecycle {args.command}: internal error: {type(exc).__name__}: "
-              f"{_first_line(exc)}", file=sys.stderr)
-        return INTERNAL_ERROR
+        return _internal(args.command, exc)
+
+
+def _internal(command: str, exc: Exception) -> int:
+    """Report an unexpected failure as one line (the traceback too with LIFECYCLE_DEBUG=1)."""
+    if os.environ.get("LIFECYCLE_DEBUG") == "1":
+        traceback.print_exception(exc)
+    print(f"lifecycle {command}: internal error: {type(exc).__name__}: "
+          f"{_first_line(exc)}", file=sys.stderr)
+    return INTERNAL_ERROR
 
 
 def _first_line(exc: BaseException) -> str:
