@@ -36,6 +36,7 @@ from lifecycle.verify.model import (
     Report,
     Target,
 )
+from lifecycle.verify.remote import RealServer
 from lifecycle.verify.stale import StaleView
 
 
@@ -124,18 +125,26 @@ def run_scenario(
     crash: CrashPoint | None = None,
     *,
     stale: int = 0,
+    server: RealServer | None = None,
 ) -> ScenarioRun:
     """Run the scenario once, dying at ``crash`` (if any), and check every invariant.
 
     ``stale``: the engine reads through caches up to that many writes behind
-    (:mod:`lifecycle.verify.stale`); 0 reads fresh.
+    (:mod:`lifecycle.verify.stale`); 0 reads fresh. ``server``: run on that
+    real API server, in a world of its own (:mod:`lifecycle.verify.remote`),
+    instead of a fresh embedded API.
     """
     clock = VirtualClock()
     recorder = Recorder(crash)
     system = target.system()
+    api: Any = None
     try:
-        return _play(target, crash, clock, recorder, system, stale)
+        api = (EmbeddedAPI(clock=clock.now, seed=system.api_seed) if server is None
+               else server.open())
+        return _play(target, crash, clock, recorder, system, api, stale)
     finally:
+        if server is not None and api is not None:
+            server.close(api)
         if system.close is not None:
             system.close()
 
@@ -155,9 +164,8 @@ def _act(env: Environment, target: Target, phase: str,
 
 
 def _play(target: Target, crash: CrashPoint | None, clock: VirtualClock, recorder: Recorder,
-          system: ExternalSystem, stale: int = 0) -> ScenarioRun:
+          system: ExternalSystem, api: Any, stale: int = 0) -> ScenarioRun:
     connector = CrashingConnector(system, recorder)
-    api = EmbeddedAPI(clock=clock.now, seed=system.api_seed)
     env = _engine(target, api, clock, connector, recorder, stale)
     env.provider_config(credentials=system.credentials, spec=system.provider_spec or None)
     if target.setup is not None:
@@ -333,6 +341,7 @@ def explore(
     points: Iterable[int] | None = None,
     on_point: Callable[[Checked, Counterexample | None], None] | None = None,
     stale: int = 0,
+    server: RealServer | None = None,
 ) -> Report:
     """Explore every side-effect point of ``target``'s scenario; return a :class:`Report`.
 
@@ -342,15 +351,17 @@ def explore(
     With ``stale`` every run reads through caches up to that many writes
     behind; the :data:`CONCURRENT` variant is explored on the ``before`` side
     only (the user acting just after a point is acting just before the next).
+    With ``server`` every run takes place on that real API server.
     """
     report = Report(target.name)
-    baseline = run_scenario(target, stale=stale)
+    where = server.kubeconfig if server is not None else ""
+    baseline = run_scenario(target, stale=stale, server=server)
     report.points = baseline.recorder.count
     report.operations = list(baseline.recorder.operations)
     if baseline.problems:
         report.counterexamples.append(Counterexample(
             target.name, None, "no crash", tuple(baseline.problems),
-            tuple(baseline.recorder.trace), stale))
+            tuple(baseline.recorder.trace), stale, where))
     chosen = range(1, report.points + 1) if points is None else points
     for index in chosen:
         for variant in variants:
@@ -358,7 +369,7 @@ def explore(
                 if variant == CONCURRENT and side != "before":
                     continue
                 point = CrashPoint(index, side, variant)
-                outcome = run_scenario(target, point, stale=stale)
+                outcome = run_scenario(target, point, stale=stale, server=server)
                 label = outcome.recorder.crashed_at or "(point not reached)"
                 phase = (outcome.recorder.phases[index - 1]
                          if index <= len(outcome.recorder.phases) else "-")
@@ -370,7 +381,7 @@ def explore(
                 example = None
                 if problems:
                     example = Counterexample(target.name, point, label, tuple(problems),
-                                             tuple(outcome.recorder.trace), stale)
+                                             tuple(outcome.recorder.trace), stale, where)
                     report.counterexamples.append(example)
                 report.checked.append(checked)
                 if on_point is not None:

@@ -161,10 +161,14 @@ class Counterexample:
     trace: tuple[str, ...]
     #: The lag of the stale-cache mode the run used (0: reads were fresh).
     stale: int = 0
+    #: The kubeconfig of the real API server the run used ("": the embedded API).
+    kubeconfig: str = ""
 
     def replay_command(self) -> str:
         """The command line that replays exactly this run, printing its trace."""
         stale = f" --stale {self.stale}" if self.stale else ""
+        if self.kubeconfig:
+            stale += f" --kubeconfig {self.kubeconfig}"
         if self.point is None:
             return f"lifecycle verify {self.target} --point 0{stale} --trace"
         return (f"lifecycle verify {self.target} --point {self.point.index} "
