@@ -1,184 +1,152 @@
-"""End to end, beside kopf: N DatabaseInstances from absent to Ready over HTTP, three processes.
+"""End to end, beside the peers: the kinds as shipped, over HTTP, in processes of their own.
 
-Each round starts a fresh embedded API server behind its HTTP face in a
-process of its own (``python -m benchmarks.e2e server``), then an operator in
-another process: lifecycle's manager on the official client
-(``python -m benchmarks.e2e lifecycle URL``), or the kopf operator of
-:mod:`benchmarks.kopf_operator` doing the same work. Both drive the same
-simulated cloud (instances available at once) and poll each Ready object
-every ``poll`` seconds. Rounds alternate which operator goes first, so a
-change in machine load hits both alike.
+The API server is the embedded one (a fresh process per round, counting at
+its HTTP face) or a real kube-apiserver (``--server envtest`` starts one,
+``--kubeconfig`` names a running one; calls are counted from its audit log
+per user, each operator running as a ServiceAccount of its own): see
+:mod:`benchmarks.e2e_servers`. The lifecycle operator is the ``lifecycle``
+command line itself, ``lifecycle run --kinds DatabaseInstance --connector
+benchmarks.e2e:bench_connector --kubeconfig FILE`` (the kind as shipped, its
+own poll interval); the kopf operator of :mod:`benchmarks.kopf_operator`
+does the same work and polls at the same interval. Both drive the same
+simulated cloud (operations complete within the request). Rounds alternate
+which operator goes first, so a change in machine load hits both alike.
 
-Per round and operator it measures:
+Per round and operator, in phases:
 
-* API calls by verb and resource, counted at the server around the HTTP
-  handler's dispatch (requests from this process, which creates the objects
-  and watches for Ready, carry a header that keeps them out of the count);
-* operator CPU (user + system, from ``/proc/<pid>/stat``) from the moment it
-  has started and synced to the moment it has settled, and the API server's
-  CPU over the same span;
-* wall time from the first create to all Ready;
-* API calls per object counted twice: when every object shows Ready, and
-  once the operator has settled (no write for a second: trailing Events and
-  status writes included), the headline figure;
-* the steady state: API calls per Ready object per poll interval while the
-  objects sit unchanged for ``steady_polls`` intervals.
+* **to Ready**: N objects created by the benchmark; API calls (by verb and
+  resource) when every object shows Ready and once the operator has settled
+  (no write for a second), operator CPU from sync to settled, the API
+  server's CPU when known, wall time from the first create to the last Ready;
+* **steady state**: calls per Ready object per poll interval over
+  ``steady_polls`` intervals;
+* **delete**: all N deleted, calls per object until they are gone and settled;
+* **connection resets**: resets, refusals and unanswered closes met by the
+  operator (:mod:`benchmarks.e2e_netcount`) and by the benchmark's client.
 
-:func:`run` returns the medians over rounds and the per-verb breakdowns;
-``lifecycle bench --e2e [--json] [-n N]`` prints them.
+A further round per operator at ``memory_n`` objects measures the operator's
+RSS (``/proc``) when synced and once all are Ready: growth per object over
+the object's JSON size. ``peers`` with ``provider-sql`` adds the PostgreSQL
+workload of :mod:`benchmarks.e2e_pg`. :func:`run` returns medians over rounds,
+per-request breakdowns and the headline keys; ``lifecycle bench --e2e``
+prints them.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
-import os
 import statistics
-import subprocess
-import sys
+import tempfile
 import threading
 import time
+import urllib.request
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
 import attrs
 
-from lifecycle.core.errors import LifecycleError
+from benchmarks import e2e_netcount
+from benchmarks.e2e_servers import (
+    OBSERVER_HEADER,
+    WRITES,
+    BenchError,
+    Client,
+    EmbeddedServer,
+    Process,
+    RealServer,
+    Tracker,
+    classify,
+    cpu_seconds,
+    load_average,
+)
 
-#: Requests carrying this header are not counted (the benchmark's own).
-OBSERVER_HEADER = "X-Bench-Observer"
-NAMESPACE = "default"
+__all__ = ["OBSERVER_HEADER", "BenchError", "Config", "classify", "cpu_seconds", "load_average",
+           "plot", "run", "summary"]
+
 GROUP, VERSION, PLURAL = "db.lifecycle.dev", "v1alpha1", "databaseinstances"
-ROOT = Path(__file__).resolve().parents[1]
 OPERATORS = ("lifecycle", "kopf")
-
-
-class BenchError(LifecycleError):
-    """A benchmark process failed or did not answer (the command prints it as one line)."""
+PEERS = ("kopf", "provider-sql")
+SERVERS = ("embedded", "envtest", "kubeconfig")
+#: How each lifecycle variant runs: ``lifecycle`` is the ``lifecycle run`` command line;
+#: ``lifecycle-direct`` the manager without the cached reader, ``lifecycle-uncached-secrets``
+#: with it but reading Secrets from the server (both wired in process, for comparison).
+VARIANTS = ("lifecycle", "lifecycle-direct", "lifecycle-uncached-secrets")
 
 
 @attrs.frozen
 class Config:
-    """How big a run is: objects, rounds, poll interval and steady-state window."""
+    """How big a run is and where it runs.
+
+    ``steady_polls`` 0 skips the steady state; ``memory_n`` 0 skips the
+    memory round. ``server`` is ``embedded``, ``envtest`` (started for the
+    run) or ``kubeconfig`` (``kubeconfig`` and ``audit_log`` name a running
+    server and its audit log). ``peers`` with ``provider-sql`` runs the
+    PostgreSQL workload (``pg_n`` objects of each kind).
+    """
 
     n: int = 200
     rounds: int = 5
-    poll: float = 2.0
-    steady_polls: int = 3
+    steady_polls: int = 2
     timeout: float = 300.0
     operators: tuple[str, ...] = OPERATORS
+    server: str = "embedded"
+    kubeconfig: str | None = None
+    audit_log: str | None = None
+    memory_n: int = 5000
+    peers: tuple[str, ...] = ()
+    pg_n: int = 50
 
 
-# ------------------------------------------------------------------- server
-def classify(method: str, path: str, route: Callable[[list[str]], Any]) -> str:
-    """``"<verb> <resource>[/<subresource>]"`` for one request, as the server counts it."""
-    url = urlsplit(path)
-    parts = [unquote(p) for p in url.path.split("/") if p]
-    query = parse_qs(url.query)
-    try:
-        found = route(parts)
-    except Exception:  # discovery, OpenAPI, health: not a resource
-        return f"{method.lower()} discovery"
-    resource = found.rtype.plural + (f"/{found.subresource}" if found.subresource else "")
-    if method == "GET":
-        if (query.get("watch") or [""])[-1] in ("true", "1"):
-            verb = "watch"
-        else:
-            verb = "list" if found.name is None else "get"
-    else:
-        verb = {"POST": "create", "PUT": "update", "PATCH": "patch",
-                "DELETE": "delete"}.get(method, method.lower())
-    return f"{verb} {resource}"
-
-
-def _serve() -> int:
-    """The API server process: serve, count, answer ``counts``/``reset`` lines on stdin."""
+def poll_interval() -> float:
+    """The shipped DatabaseInstance's Ready poll interval, which every operator uses."""
     from lifecycle.machines.database import DatabaseInstance
-    from lifecycle.sim import http as sim_http
-    from lifecycle.sim.apiserver import EmbeddedAPI
-    from lifecycle.sim.embedded import register_kinds
 
-    counts: Counter[str] = Counter()
-    lock = threading.Lock()
-    original = sim_http._Handler._dispatch
-
-    def counted(handler: Any, method: str) -> None:
-        if handler.headers.get(OBSERVER_HEADER) is None:
-            key = classify(method, handler.path, handler.face.route)
-            with lock:
-                counts[key] += 1
-        original(handler, method)
-
-    sim_http._Handler._dispatch = counted  # type: ignore[method-assign]
-    api = EmbeddedAPI()
-    register_kinds(api, [DatabaseInstance])
-    face = sim_http.APIServerHTTP(api).start()
-    print(face.url, flush=True)
-    for line in sys.stdin:
-        command = line.strip()
-        with lock:
-            if command == "counts":
-                print(json.dumps(dict(counts)), flush=True)
-            elif command == "reset":
-                counts.clear()
-                print("{}", flush=True)
-    face.stop()
-    return 0
-
-
-# ----------------------------------------------------------------- operator
-def bench_kind(poll: float) -> Any:
-    """DatabaseInstance with its Ready poll shortened to ``poll`` seconds (no jitter).
-
-    The benchmark's cloud completes a create within the request, so the kind
-    declares ``observe_after_create``, as a kind on such a provider would.
-    """
-    from lifecycle.core.machine import Timing
-    from lifecycle.machines.database import DatabaseInstance, DatabaseInstanceMachine
-
-    timing = attrs.evolve(DatabaseInstanceMachine.timing, poll=poll, jitter=0.0)
-    machine = type("BenchDatabaseInstanceMachine", (DatabaseInstanceMachine,),
-                   {"timing": timing, "__module__": __name__})
-    assert isinstance(timing, Timing)
-    return attrs.evolve(DatabaseInstance, machine=machine, observe_after_create=True)
+    return float(DatabaseInstance.machine.timing.poll)
 
 
 def bench_cloud() -> Any:
-    """The simulated cloud both operators use: operations complete within the request."""
+    """The simulated cloud every operator uses: operations complete within the request."""
     from lifecycle.providers.simcloud import SimCloud
 
     return SimCloud(seed=0, create_polls=0, modify_polls=0, delete_polls=0)
 
 
-#: How each lifecycle variant wires its manager: ``lifecycle`` as ``lifecycle run`` does
-#: (objects and connection Secrets read from informers); ``lifecycle-direct`` without the
-#: cached reader; ``lifecycle-uncached-secrets`` with it but reading Secrets from the server.
-VARIANTS = ("lifecycle", "lifecycle-direct", "lifecycle-uncached-secrets")
+def bench_connector() -> Any:
+    """The DatabaseInstance connector on :func:`bench_cloud` (``lifecycle run --connector``)."""
+    from lifecycle.providers.simcloud import DatabaseConnector
+
+    return DatabaseConnector(bench_cloud())
 
 
-def _lifecycle(url: str, poll: float, variant: str = "lifecycle") -> int:
-    """The lifecycle operator process, as ``lifecycle run`` wires it (two workers)."""
+def is_ready(obj: dict[str, Any]) -> bool:
+    """Whether an object's status carries the condition Ready=True."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
+               for c in conditions)
+
+
+# ---------------------------------------------------------------- operators
+def _variant(kubeconfig: str, variant: str) -> int:
+    """A lifecycle variant wired in process (two workers), printing ``ready`` once synced."""
     import signal
 
     from prometheus_client import disable_created_metrics
 
+    from lifecycle.driver.cache import cached_manager
     from lifecycle.driver.cluster import KubeCluster, api_client
     from lifecycle.driver.manager import Manager, ManagerOptions
-    from lifecycle.providers.simcloud import DatabaseConnector
+    from lifecycle.machines.database import DatabaseInstance
 
     disable_created_metrics()
-    kind = bench_kind(poll)
-    cluster = KubeCluster(api_client(host=url), [kind])
-    pairs = [(kind, DatabaseConnector(bench_cloud()))]
+    cluster = KubeCluster(api_client(kubeconfig=kubeconfig), [DatabaseInstance])
+    pairs = [(DatabaseInstance, bench_connector())]
     options = ManagerOptions(workers=2)
     if variant == "lifecycle-direct":
         manager = Manager(cluster, pairs, options)
     else:
-        from lifecycle.driver.cache import cached_manager
-
         manager = cached_manager(cluster, pairs, options,
                                  secrets=variant != "lifecycle-uncached-secrets")
     stop = threading.Event()
@@ -191,335 +159,372 @@ def _lifecycle(url: str, poll: float, variant: str = "lifecycle") -> int:
     return 0
 
 
-# ------------------------------------------------------------ measurement
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (all its threads) from /proc."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+@attrs.define
+class Operator:
+    """A started operator process and the file its connection counts go to."""
+
+    process: Process
+    stats: Path
+
+    def resets(self) -> dict[str, int]:
+        """Stop the process and read what it counted."""
+        self.process.stop()
+        return e2e_netcount.read(str(self.stats))
 
 
-def load_average() -> list[float]:
-    """The 1, 5 and 15 minute load averages from /proc/loadavg."""
-    with open("/proc/loadavg", encoding="ascii") as f:
-        return [float(x) for x in f.read().split()[:3]]
+def _wait_probe(process: Process, timeout: float) -> None:
+    line = process.line(timeout)
+    while not line.startswith("probes: "):
+        line = process.line(timeout)
+    url = line.split(" ", 1)[1] + "/readyz"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass
+        if not process.alive():
+            break
+        time.sleep(0.1)
+    process.stop()
+    raise BenchError(f"lifecycle run did not become ready: {process.last_error()}")
 
 
-class _Observer:
-    """The benchmark's own uncounted client of the server: create, list, Ready count."""
-
-    def __init__(self, url: str) -> None:
-        parts = urlsplit(url)
-        self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-        self.base = f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/{PLURAL}"
-
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        self.conn.request(method, path, body=data, headers={
-            OBSERVER_HEADER: "1", "Content-Type": "application/json"})
-        response = self.conn.getresponse()
-        raw = response.read()
-        if response.status >= 300:
-            raise BenchError(f"{method} {path}: HTTP {response.status}")
-        return json.loads(raw)
-
-    def create(self, name: str) -> None:
-        self.call("POST", self.base, {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "DatabaseInstance",
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"forProvider": {"engine": "postgres", "storageGB": 20},
-                     "writeConnectionSecretToRef": {"name": f"{name}-conn"}}})
-
-    def ready(self) -> int:
-        items = self.call("GET", self.base).get("items") or []
-        return sum(1 for obj in items if is_ready(obj))
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-def is_ready(obj: dict[str, Any]) -> bool:
-    """Whether an object's status carries the condition Ready=True."""
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
-               for c in conditions)
-
-
-class _Process:
-    """A child Python process running ``python -m benchmarks.<module> ARGS``."""
-
-    def __init__(self, module: str, *args: str, stdin: bool = False) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", module, *args], cwd=ROOT, env=env, text=True,
-            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-
-    def line(self, timeout: float = 60.0) -> str:
-        """The next line the child prints (its readiness signal or an answer)."""
-        assert self.proc.stdout is not None
-        box: list[str] = []
-        reader = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()),
-                                  daemon=True)
-        reader.start()
-        reader.join(timeout)
-        if not box or not box[0]:
-            self.stop()
-            raise BenchError(f"{self.proc.args[2]} did not answer (exit {self.proc.poll()})")
-        return box[0].strip()
-
-    def ask(self, command: str) -> Any:
-        """Send one command line and read its JSON answer."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        return json.loads(self.line())
-
-    @property
-    def cpu(self) -> float:
-        """CPU seconds used so far."""
-        return cpu_seconds(self.proc.pid)
-
-    def stop(self) -> None:
-        """Terminate the child and wait for it (kill after 10 s)."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                stream.close()
-
-
-def _operator_process(which: str, url: str, poll: float) -> _Process:
+def start_operator(which: str, kubeconfig: Path, workdir: Path, tag: str,
+                   kinds: tuple[str, ...] = ("DatabaseInstance",),
+                   connector: str | None = "benchmarks.e2e:bench_connector",
+                   timeout: float = 120.0) -> Operator:
+    """Start operator ``which`` against ``kubeconfig`` and wait until it has synced."""
+    stats, log = workdir / f"{tag}.stats.json", workdir / f"{tag}.log"
+    if which == "lifecycle":
+        args = ["run", "--kinds", *kinds, "--kubeconfig", str(kubeconfig),
+                "--probe-address", "127.0.0.1:0"]
+        process = Process("benchmarks.e2e_netcount", str(stats), "--", *args,
+                          *(("--connector", connector) if connector else ()), log=log)
+        _wait_probe(process, timeout)
+        return Operator(process, stats)
     if which in VARIANTS:
-        return _Process("benchmarks.e2e", which, url, str(poll))
-    if which == "kopf":
-        return _Process("benchmarks.kopf_operator", url, str(poll))
-    raise ValueError(f"unknown operator {which!r}")
+        process = Process("benchmarks.e2e", which, str(kubeconfig), str(stats), log=log)
+    elif which == "kopf":
+        process = Process("benchmarks.kopf_operator", str(kubeconfig), str(poll_interval()),
+                          str(stats), log=log)
+    else:
+        raise ValueError(f"unknown operator {which!r}")
+    if process.line(timeout=timeout) != "ready":
+        process.stop()
+        raise BenchError(f"the {which} operator did not start: {process.last_error()}")
+    return Operator(process, stats)
 
 
-def one(which: str, config: Config) -> dict[str, Any]:
-    """One round of one operator: a fresh server, N objects to Ready, the steady state."""
-    server = _Process("benchmarks.e2e", "server", stdin=True)
-    operator = None
-    observer = None
-    try:
-        url = server.line()
-        observer = _Observer(url)
-        operator = _operator_process(which, url, config.poll)
-        if operator.line(timeout=120) != "ready":
-            raise BenchError(f"the {which} operator did not start")
-        time.sleep(0.5)  # let startup settle before the baseline
-        server.ask("reset")
-        op_cpu, api_cpu = operator.cpu, server.cpu
-        started = time.perf_counter()
-        for i in range(config.n):
-            observer.create(f"db-{i:06d}")
-        ready = 0
-        deadline = started + config.timeout
-        while time.perf_counter() < deadline:
-            ready = observer.ready()
-            if ready >= config.n:
-                break
-            time.sleep(0.05)
-        wall = time.perf_counter() - started
-        at_ready = server.ask("counts")
-        to_ready = _settle(server, config.timeout)
-        op_cpu, api_cpu = operator.cpu - op_cpu, server.cpu - api_cpu
-        server.ask("reset")
-        window = config.poll * config.steady_polls
-        steady_start = operator.cpu
-        time.sleep(window)
-        steady = server.ask("counts")
-        steady_cpu = operator.cpu - steady_start
-        polls = config.n * config.steady_polls
-        return {
-            "operator": which, "n": config.n, "ready": ready, "all_ready": ready >= config.n,
-            "wall_seconds": wall,
-            "operator_cpu_seconds": op_cpu,
-            "operator_cpu_ms_per_object": op_cpu / config.n * 1000,
-            "apiserver_cpu_seconds": api_cpu,
-            "api_calls_at_ready": sum(at_ready.values()),
-            "api_calls_per_object_at_ready": sum(at_ready.values()) / config.n,
-            "api_calls": sum(to_ready.values()),
-            "api_calls_per_object": sum(to_ready.values()) / config.n,
-            "api_calls_by_verb": _by_verb(to_ready),
-            "api_calls_by_request": dict(sorted(to_ready.items())),
-            "poll_api_calls": sum(steady.values()) / polls,
-            "poll_api_calls_by_request": {k: v / polls for k, v in sorted(steady.items())},
-            "poll_operator_cpu_ms": steady_cpu / polls * 1000,
-        }
-    finally:
-        if observer is not None:
-            observer.close()
-        if operator is not None:
-            operator.stop()
-        server.stop()
-
-
-WRITES = ("create", "update", "patch", "delete")
-
-
-def _settle(server: _Process, timeout: float, quiet: float = 1.0) -> dict[str, int]:
+# -------------------------------------------------------------- measurement
+def settle(counts: Callable[[], dict[str, int]], timeout: float,
+           quiet: float = 1.0) -> dict[str, int]:
     """The counts once no write has reached the server for ``quiet`` seconds.
 
-    Work an operator finishes after the last object shows Ready (Events
+    Work an operator finishes after the last object shows its state (Events
     posted from a queue, a last status write) belongs to bringing it there.
     """
-    def writes(counts: dict[str, int]) -> int:
-        return sum(v for k, v in counts.items() if k.split(" ", 1)[0] in WRITES)
+    def writes(found: dict[str, int]) -> int:
+        return sum(v for k, v in found.items() if k.split(" ", 1)[0] in WRITES)
 
-    counts = server.ask("counts")
-    last, since = writes(counts), time.perf_counter()
+    found = counts()
+    last, since = writes(found), time.perf_counter()
     deadline = since + timeout
     while time.perf_counter() < deadline:
         time.sleep(0.1)
-        counts = server.ask("counts")
-        now = writes(counts)
+        found = counts()
+        now = writes(found)
         if now != last:
             last, since = now, time.perf_counter()
         elif time.perf_counter() - since >= quiet:
             break
-    return counts
+    return found
 
 
-def _by_verb(counts: dict[str, int]) -> dict[str, int]:
+def by_verb(counts: dict[str, int]) -> dict[str, int]:
+    """Counts summed per verb."""
     verbs: Counter[str] = Counter()
     for key, value in counts.items():
         verbs[key.split(" ", 1)[0]] += value
     return dict(sorted(verbs.items()))
 
 
-def _median(rows: list[dict[str, Any]], key: str) -> float:
-    return float(statistics.median(row[key] for row in rows))
+def _manifest(namespace: str, name: str) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DatabaseInstance",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"forProvider": {"engine": "postgres", "storageGB": 20},
+                     "writeConnectionSecretToRef": {"name": f"{name}-conn"}}}
 
 
-def _summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = ("wall_seconds", "operator_cpu_seconds", "operator_cpu_ms_per_object",
-            "apiserver_cpu_seconds", "api_calls_per_object_at_ready", "api_calls_per_object",
-            "poll_api_calls",
-            "poll_operator_cpu_ms")
-    out: dict[str, Any] = {key: _median(rows, key) for key in keys}
+def one(which: str, server: Any, config: Config, workdir: Path, tag: str, *, n: int,
+        steady: bool = True, delete: bool = True) -> dict[str, Any]:
+    """One round of one operator: N objects to Ready, the steady state, deletion."""
+    namespace = f"bench-{tag}"
+    client = Client(server.endpoint)
+    client.ensure_namespace(namespace)
+    base = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+    tracker = Tracker(server.endpoint, base, is_ready).start()
+    operator = start_operator(which, server.operator_kubeconfig(which), workdir, tag)
+    row: dict[str, Any] = {"operator": which, "n": n}
+    names = [f"db-{i:06d}" for i in range(n)]
+    try:
+        time.sleep(0.5)  # let startup settle before the baseline
+        server.reset()
+        cpu, api_cpu, rss = operator.process.cpu, server.cpu(), operator.process.rss
+        started = time.perf_counter()
+        created = {}
+        for name in names:
+            client.call("POST", base, _manifest(namespace, name))
+            created[name] = time.perf_counter()
+        ready = tracker.wait(lambda t: len(t.ready_at) >= n, config.timeout)
+        wall = time.perf_counter() - started
+        at_ready = server.counts(which)
+        to_ready = settle(lambda: server.counts(which), config.timeout)
+        cpu, rss = operator.process.cpu - cpu, operator.process.rss - rss
+        api = server.cpu()
+        sizes = [len(json.dumps(o, separators=(",", ":"))) for o in tracker.objects.values()]
+        latencies = [tracker.ready_at[k] - created[k] for k in names if k in tracker.ready_at]
+        row.update({
+            "ready": len(tracker.ready_at), "all_ready": ready, "wall_seconds": wall,
+            "ready_latency_median_seconds": statistics.median(latencies) if latencies else None,
+            "operator_cpu_seconds": cpu, "operator_cpu_ms_per_object": cpu / n * 1000,
+            "apiserver_cpu_seconds": None if api is None else api - api_cpu,
+            "api_calls_at_ready": sum(at_ready.values()),
+            "api_calls_per_object_at_ready": sum(at_ready.values()) / n,
+            "api_calls": sum(to_ready.values()),
+            "api_calls_per_object": sum(to_ready.values()) / n,
+            "api_calls_by_verb": by_verb(to_ready),
+            "api_calls_by_request": dict(sorted(to_ready.items())),
+            "rss_growth_bytes": rss, "rss_growth_bytes_per_object": rss / n,
+            "object_json_bytes": statistics.mean(sizes) if sizes else 0.0,
+        })
+        row["memory_ratio_json"] = (row["rss_growth_bytes_per_object"] / row["object_json_bytes"]
+                                    if sizes else None)
+        if steady and config.steady_polls:
+            server.reset()
+            start_cpu = operator.process.cpu
+            time.sleep(poll_interval() * config.steady_polls)
+            quiet = server.counts(which)
+            polls = n * config.steady_polls
+            row.update({
+                "poll_api_calls": sum(quiet.values()) / polls,
+                "poll_api_calls_by_request": {k: v / polls for k, v in sorted(quiet.items())},
+                "poll_operator_cpu_ms": (operator.process.cpu - start_cpu) / polls * 1000})
+        if delete or not server.fresh_per_round:
+            row.update(_delete(which, server, client, tracker, operator, base, names, config))
+    finally:
+        tracker.stop()
+        seen = operator.resets()
+        if not server.fresh_per_round:
+            client.call("DELETE", f"/api/v1/namespaces/{namespace}", missing=None)
+        client.close()
+    row["operator_connection_resets"] = seen.get("total", 0)
+    row["observer_connection_resets"] = client.resets + tracker.resets
+    row["connection_resets"] = row["operator_connection_resets"] + row[
+        "observer_connection_resets"]
+    return row
+
+
+def _delete(which: str, server: Any, client: Client, tracker: Tracker, operator: Operator,
+            base: str, names: list[str], config: Config) -> dict[str, Any]:
+    """Delete every object; calls per object until all are gone and the operator settled."""
+    server.reset()
+    cpu, started = operator.process.cpu, time.perf_counter()
+    for name in names:
+        client.call("DELETE", f"{base}/{name}", missing=None)
+    gone = tracker.wait(lambda t: all(k in t.gone_at for k in names), config.timeout)
+    wall = time.perf_counter() - started
+    counts = settle(lambda: server.counts(which), config.timeout)
+    n = len(names)
+    return {"all_deleted": gone, "delete_wall_seconds": wall,
+            "delete_api_calls_per_object": sum(counts.values()) / n,
+            "delete_api_calls_by_request": {k: v / n for k, v in sorted(counts.items())},
+            "delete_operator_cpu_ms_per_object": (operator.process.cpu - cpu) / n * 1000}
+
+
+# ------------------------------------------------------------------- the run
+@contextmanager
+def servers(config: Config, workdir: Path) -> Iterator[Callable[[str], Any]]:
+    """A function giving the server of a round for a kind set (``database``/``postgres``)."""
+    if config.server == "embedded":
+        @contextmanager
+        def fresh(kindset: str) -> Iterator[Any]:
+            server = EmbeddedServer(kindset, workdir)
+            try:
+                yield server
+            finally:
+                server.close()
+        yield fresh
+        return
+    cluster = None
+    if config.server == "envtest":
+        from lifecycle.testing.envtest import EnvtestError, RealCluster
+
+        cluster = RealCluster(workdir / "envtest")
+        try:
+            cluster.start()
+        except EnvtestError as exc:
+            raise BenchError(str(exc)) from None
+        pids = tuple(p.pid for p in getattr(cluster, "_processes", [])
+                     if Path(str(p.args[0])).name in ("kube-apiserver", "etcd"))
+        real = RealServer(cluster.kubeconfig, cluster.audit_log, workdir, pids)
+    else:
+        if not config.kubeconfig or not config.audit_log:
+            raise BenchError("counting API calls on the server --kubeconfig names needs its "
+                             "audit log: pass --audit-log FILE (lifecycle envtest --dir D "
+                             "writes D/audit.log)")
+        real = RealServer(Path(config.kubeconfig), Path(config.audit_log), workdir)
+    prepared: set[str] = set()
+
+    @contextmanager
+    def shared(kindset: str) -> Iterator[Any]:
+        if kindset not in prepared:
+            real.prepare(kindset)
+            prepared.add(kindset)
+        yield real
+    try:
+        yield shared
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
+def _median(rows: list[dict[str, Any]], key: str) -> float | None:
+    values = [row[key] for row in rows if row.get(key) is not None]
+    return float(statistics.median(values)) if values else None
+
+
+SUMMARY_KEYS = ("wall_seconds", "ready_latency_median_seconds", "operator_cpu_seconds",
+                "operator_cpu_ms_per_object", "apiserver_cpu_seconds",
+                "api_calls_per_object_at_ready", "api_calls_per_object", "poll_api_calls",
+                "poll_operator_cpu_ms", "delete_api_calls_per_object", "delete_wall_seconds",
+                "delete_operator_cpu_ms_per_object", "connection_resets")
+
+
+def _summarise(rows: list[dict[str, Any]], memory: dict[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {key: _median(rows, key) for key in SUMMARY_KEYS}
+    out["connection_resets"] = sum(row["connection_resets"] for row in rows)
     out["all_ready"] = all(row["all_ready"] for row in rows)
     out["rounds"] = len(rows)
     last = rows[-1]
     out["api_calls_by_verb"] = {k: v / last["n"] for k, v in last["api_calls_by_verb"].items()}
     out["api_calls_by_request"] = {k: v / last["n"]
                                    for k, v in last["api_calls_by_request"].items()}
-    out["poll_api_calls_by_request"] = last["poll_api_calls_by_request"]
+    out["poll_api_calls_by_request"] = last.get("poll_api_calls_by_request", {})
+    out["delete_api_calls_by_request"] = last.get("delete_api_calls_by_request", {})
+    out["memory"] = memory
     return out
 
 
 def run(config: Config = Config(), progress: Callable[[str], None] | None = None
         ) -> dict[str, Any]:
-    """Run interleaved rounds of every operator in ``config``; return medians and breakdowns."""
+    """Run interleaved rounds of every operator in ``config``; return medians and keys."""
+    from benchmarks import e2e_pg
+
     say = progress or (lambda _message: None)
+    if "provider-sql" in config.peers:
+        e2e_pg.peer()  # fail before anything starts when the peer is missing
     loads = [load_average()]
     rows: dict[str, list[dict[str, Any]]] = {which: [] for which in config.operators}
-    for index in range(config.rounds):
-        order = config.operators if index % 2 == 0 else tuple(reversed(config.operators))
-        for which in order:
-            say(f"round {index + 1}/{config.rounds}: {which}, N = {config.n}")
-            rows[which].append(one(which, config))
-            loads.append(load_average())
-    result: dict[str, Any] = {name: _summarise(found) for name, found in rows.items()}
-    ours = result.get("lifecycle")
-    if ours is not None:
-        result["e2e_api_calls_per_object"] = ours["api_calls_per_object"]
-        result["e2e_poll_api_calls"] = ours["poll_api_calls"]
-        result["e2e_api_calls_by_verb"] = ours["api_calls_by_verb"]
-        result["e2e_poll_api_calls_by_request"] = ours["poll_api_calls_by_request"]
-    kopf = result.get("kopf")
-    if ours is not None and kopf is not None:
-        result["e2e_cpu_ratio_vs_kopf"] = (ours["operator_cpu_seconds"]
-                                           / kopf["operator_cpu_seconds"]
-                                           if kopf["operator_cpu_seconds"] > 0 else None)
-        result["e2e_kopf_api_calls_per_object"] = kopf["api_calls_per_object"]
-        result["e2e_kopf_poll_api_calls"] = kopf["poll_api_calls"]
+    memory: dict[str, dict[str, Any]] = {}
+    stamp = time.strftime("%H%M%S")
+    with tempfile.TemporaryDirectory(prefix="lifecycle-e2e-") as scratch, \
+            servers(config, Path(scratch)) as server_for:
+        workdir = Path(scratch)
+        for index in range(config.rounds):
+            order = config.operators if index % 2 == 0 else tuple(reversed(config.operators))
+            for which in order:
+                say(f"round {index + 1}/{config.rounds}: {which}, N = {config.n}, "
+                    f"{config.server} server")
+                with server_for("database") as server:
+                    rows[which].append(one(which, server, config, workdir,
+                                           f"{which}-{stamp}-{index}", n=config.n))
+                loads.append(load_average())
+        if config.memory_n:
+            for which in config.operators:
+                say(f"memory: {which}, N = {config.memory_n}")
+                with server_for("database") as server:
+                    memory[which] = one(which, server, config, workdir, f"{which}-{stamp}-mem",
+                                        n=config.memory_n, steady=False, delete=False)
+                loads.append(load_average())
+        pg = (e2e_pg.run(config, server_for, workdir, say)
+              if "provider-sql" in config.peers else None)
+    result: dict[str, Any] = {name: _summarise(found, memory.get(name))
+                              for name, found in rows.items()}
+    result.update(headline(result, pg))
+    result["pg"] = pg
     result["rows"] = rows
     result["config"] = attrs.asdict(config)
-    result["load_average"] = {"samples": loads,
-                              "max_1min": max(sample[0] for sample in loads)}
+    result["poll_seconds"] = poll_interval()
+    result["load_average"] = {"samples": loads, "max_1min": max(s[0] for s in loads)}
     return result
 
 
+def headline(result: dict[str, Any], pg: dict[str, Any] | None) -> dict[str, Any]:
+    """The keys ``--json`` promises (None where the run did not measure one)."""
+    out: dict[str, Any] = {}
+    ours, kopf = result.get("lifecycle"), result.get("kopf")
+    if ours is not None:
+        out["e2e_api_calls_per_object"] = ours["api_calls_per_object"]
+        out["e2e_delete_api_calls_per_object"] = ours["delete_api_calls_per_object"]
+        out["e2e_poll_api_calls"] = ours["poll_api_calls"]
+        out["e2e_api_calls_by_verb"] = ours["api_calls_by_verb"]
+        out["e2e_poll_api_calls_by_request"] = ours["poll_api_calls_by_request"]
+        mem = ours["memory"] or {}
+        out["e2e_memory_ratio_json"] = mem.get("memory_ratio_json")
+        out["e2e_memory_bytes_per_object"] = mem.get("rss_growth_bytes_per_object")
+    if ours is not None and kopf is not None:
+        out["e2e_cpu_ratio_vs_kopf"] = (ours["operator_cpu_seconds"]
+                                        / kopf["operator_cpu_seconds"]
+                                        if kopf["operator_cpu_seconds"] else None)
+        out["e2e_kopf_api_calls_per_object"] = kopf["api_calls_per_object"]
+        out["e2e_kopf_delete_api_calls_per_object"] = kopf["delete_api_calls_per_object"]
+        out["e2e_kopf_poll_api_calls"] = kopf["poll_api_calls"]
+        kmem = kopf["memory"] or {}
+        out["e2e_kopf_memory_bytes_per_object"] = kmem.get("rss_growth_bytes_per_object")
+        out["e2e_kopf_memory_ratio_json"] = kmem.get("memory_ratio_json")
+    resets = sum(side["connection_resets"] for side in result.values()
+                 if isinstance(side, dict) and "connection_resets" in side)
+    resets += sum((side.get("memory") or {}).get("connection_resets", 0)
+                  for side in result.values() if isinstance(side, dict))
+    out["e2e_connection_resets"] = resets + (pg or {}).get("connection_resets", 0)
+    for key in ("pg_api_calls_ratio_vs_provider_sql", "pg_time_to_ready_ratio_vs_provider_sql",
+                "pg_drift_repair_ratio_vs_provider_sql", "pg_cpu_ratio_vs_provider_sql"):
+        out[key] = (pg or {}).get(key)
+    return out
+
+
+# ------------------------------------------------------------------ reports
 def summary(result: dict[str, Any]) -> str:
     """A side-by-side table of the medians."""
-    names = list(dict.fromkeys(n for n in (*OPERATORS, *VARIANTS) if n in result))
-    rows = [("wall to all Ready, s", "wall_seconds", "{:.2f}"),
-            ("operator CPU, s", "operator_cpu_seconds", "{:.2f}"),
-            ("operator CPU per object, ms", "operator_cpu_ms_per_object", "{:.2f}"),
-            ("API server CPU, s", "apiserver_cpu_seconds", "{:.2f}"),
-            ("API calls per object when all Ready", "api_calls_per_object_at_ready", "{:.2f}"),
-            ("API calls per object, settled", "api_calls_per_object", "{:.2f}"),
-            ("API calls per Ready object per poll", "poll_api_calls", "{:.2f}"),
-            ("operator CPU per poll, ms", "poll_operator_cpu_ms", "{:.2f}")]
-    width = max(12, *(len(n) + 2 for n in names))
-    lines = [f"{'':<38}" + "".join(f"{n:>{width}}" for n in names)]
-    for label, key, form in rows:
-        lines.append(f"{label:<38}" + "".join(f"{form.format(result[n][key]):>{width}}"
-                                              for n in names))
-    if result.get("e2e_cpu_ratio_vs_kopf") is not None:
-        lines.append(f"operator CPU ratio lifecycle / kopf: {result['e2e_cpu_ratio_vs_kopf']:.2f}")
-    for name in names:
-        calls = ", ".join(f"{k} {v:.2f}" for k, v in result[name]["api_calls_by_request"].items())
-        lines.append(f"{name} calls per object: {calls}")
-    cfg = result["config"]
-    lines.append(f"N = {cfg['n']}, {cfg['rounds']} round(s), poll {cfg['poll']:g} s; "
-                 f"1-min load up to {result['load_average']['max_1min']:.2f}")
-    return "\n".join(lines)
+    from benchmarks.e2e_report import summary as report
+
+    return report(result)
 
 
 def plot(result: dict[str, Any], path: Any) -> None:
-    """Two panels side by side: API calls per object by request type, operator CPU per object.
+    """The PNG of :func:`benchmarks.e2e_report.plot`."""
+    from benchmarks.e2e_report import plot as draw
 
-    Each operator's bar stacks the request types it sent (creates, updates,
-    patches, reads) from absent to Ready and settled; the second panel is the
-    median operator CPU per object. Written as a PNG to ``path``.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = [n for n in (*OPERATORS, *VARIANTS) if n in result]
-    verbs = sorted({v for n in names for v in result[n]["api_calls_by_verb"]})
-    fig, (calls, cpu) = plt.subplots(1, 2, figsize=(9, 3.6))
-    bottoms = [0.0] * len(names)
-    for verb in verbs:
-        heights = [result[n]["api_calls_by_verb"].get(verb, 0.0) for n in names]
-        calls.bar(names, heights, bottom=bottoms, label=verb)
-        bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
-    calls.set_ylabel("API calls per object (absent to Ready)")
-    calls.legend(fontsize=8)
-    cpu.bar(names, [result[n]["operator_cpu_ms_per_object"] for n in names], color="#777")
-    cpu.set_ylabel("operator CPU per object, ms")
-    cfg = result["config"]
-    fig.suptitle(f"N = {cfg['n']}, median of {cfg['rounds']} interleaved rounds; "
-                 f"1-min load up to {result['load_average']['max_1min']:.1f}", fontsize=9)
-    for axis in (calls, cpu):
-        axis.tick_params(axis="x", labelsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    draw(result, path)
 
 
 def main(argv: list[str]) -> int:
-    """Child process entry points: ``server`` or ``lifecycle URL POLL``."""
-    if argv[:1] == ["server"]:
-        return _serve()
-    if argv[:1] and argv[0] in VARIANTS and len(argv) == 3:
-        return _lifecycle(argv[1], float(argv[2]), argv[0])
-    print(f"usage: python -m benchmarks.e2e server | {'|'.join(VARIANTS)} URL POLL",
+    """Child process entry point: ``VARIANT KUBECONFIG STATS`` (an in-process variant)."""
+    import sys
+
+    if len(argv) == 3 and argv[0] in VARIANTS[1:]:
+        e2e_netcount.install()
+        e2e_netcount.write_at_exit(argv[2])
+        return _variant(argv[1], argv[0])
+    print(f"usage: python -m benchmarks.e2e {'|'.join(VARIANTS[1:])} KUBECONFIG STATS",
           file=sys.stderr)
     return 2
 
 
 if __name__ == "__main__":
+    import sys
+
     sys.exit(main(sys.argv[1:]))

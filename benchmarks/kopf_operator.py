@@ -13,8 +13,10 @@ Progress is kept in annotations (the CRD's status schema has no room for
 kopf's own status field); kopf's "handler succeeded" Events are not posted
 (posting level WARNING), so each object gets the one explicit Event.
 
-Run as ``python -m benchmarks.kopf_operator URL POLL``; prints ``ready`` once
-kopf is up, stops on SIGTERM.
+Run as ``python -m benchmarks.kopf_operator KUBECONFIG POLL STATS``; prints
+``ready`` once kopf is up, stops on SIGTERM. It connects as the kubeconfig
+says (kopf's own kubeconfig login), and writes the connection resets it met
+(:mod:`benchmarks.e2e_netcount`) to the file ``STATS`` when it exits.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import base64
 import datetime
 import logging
+import os
 import secrets
 import sys
 import threading
@@ -29,7 +32,9 @@ from typing import Any
 
 import kopf
 from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 
+from benchmarks import e2e_netcount
 from benchmarks.e2e import GROUP, PLURAL, VERSION, bench_cloud
 
 CLOUD = bench_cloud()
@@ -53,13 +58,14 @@ def _ready_status(desc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def build(url: str, poll: float) -> None:
-    """Register the handlers for an API server at ``url`` polling every ``poll`` seconds."""
-    core = k8s.CoreV1Api(k8s.ApiClient(k8s.Configuration(host=url)))
+def build(kubeconfig: str, poll: float) -> None:
+    """Register the handlers for the server ``kubeconfig`` names, polling every ``poll`` s."""
+    core = k8s.CoreV1Api(k8s_config.new_client_from_config(config_file=kubeconfig))
+    os.environ["KUBECONFIG"] = kubeconfig
 
     @kopf.on.login()
-    def login(**_: Any) -> kopf.ConnectionInfo:
-        return kopf.ConnectionInfo(server=url, insecure=True)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        return kopf.login_with_kubeconfig(**kwargs)
 
     @kopf.on.startup()
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -127,11 +133,23 @@ def build(url: str, poll: float) -> None:
                 raise
 
 
+class _Disconnects(logging.Handler):
+    """Counts kopf's failed request attempts on a connection the server closed unanswered
+    (aiohttp reports those without an exception from the socket)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "Request attempt" in message and "ServerDisconnected" in message:
+            e2e_netcount.note_disconnect()
+
+
 def main(argv: list[str]) -> int:
     """Run the kopf operator until SIGTERM."""
-    if len(argv) != 2:
-        print("usage: python -m benchmarks.kopf_operator URL POLL", file=sys.stderr)
+    if len(argv) != 3:
+        print("usage: python -m benchmarks.kopf_operator KUBECONFIG POLL STATS", file=sys.stderr)
         return 2
+    e2e_netcount.install()
+    e2e_netcount.write_at_exit(argv[2])
     build(argv[0], float(argv[1]))
     ready = threading.Event()
 
@@ -141,6 +159,7 @@ def main(argv: list[str]) -> int:
 
     threading.Thread(target=announce, daemon=True).start()
     kopf.configure(verbose=False, quiet=True)
+    logging.getLogger("kopf").addHandler(_Disconnects(logging.ERROR))
     kopf.run(standalone=True, clusterwide=True, ready_flag=ready)
     return 0
 

@@ -7,10 +7,15 @@ source repository's ``benchmarks/`` folder, which is not installed with the
 package: run the command from a checkout (or pass ``--suite-dir``). It needs
 the ``dev`` extra (pytransitions, matplotlib).
 
-``--e2e`` instead runs the end-to-end comparison with kopf
-(``benchmarks/e2e.py``): the API server and each operator in processes of
-their own, ``-n`` objects to Ready per round, ``--rounds`` interleaved rounds.
-It needs the ``bench`` extra (kopf).
+``--e2e`` instead runs the end-to-end comparison (``benchmarks/e2e.py``):
+the API server and each operator in processes of their own, ``-n`` objects
+to Ready, the steady state and deletion per round, ``--rounds`` interleaved
+rounds, and a memory round at ``--memory-n`` objects. ``--server`` picks the
+embedded API (default) or a real kube-apiserver started for the run
+(``envtest``); ``--kubeconfig FILE --audit-log FILE`` runs on a server
+already running (``lifecycle envtest``). ``--peers kopf provider-sql``
+compares with kopf on DatabaseInstance and with the Go provider-sql peer on
+the PostgreSQL kinds. It needs the ``bench`` extra (kopf).
 """
 
 from __future__ import annotations
@@ -83,28 +88,74 @@ def register(subparsers: Any) -> None:
                         help="objects per round with --e2e (default: 200)")
     parser.add_argument("--rounds", type=int, default=5,
                         help="interleaved rounds per operator with --e2e (default: 5)")
-    parser.add_argument("--poll", type=float, default=2.0, metavar="SECONDS",
-                        help="Ready poll interval of both operators with --e2e (default: 2)")
+    parser.add_argument("--steady-polls", type=int, default=2, metavar="K",
+                        help="poll intervals of the steady state with --e2e (0 skips it; "
+                             "default: 2)")
     parser.add_argument("--operators", nargs="+", metavar="NAME",
                         choices=["lifecycle", "kopf", "lifecycle-direct",
                                  "lifecycle-uncached-secrets"],
                         help="operators to compare with --e2e (default: lifecycle kopf; "
-                             "lifecycle is wired as `lifecycle run` is; lifecycle-direct: "
+                             "lifecycle is the `lifecycle run` command line; lifecycle-direct: "
                              "without the cached reader; lifecycle-uncached-secrets: the "
                              "cached reader without its Secret informer)")
+    parser.add_argument("--peers", nargs="+", metavar="PEER", choices=["kopf", "provider-sql"],
+                        help="with --e2e: kopf runs DatabaseInstance beside lifecycle; "
+                             "provider-sql adds the PostgreSQL workload (Role, Database, "
+                             "Grant) beside the Go peer")
+    parser.add_argument("--server", choices=["embedded", "envtest"], default=None,
+                        help="API server of --e2e: embedded (default) or a real kube-apiserver "
+                             "started for the run")
+    parser.add_argument("--kubeconfig", metavar="FILE",
+                        help="with --e2e: run on the server this admin kubeconfig names "
+                             "(e.g. from lifecycle envtest); needs --audit-log")
+    parser.add_argument("--audit-log", metavar="FILE",
+                        help="that server's audit log, where API calls are counted "
+                             "(lifecycle envtest --dir D writes D/audit.log)")
+    parser.add_argument("--memory-n", type=int, default=5000, metavar="N",
+                        help="objects of the memory round with --e2e (0 skips it; "
+                             "default: 5000)")
+    parser.add_argument("--pg-n", type=int, default=50, metavar="N",
+                        help="Roles, Databases and Grants of the PostgreSQL workload "
+                             "(default: 50)")
     parser.set_defaults(func=run)
 
 
+def _e2e_config(args: argparse.Namespace, e2e: ModuleType) -> Any:
+    """The end-to-end benchmark's Config from the options, or a one-line UsageError."""
+    for option, value, low, high in (("-n", args.n, 1, 100_000),
+                                     ("--rounds", args.rounds, 1, 100),
+                                     ("--steady-polls", args.steady_polls, 0, 100),
+                                     ("--memory-n", args.memory_n, 0, 100_000),
+                                     ("--pg-n", args.pg_n, 1, 10_000)):
+        if not low <= value <= high:
+            raise UsageError(f"{option} must be between {low} and {high}, got {value}")
+    if args.kubeconfig and args.server:
+        raise UsageError("give --server or --kubeconfig, not both")
+    if args.audit_log and not args.kubeconfig:
+        raise UsageError("--audit-log goes with --kubeconfig (the server it names)")
+    if args.kubeconfig:
+        if not args.audit_log:
+            raise UsageError("counting API calls on the server --kubeconfig names needs its "
+                             "audit log: pass --audit-log FILE (lifecycle envtest --dir D "
+                             "writes D/audit.log)")
+        for option, path in (("--kubeconfig", args.kubeconfig), ("--audit-log", args.audit_log)):
+            if not Path(path).is_file():
+                raise UsageError(f"{option} {path}: no such file")
+    peers = tuple(dict.fromkeys(args.peers or ()))
+    if args.operators and peers:
+        raise UsageError("give --operators or --peers, not both")
+    operators = (("lifecycle", *(("kopf",) if "kopf" in peers else ())) if peers
+                 else tuple(dict.fromkeys(args.operators or e2e.OPERATORS)))
+    return e2e.Config(n=args.n, rounds=args.rounds, steady_polls=args.steady_polls,
+                      operators=operators, peers=peers,
+                      server="kubeconfig" if args.kubeconfig else (args.server or "embedded"),
+                      kubeconfig=args.kubeconfig, audit_log=args.audit_log,
+                      memory_n=args.memory_n, pg_n=args.pg_n)
+
+
 def _run_e2e(args: argparse.Namespace) -> int:
-    if not 1 <= args.n <= 100_000:
-        raise UsageError(f"-n must be between 1 and 100000, got {args.n}")
-    if not 1 <= args.rounds <= 100:
-        raise UsageError(f"--rounds must be between 1 and 100, got {args.rounds}")
-    if not 0.1 <= args.poll <= 600:
-        raise UsageError(f"--poll must be between 0.1 and 600 seconds, got {args.poll:g}")
     e2e = _suite(args.suite_dir, "e2e")
-    config = e2e.Config(n=args.n, rounds=args.rounds, poll=args.poll,
-                        operators=tuple(dict.fromkeys(args.operators or e2e.OPERATORS)))
+    config = _e2e_config(args, e2e)
     if "kopf" in config.operators:
         importlib.import_module("kopf")  # fail early, with the extra to install
     progress = None if args.json else (lambda message: print(f"# {message}", file=sys.stderr))
