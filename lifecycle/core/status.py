@@ -83,7 +83,7 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
     when = rfc3339(now)
     spec = machine.table().states[target]
     gen = generation
-    stored = old.get("conditions") if isinstance(old.get("conditions"), list) else []
+    stored = stored_conditions(old)
     events: list[tuple[str, str, str]] = []
     updates: list[Condition] = []
     observed_before = old.get("observedGeneration")
@@ -115,9 +115,10 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
         updates.append(Condition(cond.SYNCED, T, "ReconcileSuccess", "", gen))
     for state_id, activity in machine.activity_conditions.items():
         if state_id == target:
-            failing = error is not None and state_id == "failed"
-            updates.append(Condition(activity, T, error.reason if failing else choice.reason,
-                                     error.message if failing else choice.message, gen))
+            if error is not None and state_id == "failed":
+                updates.append(Condition(activity, T, error.reason, error.message, gen))
+            else:
+                updates.append(Condition(activity, T, choice.reason, choice.message, gen))
         elif activity in present:
             updates.append(Condition(activity, F, spec.ready[1], "", gen))
     updates.extend(notes)
@@ -221,13 +222,19 @@ def held_ready(stored: Sequence[Mapping[str, Any]], declared: tuple[str, str], m
     return Condition(cond.READY, ready.status, ready.reason, ready.message, gen)
 
 
+def stored_conditions(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The conditions a status holds (an empty list when the field is absent or malformed)."""
+    found = status.get("conditions")
+    return found if isinstance(found, list) else []
+
+
 def paused(old: Mapping[str, Any], state: str, generation: int, message: str,
            now: datetime, *, deleting: bool = False) -> dict[str, Any]:
     """The status of a paused object: Synced False ReconcilePaused, nothing else moves.
 
     The phase is Terminating when ``deleting`` (a deletion timestamp is set).
     """
-    stored = old.get("conditions") if isinstance(old.get("conditions"), list) else []
+    stored = stored_conditions(old)
     updates = [Condition(cond.SYNCED, F, "ReconcilePaused", message, generation)]
     ready = cond.get(stored, cond.READY)
     if ready is None or ready.observed_generation != generation:

@@ -204,10 +204,10 @@ def error_from_status(status: Mapping[str, Any]) -> ApiError:
     code = int(status.get("code", 500) or 500)
     message = str(status.get("message", ""))
     cls = _ERRORS_BY_REASON.get(reason)
+    found = status.get("details")
+    details: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     if cls is TooManyRequests:
-        details = status.get("details") or {}
         return TooManyRequests(message, retry_after=float(details.get("retryAfterSeconds", 1)))
-    details = status.get("details") if isinstance(status.get("details"), Mapping) else {}
     causes = [c for c in details.get("causes") or [] if isinstance(c, Mapping)]
     if cls is Invalid and code == 422:
         return Invalid(message, causes=causes, name=str(details.get("name", "")),

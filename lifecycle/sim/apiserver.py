@@ -330,6 +330,7 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
                         break
                 meta["name"] = name
             check_name(rtype, name)
+            name = str(name)  # check_name refused anything but a string
             validate_metadata(rtype, name, meta, new)
             validate_owner_references(rtype, name, meta)
             admit_new(rtype, name, new)

@@ -217,7 +217,7 @@ class CRDController:
         wanted = resource_types(crd)
         keys = {(t.api_version, t.kind) for t in wanted}
         before = self._served.get(name, set())
-        table = next((api._store[k] for k in sorted(before) if k in api._store),
+        table: dict[Any, Any] = next((api._store[k] for k in sorted(before) if k in api._store),
                      next((api._store[k] for k in sorted(keys) if k in api._store), {}))
         for key in before - keys:
             api._types.pop(key, None)

@@ -27,6 +27,7 @@ from lifecycle.kube.resources import ResourceType
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.crds import apply_crd
 from lifecycle.sim.http import APIServerHTTP
+from lifecycle.sim.sharing import SharedView
 from lifecycle.sim.watch import Watch
 
 __all__ = [
@@ -86,7 +87,7 @@ def register_kinds(api: EmbeddedAPI, kinds: Sequence[Kind], *, seed_config: bool
 class EmbeddedListWatcher:
     """Lists and watches one kind of an :class:`EmbeddedAPI` in process (with bookmarks)."""
 
-    def __init__(self, api: EmbeddedAPI, api_version: str, kind: str,
+    def __init__(self, api: EmbeddedAPI | SharedView, api_version: str, kind: str,
                  namespace: str | None = None, label_selector: str | None = None) -> None:
         self.api = api
         self.api_version = api_version

@@ -160,7 +160,9 @@ def _json_name(value: Any) -> str:
         return "bool"
     if isinstance(value, int | float):
         return "number"
-    return {list: "array", dict: "object"}.get(type(value), "string")
+    if isinstance(value, list):
+        return "array"
+    return "object" if isinstance(value, dict) else "string"
 
 
 def _refs(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:

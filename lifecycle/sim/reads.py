@@ -10,6 +10,7 @@ the history, 504 ``ResourceVersionTooLarge`` when never issued).
 
 from __future__ import annotations
 
+import builtins
 import threading
 from typing import Any
 
@@ -125,7 +126,7 @@ class Reads:
         label_selector: str | None = None,
         *,
         field_selector: str | None = None,
-    ) -> tuple[list[dict[str, Any]], str]:
+    ) -> tuple[builtins.list[dict[str, Any]], str]:
         """List objects of a kind, optionally in one namespace and matching selectors.
 
         Returns the items sorted by namespace and name, and the list's
@@ -154,7 +155,7 @@ class Reads:
         continue_token: str | None = None,
         resource_version: str | None = None,
         resource_version_match: str | None = None,
-    ) -> tuple[list[dict[str, Any]], str, str | None, int | None]:
+    ) -> tuple[builtins.list[dict[str, Any]], str, str | None, int | None]:
         """One page of a list: ``(items, resourceVersion, continue token, remainingItemCount)``.
 
         With ``limit`` at most that many items come back, and a continue token
@@ -241,7 +242,7 @@ class Reads:
         selector: LabelSelector,
         fields: FieldSelector | None = None,
         table: dict[tuple[str | None, str], dict[str, Any]] | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> builtins.list[dict[str, Any]]:
         if table is None:
             table = self._table(rtype)
         if not rtype.namespaced:
@@ -288,7 +289,7 @@ class Reads:
         if not rtype.namespaced:
             namespace = None
         with self._lock:
-            initial: list[tuple[str, dict[str, Any]]] = []
+            initial: builtins.list[tuple[str, dict[str, Any]]] = []
             if resource_version in (None, "", "0"):
                 cursor = self._log.rv
                 initial = [("ADDED", obj)

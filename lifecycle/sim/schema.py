@@ -200,22 +200,22 @@ def _validate_number(value: float, schema: Mapping[str, Any], path: str,
         if not low <= value <= high:
             causes.append(_invalid(path, value, f"{_name(path)} in body must be of type {fmt}: "
                                                 f"{json.dumps(_text(value))}"))
-    low = schema.get("minimum")
-    if isinstance(low, int | float):
-        if schema.get("exclusiveMinimum") is True and not value > low:
+    minimum = schema.get("minimum")
+    if isinstance(minimum, int | float):
+        if schema.get("exclusiveMinimum") is True and not value > minimum:
             causes.append(_invalid(path, value, f"{_name(path)} in body should be greater "
-                                                f"than {_text(low)}"))
-        elif not value >= low:
+                                                f"than {_text(minimum)}"))
+        elif not value >= minimum:
             causes.append(_invalid(path, value, f"{_name(path)} in body should be greater "
-                                                f"than or equal to {_text(low)}"))
-    high = schema.get("maximum")
-    if isinstance(high, int | float):
-        if schema.get("exclusiveMaximum") is True and not value < high:
+                                                f"than or equal to {_text(minimum)}"))
+    maximum = schema.get("maximum")
+    if isinstance(maximum, int | float):
+        if schema.get("exclusiveMaximum") is True and not value < maximum:
             causes.append(_invalid(path, value, f"{_name(path)} in body should be less "
-                                                f"than {_text(high)}"))
-        elif not value <= high:
+                                                f"than {_text(maximum)}"))
+        elif not value <= maximum:
             causes.append(_invalid(path, value, f"{_name(path)} in body should be less "
-                                                f"than or equal to {_text(high)}"))
+                                                f"than or equal to {_text(maximum)}"))
     step = schema.get("multipleOf")
     if isinstance(step, int | float) and step > 0:
         ratio = value / step

@@ -15,7 +15,7 @@ import binascii
 import functools
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from lifecycle.kube.errors import BadRequest, Conflict, Invalid
 from lifecycle.kube.resources import (
@@ -264,7 +264,8 @@ def admit_new(rtype: ResourceType, name: str, new: dict[str, Any]) -> None:
         new.pop("status", None)
     if rtype is NAMESPACE:
         new["status"] = {"phase": "Active"}
-        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        found = new.get("spec")
+        spec: dict[str, Any] = found if isinstance(found, dict) else {}
         finalizers = [f for f in spec.get("finalizers") or [] if isinstance(f, str)]
         new["spec"] = dict(spec, finalizers=[*finalizers, "kubernetes"]
                            if "kubernetes" not in finalizers else finalizers)
@@ -354,6 +355,7 @@ def _decodes(meta: dict[str, Any]) -> bool:
             continue
         if value.__class__ is not expected:
             return False
+        value = cast(Any, value)  # of the expected class: a dict or a list
         if expected is dict:  # labels, annotations: strings (or null)
             for item in value.values():
                 if item.__class__ is not str and item is not None:

@@ -27,6 +27,7 @@ from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.crds import CRD
 from lifecycle.sim.patches import diff_as_merge_patch, json_patch, strategic_merge
 from lifecycle.sim.requests import Options, decode_body
+from lifecycle.sim.sharing import SharedView
 from lifecycle.sim.validation import check_meta_types
 
 #: Kinds a real API server decodes into built-in types (defaults from the URL apply).
@@ -111,7 +112,7 @@ class Verbs:
     """The writes of one request against ``api``; unknown-field warnings gather in
     :attr:`warnings` (``fieldValidation=Warn``)."""
 
-    def __init__(self, api: EmbeddedAPI) -> None:
+    def __init__(self, api: EmbeddedAPI | SharedView) -> None:
         self.api = api
         self.warnings: list[str] = []
 
@@ -157,7 +158,7 @@ class Verbs:
         api, rtype = self.api, route.rtype
         if rtype is not CRD:
             try:
-                api.get(rtype.api_version, rtype.kind, route.namespace, route.name)
+                api.get(rtype.api_version, rtype.kind, route.namespace, str(route.name))
             except NotFound:
                 if rtype not in builtins.CREATED_BY_PUT:
                     raise
@@ -240,21 +241,21 @@ class Verbs:
     def _patch(self, route: Route, body: Any, options: Options,
                content_type: str) -> dict[str, Any]:
         api, rtype = self.api, route.rtype
-        dry = {"dry_run": True} if options.dry_run else {}
+        name = str(route.name)  # routed here only with a name
+        dry_run, subresource = options.dry_run, route.subresource or None
         skip_status = rtype.status_subresource and route.subresource is None
-        sub = {"subresource": route.subresource} if route.subresource else {}
         if content_type == MERGE_PATCH:
             if not isinstance(body, dict):
                 raise BadRequest("a merge patch must be a JSON object")
             self._check_fields(body, rtype, options, skip_status=skip_status)
-            return api.patch(rtype.api_version, rtype.kind, route.namespace, route.name, body,
-                             **sub, **dry)
+            return api.patch(rtype.api_version, rtype.kind, route.namespace, name, body,
+                             subresource=subresource, dry_run=dry_run)
         if content_type == STRATEGIC_PATCH and not isinstance(body, dict):
             raise BadRequest("a strategic merge patch must be a JSON object")
         if content_type == JSON_PATCH and not isinstance(body, list):
             raise BadRequest("a JSON patch must be a list of operations")
         for attempt in range(5):
-            current = api.get(rtype.api_version, rtype.kind, route.namespace, route.name)
+            current = api.get(rtype.api_version, rtype.kind, route.namespace, name)
             if content_type == JSON_PATCH:
                 try:
                     result = json_patch(current, body)
@@ -275,8 +276,8 @@ class Verbs:
             patch = diff_as_merge_patch(current, result)
             patch.setdefault("metadata", {})["resourceVersion"] = asked or version
             try:
-                return api.patch(rtype.api_version, rtype.kind, route.namespace, route.name,
-                                 patch, **sub, **dry)
+                return api.patch(rtype.api_version, rtype.kind, route.namespace, name,
+                                 patch, subresource=subresource, dry_run=dry_run)
             except Conflict:
                 # the object changed between the read and the write: patch it again
                 if asked != version or attempt == 4:

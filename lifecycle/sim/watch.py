@@ -295,7 +295,8 @@ class Watch:
                 self._pending.append(("MODIFIED", change.object))
             elif now_in:
                 self._pending.append(("ADDED", change.object))
-            elif was_in:  # as a real server: the object as it was, at the new version
+            elif was_in and change.previous is not None:
+                # As a real server: the object as it was, at the new version.
                 gone = dict(change.previous)
                 gone["metadata"] = {**change.previous["metadata"],
                                     "resourceVersion": change.object["metadata"][

@@ -84,7 +84,7 @@ def load_all(text: str | bytes, budget: int | None = None) -> list[Any]:
     limit = node_budget(text) if budget is None else budget
     loader = yaml.SafeLoader(text)
     try:
-        docs = []
+        docs: list[Any] = []
         while loader.check_node():
             node = loader.get_node()
             if node is None:

@@ -415,14 +415,18 @@ class RealCluster:
 
         core = k8s.CoreV1Api(self.api_client())
         with contextlib.suppress(k8s.ApiException):
-            core.create_namespace({"metadata": {"name": namespace}})
+            core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace)))
         try:
-            core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
+            core.create_namespaced_service_account(
+                namespace, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name=name)))
         except k8s.ApiException as exc:
             if exc.status != 409:
                 raise
         answer = core.create_namespaced_service_account_token(
-            name, namespace, {"spec": {"expirationSeconds": seconds}})
+            name, namespace, k8s.AuthenticationV1TokenRequest(
+                spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=seconds)))
+        if answer.status is None or not answer.status.token:
+            raise EnvtestError(f"the server issued no token for {namespace}/{name}")
         return str(answer.status.token)
 
     def service_account_kubeconfig(self, path: str | os.PathLike[str], namespace: str,
@@ -454,21 +458,23 @@ def install(client: Any, documents: Sequence[dict[str, Any]], *, timeout: float 
     ext = k8s.ApiextensionsV1Api(client)
     for doc in documents:
         name = doc["metadata"]["name"]
+        body: Any = doc  # the client sends plain dicts as they are
         try:
-            ext.create_custom_resource_definition(doc)
+            ext.create_custom_resource_definition(body)
         except k8s.ApiException as exc:
             if exc.status != 409:
                 raise
             current = ext.read_custom_resource_definition(name)
-            body = {**doc, "metadata": {**doc["metadata"],
-                                        "resourceVersion": current.metadata.resource_version}}
+            version = current.metadata.resource_version if current.metadata else None
+            body = {**doc, "metadata": {**doc["metadata"], "resourceVersion": version}}
             ext.replace_custom_resource_definition(name, body)
     deadline = time.monotonic() + timeout
     for doc in documents:
         name = doc["metadata"]["name"]
         while True:
             found = ext.read_custom_resource_definition(name)
-            conditions = {c.type: c.status for c in (found.status.conditions or [])}
+            held = found.status.conditions if found.status else None
+            conditions = {c.type: c.status for c in held or []}
             if conditions.get("Established") == "True":
                 break
             if time.monotonic() > deadline:

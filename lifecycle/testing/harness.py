@@ -34,6 +34,7 @@ from lifecycle.core.errors import UnhandledError
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 from lifecycle.core.values import Condition, Result
 from lifecycle.driver.crds import crds
+from lifecycle.driver.kinds import Reconciles
 from lifecycle.kube.errors import BadRequest, NotFound
 from lifecycle.runtime.contract import Connector
 from lifecycle.runtime.reconciler import Reconciler
@@ -159,7 +160,7 @@ class Environment:
         for kind_name in lenient:
             self.serve_lenient(kind_name)
         self.kinds: dict[str, Kind] = {}
-        self.reconcilers: dict[str, Reconciler] = {}
+        self.reconcilers: dict[str, Reconciles] = {}
         for kind, connector in kinds:
             self.kinds[kind.kind] = kind
             self.reconcilers[kind.kind] = Reconciler(
