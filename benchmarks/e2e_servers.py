@@ -231,7 +231,8 @@ class Client:
 
     A request that meets a reset, a refusal or a connection the server closed
     without answering is counted in :attr:`resets` and sent again on a new
-    connection (five tries).
+    connection (five tries); one answered 429 (a real server's new CRD
+    still starting its storage) is sent again for up to 30 s.
     """
 
     def __init__(self, where: Endpoint, timeout: float = 60.0) -> None:
@@ -246,7 +247,8 @@ class Client:
         data = json.dumps(body).encode() if body is not None else None
         headers = {**self.where.headers, "Content-Type": content_type,
                    "Accept": "application/json"}
-        for attempt in range(5):
+        attempt, busy = 0, 0
+        while attempt < 5:
             if self._conn is None:
                 self._conn = _connection(self.where, self.timeout)
             try:
@@ -255,8 +257,13 @@ class Client:
                 raw = response.read()
             except RESETS:
                 self.resets += 1
+                attempt += 1
                 self.close()
-                time.sleep(0.05 * (attempt + 1))
+                time.sleep(0.05 * attempt)
+                continue
+            if response.status == 429 and busy < 300:  # a new CRD's storage starting up
+                busy += 1
+                time.sleep(0.1)
                 continue
             if response.status == 404 and missing is not ...:
                 return missing
