@@ -129,7 +129,7 @@ def is_ready(obj: dict[str, Any]) -> bool:
 
 
 # ---------------------------------------------------------------- operators
-def _variant(kubeconfig: str, variant: str) -> int:
+def _variant(kubeconfig: str, namespace: str, variant: str) -> int:
     """A lifecycle variant wired in process (two workers), printing ``ready`` once synced."""
     import signal
 
@@ -143,7 +143,7 @@ def _variant(kubeconfig: str, variant: str) -> int:
     disable_created_metrics()
     cluster = KubeCluster(api_client(kubeconfig=kubeconfig), [DatabaseInstance])
     pairs = [(DatabaseInstance, bench_connector())]
-    options = ManagerOptions(workers=2)
+    options = ManagerOptions(workers=2, namespace=namespace)
     if variant == "lifecycle-direct":
         manager = Manager(cluster, pairs, options)
     else:
@@ -192,24 +192,26 @@ def _wait_probe(process: Process, timeout: float) -> None:
     raise BenchError(f"lifecycle run did not become ready: {process.last_error()}")
 
 
-def start_operator(which: str, kubeconfig: Path, workdir: Path, tag: str,
+def start_operator(which: str, kubeconfig: Path, workdir: Path, tag: str, namespace: str,
                    kinds: tuple[str, ...] = ("DatabaseInstance",),
                    connector: str | None = "benchmarks.e2e:bench_connector",
                    timeout: float = 120.0) -> Operator:
-    """Start operator ``which`` against ``kubeconfig`` and wait until it has synced."""
+    """Start operator ``which`` against ``kubeconfig``, watching ``namespace`` only (a
+    shared server may hold other objects of the kinds), and wait until it has synced."""
     stats, log = workdir / f"{tag}.stats.json", workdir / f"{tag}.log"
     if which == "lifecycle":
         args = ["run", "--kinds", *kinds, "--kubeconfig", str(kubeconfig),
-                "--probe-address", "127.0.0.1:0"]
+                "--namespace", namespace, "--probe-address", "127.0.0.1:0"]
         process = Process("benchmarks.e2e_netcount", str(stats), "--", *args,
                           *(("--connector", connector) if connector else ()), log=log)
         _wait_probe(process, timeout)
         return Operator(process, stats)
     if which in VARIANTS:
-        process = Process("benchmarks.e2e", which, str(kubeconfig), str(stats), log=log)
+        process = Process("benchmarks.e2e", which, str(kubeconfig), namespace, str(stats),
+                          log=log)
     elif which == "kopf":
-        process = Process("benchmarks.kopf_operator", str(kubeconfig), str(poll_interval()),
-                          str(stats), log=log)
+        process = Process("benchmarks.kopf_operator", str(kubeconfig), namespace,
+                          str(poll_interval()), str(stats), log=log)
     else:
         raise ValueError(f"unknown operator {which!r}")
     if process.line(timeout=timeout) != "ready":
@@ -266,7 +268,8 @@ def one(which: str, server: Any, config: Config, workdir: Path, tag: str, *, n: 
     client.ensure_namespace(namespace)
     base = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
     tracker = Tracker(server.endpoint, base, is_ready).start()
-    operator = start_operator(which, server.operator_kubeconfig(which), workdir, tag)
+    operator = start_operator(which, server.operator_kubeconfig(which), workdir, tag,
+                              namespace)
     row: dict[str, Any] = {"operator": which, "n": n}
     names = [f"db-{i:06d}" for i in range(n)]
     try:
@@ -512,14 +515,14 @@ def plot(result: dict[str, Any], path: Any) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """Child process entry point: ``VARIANT KUBECONFIG STATS`` (an in-process variant)."""
+    """Child process entry point: ``VARIANT KUBECONFIG NAMESPACE STATS`` (in process)."""
     import sys
 
-    if len(argv) == 3 and argv[0] in VARIANTS[1:]:
+    if len(argv) == 4 and argv[0] in VARIANTS[1:]:
         e2e_netcount.install()
-        e2e_netcount.write_at_exit(argv[2])
-        return _variant(argv[1], argv[0])
-    print(f"usage: python -m benchmarks.e2e {'|'.join(VARIANTS[1:])} KUBECONFIG STATS",
+        e2e_netcount.write_at_exit(argv[3])
+        return _variant(argv[1], argv[2], argv[0])
+    print(f"usage: python -m benchmarks.e2e {'|'.join(VARIANTS[1:])} KUBECONFIG NAMESPACE STATS",
           file=sys.stderr)
     return 2
 

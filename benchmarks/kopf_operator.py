@@ -13,10 +13,11 @@ Progress is kept in annotations (the CRD's status schema has no room for
 kopf's own status field); kopf's "handler succeeded" Events are not posted
 (posting level WARNING), so each object gets the one explicit Event.
 
-Run as ``python -m benchmarks.kopf_operator KUBECONFIG POLL STATS``; prints
-``ready`` once kopf is up, stops on SIGTERM. It connects as the kubeconfig
-says (kopf's own kubeconfig login), and writes the connection resets it met
-(:mod:`benchmarks.e2e_netcount`) to the file ``STATS`` when it exits.
+Run as ``python -m benchmarks.kopf_operator KUBECONFIG NAMESPACE POLL STATS``;
+prints ``ready`` once kopf is up, stops on SIGTERM. It connects as the
+kubeconfig says (kopf's own kubeconfig login), serves one namespace, and
+writes the connection resets it met (:mod:`benchmarks.e2e_netcount`) to the
+file ``STATS`` when it exits.
 """
 
 from __future__ import annotations
@@ -145,12 +146,13 @@ class _Disconnects(logging.Handler):
 
 def main(argv: list[str]) -> int:
     """Run the kopf operator until SIGTERM."""
-    if len(argv) != 3:
-        print("usage: python -m benchmarks.kopf_operator KUBECONFIG POLL STATS", file=sys.stderr)
+    if len(argv) != 4:
+        print("usage: python -m benchmarks.kopf_operator KUBECONFIG NAMESPACE POLL STATS",
+              file=sys.stderr)
         return 2
     e2e_netcount.install()
-    e2e_netcount.write_at_exit(argv[2])
-    build(argv[0], float(argv[1]))
+    e2e_netcount.write_at_exit(argv[3])
+    build(argv[0], float(argv[2]))
     ready = threading.Event()
 
     def announce() -> None:
@@ -160,7 +162,7 @@ def main(argv: list[str]) -> int:
     threading.Thread(target=announce, daemon=True).start()
     kopf.configure(verbose=False, quiet=True)
     logging.getLogger("kopf").addHandler(_Disconnects(logging.ERROR))
-    kopf.run(standalone=True, clusterwide=True, ready_flag=ready)
+    kopf.run(standalone=True, namespaces=[argv[1]], ready_flag=ready)
     return 0
 
 
