@@ -38,7 +38,14 @@ from lifecycle.core.decide import Choice
 from lifecycle.core.errors import HandledError, Severity, TerminalError
 from lifecycle.core.kind import Kind, connection_secret_ref
 from lifecycle.core.machine import LifecycleMachine, camel
-from lifecycle.core.status import Outcome, Settled, kept_history, stuck, valid_timestamp
+from lifecycle.core.status import (
+    Outcome,
+    Settled,
+    kept_history,
+    stored_conditions,
+    stuck,
+    valid_timestamp,
+)
 from lifecycle.core.values import Condition, ConditionStatus, HistoryEntry, rfc3339
 
 #: Class annotation: ``"true"`` makes the class the default for claims without a selector.
@@ -474,9 +481,10 @@ def class_ref(spec: Mapping[str, Any]) -> str | None:
     ref = spec.get("classRef")
     if ref is None:
         return None
-    if not isinstance(ref, Mapping) or not isinstance(ref.get("name"), str) or not ref["name"]:
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    if not isinstance(name, str) or not name:
         raise TerminalError("spec.classRef must be {name: <string>}")
-    return ref["name"]
+    return name
 
 
 
@@ -535,7 +543,7 @@ def settle_claim(machine: type[LifecycleMachine], old: Mapping[str, Any], outcom
     if t is not None and moved:
         history.append(HistoryEntry(t.source, t.target, t.event, choice.reason, when).to_dict())
     since = (valid_timestamp(old.get("stateSince")) if target == source else when) or when
-    stored = old.get("conditions") if isinstance(old.get("conditions"), list) else []
+    stored = stored_conditions(old)
     held = stuck(machine, target, since, stored, generation, now)
     conditions = cond.merge(stored, [*updates, *([held] if held is not None else [])], when)
     status = {

@@ -190,7 +190,8 @@ def compile_table(cls: type[LifecycleMachine]) -> MachineTable:
     state_ids = {s.id for s in cls.states}
     # Events are shared through python-statemachine's state objects too: keep
     # only those of this class that still have a transition after filtering.
-    event_ids = [e.id for e in cls.events]
+    # On the class (not an instance) the metaclass holds the list of events.
+    event_ids = [e.id for e in cls.events]  # type: ignore[attr-defined]
     states: dict[str, StateSpec] = {}
     transitions: list[TransitionSpec] = []
     for state in cls.states:
@@ -312,7 +313,8 @@ class LifecycleMachine(StateMachine, metaclass=LifecycleMeta):
     def table(cls) -> MachineTable:
         """The compiled, immutable transition table of this class."""
         try:
-            return cls.__dict__["_table"]
+            table: MachineTable = cls.__dict__["_table"]
+            return table
         except KeyError:
             raise MachineDefinitionError(f"{cls.__name__} declares no states") from None
 

@@ -5,10 +5,10 @@ wrong type. These readers are the one place that tolerates that, so code
 reading ``status`` or ``metadata`` never repeats the ``isinstance`` checks.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: this module defines a reader
+# named ``annotations``, and every annotation below is already evaluable.
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 
 def mapping(value: Any) -> Mapping[str, Any]:
@@ -20,7 +20,7 @@ def mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def is_mapping(value: Any) -> bool:
+def is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
     """Whether ``value`` is a mapping; a plain dict or None is told without the ABC check."""
     return type(value) is dict or (value is not None and isinstance(value, Mapping))
 
