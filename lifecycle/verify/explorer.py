@@ -346,7 +346,8 @@ def explore(
     """Explore every side-effect point of ``target``'s scenario; return a :class:`Report`.
 
     A first run without a crash counts the points (and must itself pass);
-    then each point (or only ``points``) is replayed for every side and
+    then each point (or only ``points``: those the scenario does not have are
+    skipped) is replayed for every side and
     variant; ``on_point`` is called with each point's verdict as it is checked.
     With ``stale`` every run reads through caches up to that many writes
     behind; the :data:`CONCURRENT` variant is explored on the ``before`` side
@@ -362,7 +363,8 @@ def explore(
         report.counterexamples.append(Counterexample(
             target.name, None, "no crash", tuple(baseline.problems),
             tuple(baseline.recorder.trace), stale, where))
-    chosen = range(1, report.points + 1) if points is None else points
+    chosen = (range(1, report.points + 1) if points is None
+              else [i for i in points if 1 <= i <= report.points])
     for index in chosen:
         for variant in variants:
             for side in sides:
