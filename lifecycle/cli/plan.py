@@ -27,14 +27,16 @@ def register(subparsers: Any) -> None:
                     "the reconciler would choose. Nothing is called or written.")
     parser.add_argument("--object", required=True, metavar="FILE",
                         help="a YAML/JSON dump of one object")
-    parser.add_argument("--name", help="pick this object from a List")
+    parser.add_argument("--name",
+                        help="pick this object from a List (default: the only one)")
     parser.add_argument("--machine", metavar="MACHINE|KIND",
                         help="MODULE:NAME of a machine class, a Kind or a Registration, or a "
                              "registered kind's name (default: found from the object's kind)")
     parser.add_argument("--observed", choices=sorted(OBSERVATIONS), default="available",
                         help="what observe returns (default: available)")
     parser.add_argument("--error", metavar="MESSAGE",
-                        help="assume connect/observe raised a handled error instead")
+                        help="assume connect/observe raised a handled error instead "
+                             "(default: none, observe answers --observed)")
     parser.add_argument("-o", "--output", choices=OUTPUTS, default="text",
                         help="text for people (default), json for scripts: one document with "
                              "state, decision, transition, target, conditions, phase, events "

@@ -13,6 +13,7 @@ work, in-flight reconciles finish, the lease is released.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
@@ -251,9 +252,32 @@ def _shard(text: str) -> tuple[int, int]:
     return int(index), int(count)
 
 
+def _embedded_kubeconfig(path: str, url: str) -> Any:
+    """Write a kubeconfig for the embedded API at ``url`` to ``path``; the absolute path."""
+    from pathlib import Path
+
+    from lifecycle.cli.serve import write_kubeconfig
+
+    written = Path(path).absolute()
+    write_kubeconfig(written, url)
+    print(f"export KUBECONFIG={written}", flush=True)
+    return written
+
+
+def _stop_embedded(server: Any, kubeconfig: Any) -> None:
+    """Stop the embedded API and remove the kubeconfig written for it (it names nothing
+    once the process is gone)."""
+    if server is not None:
+        server.stop()
+    if kubeconfig is not None:
+        with contextlib.suppress(OSError):
+            kubeconfig.unlink()
+
+
 # ---------------------------------------------------------------------- run
 def run(args: argparse.Namespace) -> int:
     """``lifecycle run``: run the operator until SIGTERM/SIGINT."""
+    from lifecycle.cli.serve import allowed_adoption
     from lifecycle.driver.cache import cached_manager
     from lifecycle.driver.cluster import KubeCluster, api_client
     from lifecycle.driver.informer import InformerOptions
@@ -262,10 +286,16 @@ def run(args: argparse.Namespace) -> int:
     from lifecycle.sim.embedded import embedded_cluster
 
     _check_numbers(args)
-    for namespace in args.allow_adoption or ():
-        if namespace != "*" and not _NAMESPACE.match(namespace):
-            raise UsageError(f"--allow-adoption {namespace!r} is neither '*' nor a namespace "
-                             "name (RFC 1123 label)")
+    adoption = allowed_adoption(args.allow_adoption or ())
+    if args.embedded and args.context:
+        raise UsageError("--context picks a context of a kubeconfig to read; with --embedded "
+                         "there is none to read (--kubeconfig names the file to write)")
+    if args.embedded and args.kubeconfig:
+        from pathlib import Path
+
+        from lifecycle.cli.serve import check_kubeconfig_target
+
+        check_kubeconfig_target(Path(args.kubeconfig).absolute())  # before anything starts
     if not _SUBDOMAIN.match(args.lease_name) or len(args.lease_name) > 253:
         raise UsageError(f"--lease-name {args.lease_name!r} is not a Lease name (a lowercase "
                          "RFC 1123 subdomain: letters, digits, '-' and '.')")
@@ -283,6 +313,7 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_json, third_party=args.log_third_party)
     log = logging.getLogger("lifecycle.driver")
     server = None
+    written = None
     if args.embedded:
         server = embedded_cluster(served)  # type: ignore[arg-type]
         print(f"embedded API server: {server.url}", flush=True)
@@ -305,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
         drain_timeout=args.drain_timeout,
         reads_ttl=args.reads_ttl,
         allow_cross_namespace_secrets=args.allow_cross_namespace_secrets,
-        allow_adoption=frozenset(args.allow_adoption or ()),
+        allow_adoption=adoption,
     )
     from prometheus_client import disable_created_metrics
 
@@ -314,8 +345,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         options = attrs.evolve(options, journal_key=_journal_key(args, cluster, log))
     except UsageError:
-        if server is not None:
-            server.stop()
+        _stop_embedded(server, None)
         raise
     manager = cached_manager(cluster, pairs, options, secrets=True)
     stop = threading.Event()
@@ -326,6 +356,8 @@ def run(args: argparse.Namespace) -> int:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
+        if server is not None and args.kubeconfig:  # removed again however the run ends
+            written = _embedded_kubeconfig(args.kubeconfig, server.url)
         manager.start()
         if manager.probes is not None:
             print(f"probes: {manager.probes.url}", flush=True)
@@ -336,8 +368,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if server is not None:
-            server.stop()
+        _stop_embedded(server, written)
     if manager.lost_lease:
         log.error("leadership lost; exiting so the replica restarts as a standby")
         return 1
@@ -407,33 +438,48 @@ def register(subparsers: Any) -> None:
     kinds_help = ("registered kinds by name or plural, or MODULE:NAME "
                   "(default: DatabaseInstance)")
     p = subparsers.add_parser("run", help="run the operator against a cluster",
-                              description=__doc__.split("\n\n")[1])
+                              description=__doc__.split("\n\n")[1].replace("``", ""))
     p.add_argument("--kinds", nargs="+", metavar="MODULE:KIND", help=kinds_help)
     p.add_argument("--connector", metavar="MODULE:NAME",
                    help="one provider connector (or a factory returning one) for every kind "
                         "(default: the connector each kind registers)")
-    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then "
-                                        "$KUBECONFIG or ~/.kube/config)")
-    p.add_argument("--context", help="kubeconfig context")
+    p.add_argument("--kubeconfig", metavar="FILE",
+                   help="kubeconfig file to read (default: in-cluster, then $KUBECONFIG or "
+                        "~/.kube/config); with --embedded, the file to write for the embedded "
+                        "API, removed on exit (default then: none written; an existing file "
+                        "lifecycle did not write is never overwritten)")
+    p.add_argument("--context", help="kubeconfig context (default: its current context)")
     p.add_argument("--embedded", action="store_true",
-                   help="serve an in-memory API on loopback in this process and run on it")
-    p.add_argument("--workers", type=int, default=2, help="concurrent reconciles per kind")
+                   help="serve an in-memory API on loopback in this process and run on it "
+                        "(default: off, use the cluster of --kubeconfig)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="concurrent reconciles per kind (default: 2)")
     p.add_argument("--namespace", help="watch one namespace (default: all)")
     p.add_argument("--resync", type=float, default=600.0,
-                   help="resync period, seconds (0: never)")
-    p.add_argument("--backoff-base", type=float, default=1.0, help="per-item backoff start, s")
-    p.add_argument("--backoff-cap", type=float, default=60.0, help="per-item backoff cap, s")
-    p.add_argument("--leader-elect", action="store_true", help="elect a leader on a Lease")
-    p.add_argument("--lease-name", default="lifecycle-operator")
-    p.add_argument("--lease-namespace", default="default")
-    p.add_argument("--identity", help="replica identity (default: $POD_NAME or host_pid)")
-    p.add_argument("--shard", metavar="INDEX/COUNT", help="handle one shard of the keys")
-    p.add_argument("--operator-id", help="operator instance id for namespace ownership")
+                   help="resync period, seconds; 0: never (default: 600.0)")
+    p.add_argument("--backoff-base", type=float, default=1.0,
+                   help="per-item backoff start, seconds (default: 1.0)")
+    p.add_argument("--backoff-cap", type=float, default=60.0,
+                   help="per-item backoff cap, seconds (default: 60.0)")
+    p.add_argument("--leader-elect", action="store_true",
+                   help="elect a leader on a Lease; only the leader reconciles (default: off)")
+    p.add_argument("--lease-name", default="lifecycle-operator",
+                   help="name of the Lease (default: lifecycle-operator)")
+    p.add_argument("--lease-namespace", default="default",
+                   help="namespace of the Lease (default: default)")
+    p.add_argument("--identity",
+                   help="replica identity in the Lease (default: $POD_NAME or host_pid)")
+    p.add_argument("--shard", metavar="INDEX/COUNT",
+                   help="handle one shard of the keys (default: all of them)")
+    p.add_argument("--operator-id",
+                   help="operator instance id for namespace ownership and the marks on "
+                        "external resources (default: none; marks then name lifecycle)")
     p.add_argument("--probe-address", metavar="HOST:PORT",
-                   help="serve /metrics, /healthz and /readyz here (port 0: any free port)")
+                   help="serve /metrics, /healthz and /readyz here; port 0: any free port "
+                        "(default: not served)")
     p.add_argument("--reads-ttl", type=float, default=5.0, metavar="SECONDS",
                    help="reuse namespace annotations and provider configs with their "
-                        "credentials this long (0: read them on every reconcile)")
+                        "credentials this long; 0: read them on every reconcile (default: 5.0)")
     p.add_argument("--allow-cross-namespace-secrets", action="store_true",
                    help="let a namespaced object write its connection Secret into another "
                         "namespace (default: only its own)")
@@ -447,16 +493,19 @@ def register(subparsers: Any) -> None:
                         "else a key of this process")
     p.add_argument("--journal-key-secret", metavar="NAMESPACE/NAME",
                    help="a Secret (field 'key') holding that key, made on first start if "
-                        "missing; put it in the operator's own namespace")
+                        "missing; put it in the operator's own namespace (default: none)")
     p.add_argument("--drain-timeout", type=float, default=30.0,
-                   help="seconds to wait for in-flight reconciles on shutdown")
-    p.add_argument("--log-json", action="store_true", help="JSON log lines")
+                   help="seconds to wait for in-flight reconciles on shutdown (default: 30.0)")
+    p.add_argument("--log-json", action="store_true",
+                   help="JSON log lines (default: key=value text)")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"],
-                   help="lowest level logged (debug: every reconcile with its reconcile ID)")
+                   help="lowest level logged; debug: every reconcile with its reconcile ID "
+                        "(default: info)")
     p.add_argument("--log-third-party", action="store_true",
                    help="with --log-level debug, also log urllib3, the kubernetes client and "
-                        "python-statemachine at debug (their lines may carry request bodies)")
+                        "python-statemachine at debug; their lines may carry request bodies "
+                        "(default: off)")
     p.set_defaults(func=run)
 
     c = subparsers.add_parser(

@@ -18,6 +18,12 @@ acknowledges writes before they are saved (faster; a ``kill -9`` then loses
 the writes of the last interval). After a crash the resourceVersion counter
 jumps far ahead, so no version a client may have seen is issued again.
 
+Objects may adopt an external resource they did not create (annotated
+lifecycle.dev/adopt: "true") only in the namespaces --allow-adoption names;
+by default none may. A start that fails (its port taken, say) leaves no state
+file it created behind, and a --kubeconfig that holds another cluster's
+configuration is never overwritten.
+
 The API has no authentication and no TLS: it listens on 127.0.0.1 unless
 ``--address`` names another address together with ``--allow-remote``. It
 answers only requests whose Host names an address it serves (no DNS
@@ -48,7 +54,9 @@ from lifecycle.cli import UsageError
 from lifecycle.core.kind import Kind
 from lifecycle.kube.errors import ApiError
 
-__all__ = ["DEFAULT_KUBECONFIG", "DEFAULT_PORT", "DEFAULT_STATE", "register", "serve"]
+__all__ = ["DEFAULT_KUBECONFIG", "DEFAULT_PORT", "DEFAULT_STATE", "allowed_adoption",
+           "check_kubeconfig_target", "kubeconfig", "register", "remove_state_file", "serve",
+           "write_kubeconfig", "written_by_lifecycle"]
 
 log = logging.getLogger("lifecycle.serve")
 
@@ -103,7 +111,39 @@ def kubeconfig(url: str, namespace: str = "default") -> dict[str, Any]:
     }
 
 
-def _write_kubeconfig(path: Path, url: str) -> None:
+def written_by_lifecycle(path: Path) -> bool:
+    """Whether ``path`` is missing or holds a kubeconfig of the shape :func:`kubeconfig`
+    writes (one ``lifecycle`` cluster, user and context), so writing over it loses nothing."""
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return True
+    except (OSError, UnicodeError, yaml.YAMLError):
+        return False
+    if not isinstance(doc, dict):
+        return doc is None
+    names = {key: [item.get("name") for item in doc.get(key) or () if isinstance(item, dict)]
+             for key in ("clusters", "users", "contexts")}
+    return all(value == ["lifecycle"] for value in names.values())
+
+
+def check_kubeconfig_target(path: Path) -> None:
+    """A :class:`UsageError` with one line when ``path`` holds a kubeconfig lifecycle did not
+    write (``~/.kube/config`` given by mistake), which must not be overwritten."""
+    if not written_by_lifecycle(path):
+        raise UsageError(f"--kubeconfig {path} exists and is not a kubeconfig lifecycle "
+                         f"wrote; it is left untouched: name a new file (e.g. "
+                         f"./{DEFAULT_KUBECONFIG})")
+
+
+def write_kubeconfig(path: Path, url: str) -> None:
+    """Write a kubeconfig for ``url`` to ``path`` atomically.
+
+    A :class:`UsageError` with one line when it cannot be written, or when ``path``
+    already holds another kubeconfig (``~/.kube/config`` given by mistake): that file is
+    never overwritten.
+    """
+    check_kubeconfig_target(path)
     temporary = path.with_name(f".{path.name}.tmp")
     try:
         temporary.write_text(yaml.safe_dump(kubeconfig(url), sort_keys=False),
@@ -149,9 +189,13 @@ def serve(args: argparse.Namespace) -> int:
     if args.save_interval <= 0:
         raise UsageError("--save-interval must be positive")
     host = _bind_address(args.address, args.allow_remote)
+    adoption = allowed_adoption(args.allow_adoption or ())
+    check_kubeconfig_target(Path(args.kubeconfig).absolute())  # before anything is made
     configure_logging(args.log_level, args.log_json)
 
-    state = StateFile(Path(args.state).absolute())
+    path = Path(args.state).absolute()
+    created = not path.exists()
+    state = StateFile(path)
     saved = None
     served = finished = False
     try:
@@ -175,14 +219,41 @@ def serve(args: argparse.Namespace) -> int:
         if saved is None:
             seed_provider_config(api)
         face = _listen(api, host, args.port, args.allow_host or ())
+        url = f"http://{_client_host(host)}:{face.port}"
+        write_kubeconfig(Path(args.kubeconfig).absolute(), url)
         served = True
-        _run(args, api, face, state, externals, pairs, kinds,
-             f"http://{_client_host(host)}:{face.port}")
+        _run(args, api, face, state, externals, pairs, kinds, url, adoption)
         finished = True
         return 0
     finally:
         # Before serving nothing was issued, so the file is as clean as it was loaded.
         state.close(clean=finished if served else (saved is None or saved.clean))
+        if created and not served:  # a start that failed leaves no file it made behind
+            remove_state_file(path)
+
+
+def allowed_adoption(namespaces: Sequence[str]) -> frozenset[str]:
+    """The ``--allow-adoption`` namespaces (``*``: all); a :class:`UsageError` for one that
+    is neither ``*`` nor a namespace name."""
+    from lifecycle.cli.run import _NAMESPACE
+
+    for namespace in namespaces:
+        if namespace != "*" and not _NAMESPACE.match(namespace):
+            raise UsageError(f"--allow-adoption {namespace!r} is neither '*' nor a namespace "
+                             "name (RFC 1123 label)")
+    return frozenset(namespaces)
+
+
+def remove_state_file(path: Path) -> None:
+    """Remove a state file made by a start that never served, with SQLite's files beside it."""
+    for leftover in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm",
+                                                                      "-journal"))):
+        try:
+            leftover.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("could not remove %s: %s", leftover, exc.strerror or exc)
 
 
 def _listen(api: Any, host: str, port: int, allowed: Sequence[str] = ()) -> Any:
@@ -205,7 +276,7 @@ def _listen(api: Any, host: str, port: int, allowed: Sequence[str] = ()) -> Any:
 
 def _run(args: argparse.Namespace, api: Any, face: Any, state: Any,
          externals: Mapping[str, Any], pairs: Sequence[tuple[Kind, Any]],
-         kinds: Sequence[Kind], url: str) -> None:
+         kinds: Sequence[Kind], url: str, adoption: frozenset[str] = frozenset()) -> None:
     """Serve, save and run the operator until a signal; then stop in order and save."""
     from lifecycle.sim.durable import DurableSave
 
@@ -238,14 +309,14 @@ def _run(args: argparse.Namespace, api: Any, face: Any, state: Any,
     started = False
     try:
         autosave.save()
-        _write_kubeconfig(config_path, url)
         face.start()
         started = True
         autosave.start()
         print(f"lifecycle serve: Kubernetes API on {url} (state: {state.path})", flush=True)
         print(f"export KUBECONFIG={config_path}", flush=True)
         if pairs:
-            manager = _operator(url, pairs, kinds, Path(f"{state.path}.journal-key"))
+            manager = _operator(url, pairs, kinds, Path(f"{state.path}.journal-key"),
+                                adoption)
             manager.start()
         while not stop.wait(0.2):
             if manager is not None and manager.wait(0):
@@ -262,8 +333,11 @@ def _run(args: argparse.Namespace, api: Any, face: Any, state: Any,
 
 
 def _operator(url: str, pairs: Sequence[tuple[Kind, Any]], kinds: Sequence[Kind],
-              key_file: Path) -> Any:
+              key_file: Path, adoption: frozenset[str] = frozenset()) -> Any:
     """The operator for ``pairs``, talking to ``url`` through the official client.
+
+    ``adoption`` names the namespaces (``*``: all) whose objects may adopt an external
+    resource they did not create, as ``lifecycle run --allow-adoption``.
 
     Wired as ``lifecycle run`` wires it: objects and connection Secrets are read
     from its informers (:func:`~lifecycle.driver.cache.cached_manager`). The intent
@@ -279,7 +353,7 @@ def _operator(url: str, pairs: Sequence[tuple[Kind, Any]], kinds: Sequence[Kind]
 
     disable_created_metrics()
     options = ManagerOptions(workers=2, drain_timeout=10.0,
-                             journal_key=key_from_file(str(key_file)))
+                             journal_key=key_from_file(str(key_file)), allow_adoption=adoption)
     return cached_manager(KubeCluster(api_client(host=url), kinds), pairs, options,
                           secrets=True)
 
@@ -297,7 +371,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--address", default="127.0.0.1",
                    help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--allow-remote", action="store_true",
-                   help="allow a non-loopback --address (no authentication, no TLS)")
+                   help="allow a non-loopback --address (no authentication, no TLS; "
+                        "default: off)")
     p.add_argument("--allow-host", action="append", metavar="NAME",
                    help="also answer requests whose Host header is NAME (repeatable; by "
                         "default only the served address, and localhost on loopback: other "
@@ -321,9 +396,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--connector", metavar="MODULE:NAME",
                    help="one provider connector for every kind (default: the connector each "
                         "kind registers; DatabaseInstance: the simulated cloud)")
+    p.add_argument("--allow-adoption", action="append", metavar="NAMESPACE",
+                   help="let the operator's objects in NAMESPACE ('*': every namespace, "
+                        "cluster-scoped objects too) adopt an existing external resource they "
+                        "did not create, when annotated lifecycle.dev/adopt: \"true\" "
+                        "(repeatable; default: none, such a resource is refused as not owned)")
     p.add_argument("--no-operator", action="store_true",
-                   help="serve the API only; run no operator")
-    p.add_argument("--log-json", action="store_true", help="JSON log lines")
+                   help="serve the API only; run no operator (default: run it)")
+    p.add_argument("--log-json", action="store_true",
+                   help="JSON log lines (default: key=value text)")
     p.add_argument("--log-level", default="info",
-                   choices=["debug", "info", "warning", "error"])
+                   choices=["debug", "info", "warning", "error"],
+                   help="lowest level logged (default: info)")
     p.set_defaults(func=serve)
