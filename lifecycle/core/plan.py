@@ -43,8 +43,9 @@ from lifecycle.core.machine import LifecycleMachine, TransitionSpec, camel
 from lifecycle.core.status import Outcome, Settled, paused, settle
 from lifecycle.core.values import Condition, Observation, ProviderStatus, Result
 
-__all__ = ["OBSERVATIONS", "PAUSED_MESSAGE", "Plan", "Settler", "after_create", "conclude",
-           "created", "describe", "gather", "held", "passage", "plan", "restore", "stopped"]
+__all__ = ["OBSERVATIONS", "PAUSED_MESSAGE", "Plan", "Settler", "acted", "after_action",
+           "after_create", "conclude", "created", "describe", "gather", "held", "passage", "plan",
+           "restore", "stopped"]
 
 #: A status builder: ``(machine, stored status, outcome, now) -> Settled``.
 #: :func:`lifecycle.core.status.settle` builds the status of managed resources.
@@ -163,23 +164,34 @@ def conclude(
     return Plan(decision.source, decision.choice, transition, settled, result)
 
 
+def acted(decision: Decision) -> str | None:
+    """The operation a decided pass carried out so far (``create``, ``update`` or
+    ``delete``: the event of a transition with actions, without error); None otherwise."""
+    transition = decision.transition
+    if transition is None or not transition.actions or decision.error is not None:
+        return None
+    event = decision.choice.event
+    return event if event in ("create", "update", "delete") else None
+
+
 def created(decision: Decision, facts: Facts) -> bool:
     """Whether the pass decided (and so far carried out) a create: the ``create`` event,
     a transition with actions, no error, not deleting."""
-    transition = decision.transition
-    return (transition is not None and bool(transition.actions) and decision.error is None
-            and not facts.deleting and decision.choice.event == "create")
+    return acted(decision) == "create" and not facts.deleting
 
 
-def after_create(machine: type[LifecycleMachine], facts: Facts, decision: Decision,
+def after_action(machine: type[LifecycleMachine], facts: Facts, decision: Decision,
                  seen: Any) -> tuple[Facts, Decision] | None:
-    """The facts and decision of observing ``seen`` right after a create, when they move the
-    resource on; None otherwise (the pass then ends as the create left it).
+    """The facts and decision of ``seen``, the resource as the pass's create, update or
+    delete left it, when they move the resource on; None otherwise (the pass then ends
+    as the call left it).
 
-    Only progress is taken: a decision that would act again (the resource
-    not visible yet), wait on a pending operation, fail, or stay put is dropped.
+    Only progress is taken: a decision that would act again, wait on a
+    pending operation, fail, or stay put is dropped; outside a deletion the
+    resource must exist (a create not visible yet is waited for, never repeated).
     """
-    if decision.transition is None or not isinstance(seen, Observation) or not seen.exists:
+    if acted(decision) is None or decision.transition is None or not isinstance(
+            seen, Observation) or not (seen.exists or facts.deleting):
         return None
     state = decision.transition.target
     after = attrs.evolve(facts, state=state, observation=seen, error=None,
@@ -190,6 +202,14 @@ def after_create(machine: type[LifecycleMachine], facts: Facts, decision: Decisi
             or following.choice.event == "wait" or step.target == state):
         return None
     return after, following
+
+
+def after_create(machine: type[LifecycleMachine], facts: Facts, decision: Decision,
+                 seen: Any) -> tuple[Facts, Decision] | None:
+    """:func:`after_action` of a pass that created (None for any other pass)."""
+    if not created(decision, facts):
+        return None
+    return after_action(machine, facts, decision, seen)
 
 
 Event = tuple[str, str, str]
@@ -208,7 +228,7 @@ def _step(p: Plan) -> tuple[int, str] | None:
 
 
 def passage(made: Plan, then: Plan) -> tuple[Event, ...]:
-    """The Events of a pass that created and then observed the result: one Event per pass.
+    """The Events of a pass that acted and then saw the result: one Event per pass.
 
     The two Normal transition Events become one, with the reason of the
     last transition and a message naming the path and each step's detail

@@ -181,12 +181,44 @@ class Observation:
 
 
 @attrs.frozen
+class Completion:
+    """What a mutating call may say about its own effect (``update`` and ``delete``
+    return one, or an :class:`Observation` as a shorthand, or None).
+
+    ``observation`` is the resource as the call left it, when the call's
+    answer already tells (a create answered "available", a delete answered
+    "gone"): the engine goes on from it in the same pass, without observing
+    again. ``finished`` says the call's effect is complete when it returns (a
+    synchronous system) without describing it: the engine observes once more
+    in the same pass and goes on from that. With neither, the pass ends as the
+    call left it and the next pass observes (the default, right for any
+    provider whose operations run in the background).
+    """
+
+    finished: bool = False
+    observation: Observation | None = None
+
+    @classmethod
+    def of(cls, answer: object) -> Completion:
+        """The completion a call's return value declares (none for anything else)."""
+        if isinstance(answer, Observation):
+            return cls(observation=answer)
+        if isinstance(answer, Completion | Creation):
+            return cls(finished=answer.finished, observation=answer.observation)
+        return cls()
+
+
+@attrs.frozen
 class Creation:
-    """What ``create`` returned: connection details known only at creation, and the
-    identity a provider assigned (``external_name``) when it is not the requested name."""
+    """What ``create`` returned: connection details known only at creation, the
+    identity a provider assigned (``external_name``) when it is not the requested
+    name, and what the create says of its own effect (``finished``, ``observation``:
+    as in :class:`Completion`)."""
 
     connection: Mapping[str, str] = attrs.field(factory=dict)
     external_name: str | None = None
+    finished: bool = False
+    observation: Observation | None = None
 
 
 @attrs.frozen

@@ -37,7 +37,7 @@ import attrs
 from lifecycle.core.decide import Decision
 from lifecycle.core.errors import ExternalError, HandledError, Severity
 from lifecycle.core.kind import EXTERNAL_NAME, INTENT, INTENT_MAC
-from lifecycle.core.values import Creation, Intent, Observation, rfc3339
+from lifecycle.core.values import Completion, Creation, Intent, Observation, rfc3339
 from lifecycle.runtime.contract import ExternalClient, ManagedResource
 from lifecycle.runtime.journalkey import Journal, subject_of
 
@@ -173,9 +173,11 @@ class Effects:
     """The side effects a transition's actions may perform, behind the intent journal.
 
     ``operation`` is the last operation started (for ``status.failure``),
-    ``connection`` the connection details a create returned, and
+    ``connection`` the connection details a create returned,
     ``external_name`` the name a provider assigned on create (committed to
-    the object's external-name annotation as soon as the create returns), if any.
+    the object's external-name annotation as soon as the create returns), if any,
+    and ``completion`` what the last call said of its own effect
+    (:class:`~lifecycle.core.values.Completion`; see :meth:`after`).
     Entries are sealed by ``journal`` (default: this process's key) for the
     resource's kind, namespace, name, uid and external name; an entry not
     sealed so is read as none (:mod:`lifecycle.core.seal`).
@@ -191,6 +193,7 @@ class Effects:
         self.operation: str | None = None
         self.connection: dict[str, str] = {}
         self.external_name: str | None = None
+        self.completion = Completion()
         self._pending: Intent | None = None
 
     def _subject(self) -> Any:
@@ -212,6 +215,7 @@ class Effects:
         self.operation = "create"
         creation = self._journalled("create", self.client.create, self._assigned)
         self.connection.update(creation.connection)
+        self.completion = Completion.of(creation)
 
     def _assigned(self, creation: Creation) -> None:
         """Commit a name the provider assigned, before the journal entry can be closed.
@@ -256,12 +260,29 @@ class Effects:
     def update(self) -> None:
         """Journal, then update the external resource."""
         self.operation = "update"
-        self._journalled("update", self.client.update)
+        self.completion = Completion.of(self._journalled("update", self.client.update))
 
     def delete(self) -> None:
         """Journal, then delete the external resource (absent counts as deleted)."""
         self.operation = "delete"
-        self._journalled("delete", self.client.delete)
+        self.completion = Completion.of(self._journalled("delete", self.client.delete))
+
+    def after(self, observe_again: bool = False) -> Observation | None:
+        """The resource as the last call left it: as its answer describes it, else as
+        observed now when the call said it finished (or ``observe_again``); None when
+        neither tells, or observing failed (the next pass observes)."""
+        if self.completion.observation is not None:
+            return self.completion.observation
+        if not (self.completion.finished or observe_again):
+            return None
+        resource = self.resource
+        if self.external_name and self.external_name != resource.external_name:
+            resource = attrs.evolve(resource, external_name=self.external_name)
+        try:
+            seen = guarded(lambda: self.client.observe(resource))
+        except HandledError:
+            return None
+        return seen if isinstance(seen, Observation) else None
 
     def _journalled(self, operation: str, call: Callable[[ManagedResource], Any],
                     before_closing: Callable[[Any], None] | None = None) -> Any:

@@ -45,6 +45,10 @@ class Pass:
     external_name: str = ""
     #: Metadata changes not yet committed: they ride on the next object write.
     staged: list[Callable[[dict[str, Any]], Any]] = attrs.Factory(list)
+    #: Whether a staged change must be committed by the end of the pass (the
+    #: finalizer, the external name); deferred changes alone (a journal entry
+    #: closed) wait for the next write that happens anyway.
+    pressing: bool = False
     #: The generation this pass's late-initialisation write produced, when the
     #: observation also holds for it (only provider defaults were filled in).
     observed: int | None = None
@@ -67,6 +71,17 @@ class Pass:
     def scrub_status(self, status: Mapping[str, Any]) -> dict[str, Any]:
         """``status`` whose condition messages hold no credential value noted in this pass."""
         return redact_status(status, self.redact)
+
+    def stage(self, change: Callable[[dict[str, Any]], Any], *, deferred: bool = False) -> None:
+        """Stage a metadata change for the next object write; unless ``deferred``, the
+        pass writes it at the latest before its status."""
+        self.staged.append(change)
+        self.pressing = self.pressing or not deferred
+
+    def committed(self) -> None:
+        """Forget the staged changes: an object write just carried them."""
+        self.staged.clear()
+        self.pressing = False
 
     def annotations(self) -> Mapping[str, Any]:
         """The object's annotations with the staged changes applied (read-only)."""
@@ -96,8 +111,7 @@ class PassObject:
 
     def stage(self, key: str, value: str) -> None:
         """Set one annotation with the pass's next object write."""
-        self._run.staged.append(
-            lambda m: m.setdefault("annotations", {}).__setitem__(key, value))
+        self._run.stage(lambda m: m.setdefault("annotations", {}).__setitem__(key, value))
 
 
 def current_name(obj: Mapping[str, Any]) -> Any:

@@ -66,7 +66,7 @@ from lifecycle.core.ownership import (
     judge,
     owner_mark,
 )
-from lifecycle.core.plan import Plan, after_create, conclude, created, gather, held, passage
+from lifecycle.core.plan import Plan, acted, after_action, conclude, gather, held, passage
 from lifecycle.core.values import Observation, Result, now
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.errors import ApiError, NotFound, TooManyRequests
@@ -78,16 +78,14 @@ from lifecycle.runtime.passes import (
     ObjectGone,
     Pass,
     PassObject,
-    config_note,
     current_name,
     informational,
     managed_name,
     remove_finalizer,
-    staged_meta,
 )
 from lifecycle.runtime.reads import TTLCache, namespace_annotations, provider_config
-from lifecycle.runtime.retry import retry_conflicts
 from lifecycle.runtime.secrets import ConnectionSecrets, generate_password
+from lifecycle.runtime.writes import ObjectWrites
 
 __all__ = ["ObjectGone", "Pass", "Reconciler"]
 
@@ -148,6 +146,7 @@ class Reconciler:
         self.table = kind.machine.table()
         self.host = kind.machine.guard_host()
         self.timing = kind.machine.timing
+        self.writes = ObjectWrites(lambda: self.api, kind)
 
     # ------------------------------------------------------------------ entry
     def reconcile(self, namespace: str | None, name: str) -> Result:
@@ -185,7 +184,7 @@ class Reconciler:
                        allow_cross_namespace=self.allow_cross_namespace_secrets),
                    forced=g.forced, notes=list(g.notes))
         if g.forced:
-            self._mutate(run, lambda m: m.get("annotations", {}).pop(OPERATION, None))
+            self.writes.mutate(run, lambda m: m.get("annotations", {}).pop(OPERATION, None))
         run.holds = self._holds(run)  # read by every step up to the first object write
         if g.paused:
             return self._held(run, g)
@@ -338,7 +337,7 @@ class Reconciler:
                 m["finalizers"].append(FINALIZER)
             m.setdefault("annotations", {}).setdefault(EXTERNAL_NAME, external)
 
-        run.staged.append(acquire)
+        run.stage(acquire)
 
     # --------------------------------------------------------------- observing
     def _observe(self, run: Pass, g: Gate) -> tuple[Facts, Effects | None]:
@@ -363,7 +362,7 @@ class Reconciler:
                 raise ExternalError(
                     f"observe returned {type(observation).__name__}, not an Observation",
                     reason="InvalidObservation")
-            effects = Effects(client, resource, PassObject(run, self.set_annotation),
+            effects = Effects(client, resource, PassObject(run, self.writes.annotate),
                               self.clock, self.journal)
             if g.deleting and self.kind.names_assigned and not observation.exists:
                 # A create interrupted before the name it assigned was recorded: repeat it
@@ -425,15 +424,15 @@ class Reconciler:
             if effects is not None and effects.external_name:
                 run.external_name = effects.external_name
         first: tuple[Facts, Decision] | None = None
-        if effects is not None and self.kind.observe_after_create:
-            after = self._observe_created(facts, decision, effects)
+        if effects is not None and acted(decision) is not None:
+            after = self._follow(facts, decision, effects)
             if after is not None:
                 first, (facts, decision) = (facts, decision), after
         observation = facts.observation
         if observation is not None and observation.late_init and not facts.deleting and (
             facts.policy.allows_modify
         ):
-            self._late_init(run, self.kind.to_spec(observation.late_init))
+            self.writes.late_init(run, self.kind.to_spec(observation.late_init))
             if run.observed is not None:
                 facts = attrs.evolve(facts, generation=run.observed)
         connection: dict[str, str] = {}
@@ -462,131 +461,60 @@ class Reconciler:
                   else passage(made, concluded))
         status = run.scrub_status(concluded.settled.status)  # no credential in it
         final = self.table.states[concluded.target].final
+        leaving = final and self._leaving(run)
+        if leaving:
+            # The object goes with our finalizer: its status and the Normal Events
+            # of this step would describe an object nobody can read any more.
+            events = tuple(e for e in events if e[0] != "Normal")
         if not final:
-            self._commit_staged(run)
+            self.writes.commit_staged(run)
         for type_, reason, message in events:
             self._event(run.obj, type_, reason, run.scrub(message))
-        if status != old or run.forced:
-            self._status_write(run, status)
+        if not leaving and (status != old or run.forced):
+            self.writes.status(run, status)
         if final:
-            self._mutate(run, remove_finalizer)
+            self.writes.mutate(run, remove_finalizer)
             name = current_name(run.obj)
             if isinstance(name, str) and name:
                 self.names.release(run.obj, name)
         return concluded.result
 
-    def _observe_created(self, facts: Facts, decision: Decision,
-                         effects: Effects) -> tuple[Facts, Decision] | None:
-        """After a create that succeeded, observe again: the next facts and decision when
-        they move the resource on (:func:`~lifecycle.core.plan.after_create`), else None."""
-        if not created(decision, facts):
-            return None
-        try:
-            seen = self.guarded_call(lambda: effects.client.observe(effects.resource))
-        except HandledError:
-            return None
-        following = after_create(self.kind.machine, facts, decision, seen)
+    def _follow(self, facts: Facts, decision: Decision,
+                effects: Effects) -> tuple[Facts, Decision] | None:
+        """After a create, update or delete that succeeded, what the call left: the next
+        facts and decision when they move the resource on, else None.
+
+        The resource is taken as the call's answer describes it, or observed
+        again when the call said it finished (or the kind observes after every
+        create, ``Kind.observe_after_create``); see
+        :class:`~lifecycle.core.values.Completion` and
+        :func:`~lifecycle.core.plan.after_action`.
+        """
+        again = self.kind.observe_after_create and acted(decision) == "create"
+        seen = effects.after(observe_again=again)
+        following = after_action(self.kind.machine, facts, decision, seen)
         if following is not None:
             effects.close_observed(seen)
         return following
+
+    @staticmethod
+    def _leaving(run: Pass) -> bool:
+        """Whether removing our finalizer lets the object go (it is deleted, and ours
+        is its last finalizer)."""
+        meta = objects.metadata(run.obj)
+        found = meta.get("finalizers")
+        return bool(meta.get("deletionTimestamp")) and (
+            not isinstance(found, list) or all(f == FINALIZER for f in found))
 
     def _held(self, run: Pass, g: Gate) -> Result:
         """A paused pass: hold the status (Synced False ``ReconcilePaused``), call nothing."""
         old = objects.status(run.obj)
         concluded = held(g, old, self.clock())
         if concluded.settled.status != old or run.forced:
-            self._status_write(run, concluded.settled.status)
+            self.writes.status(run, concluded.settled.status)
         return concluded.result
 
-    # ------------------------------------------------------------------ writes
-    def _status_write(self, run: Pass, status: dict[str, Any]) -> None:
-        def attempt() -> None:
-            body = dict(run.obj)
-            body["status"] = status
-            try:
-                run.obj = self.api.replace_status(body)
-            except NotFound:
-                raise ObjectGone from None
-
-        retry_conflicts(attempt, lambda: self._refresh(run), what="status write")
-
-    def _mutate(self, run: Pass, change: Callable[[dict[str, Any]], Any]) -> None:
-        """Apply the staged changes and ``change`` to metadata and commit them in one write,
-        retrying 409s from a fresh read."""
-        def attempt() -> None:
-            body = dict(run.obj)
-            body["metadata"] = staged_meta(run)
-            change(body["metadata"])
-            if body["metadata"] != run.obj["metadata"]:
-                try:
-                    run.obj = self.api.replace(body)
-                except NotFound:
-                    raise ObjectGone from None
-            run.staged.clear()
-
-        retry_conflicts(attempt, lambda: self._refresh(run), what="object write")
-
-    def _commit_staged(self, run: Pass) -> None:
-        """Commit what is still staged (nothing to write when nothing is)."""
-        if run.staged:
-            self._mutate(run, lambda m: None)
-
-    def set_annotation(self, run: Pass, key: str, value: str) -> None:
-        """Commit one annotation on the object (used by the intent journal)."""
-        self._mutate(run, lambda m: m.setdefault("annotations", {}).__setitem__(key, value))
-
-    def _late_init(self, run: Pass, fields: Mapping[str, Any]) -> None:
-        """Write provider defaults into unset spec parameters, never over a value.
-
-        The fields still missing are recomputed from every fresh read, so a
-        value the user set meanwhile wins; the write carries the staged
-        metadata changes. When it wrote the generation right after the one
-        this pass observed, the observation holds for it too (only the
-        provider's own values were filled in) and the status observes it;
-        after a concurrent spec change the pass is dirty instead. A schema
-        that prunes the field is reported, not retried in a loop.
-        """
-        def attempt() -> None:
-            spec = run.obj.get("spec")
-            params = spec.get("forProvider") if objects.is_mapping(spec) else None
-            if not objects.is_mapping(params):
-                return
-            missing = {k: v for k, v in fields.items() if params.get(k) is None and v is not None}
-            if not missing:
-                return
-            body = dict(run.obj)
-            body["metadata"] = staged_meta(run)
-            body["spec"] = {**spec, "forProvider": {**params, **missing}}
-            before = run.obj["metadata"].get("generation")
-            try:
-                run.obj = self.api.replace(body)
-            except NotFound:
-                raise ObjectGone from None
-            run.staged.clear()
-            written = (run.obj.get("spec") or {}).get("forProvider") or {}
-            after = run.obj["metadata"].get("generation")
-            if after != before and all(written.get(k) is not None for k in missing):
-                if before == run.generation and isinstance(after, int):
-                    run.observed = after
-                else:
-                    run.dirty = True
-            else:
-                run.notes.append(config_note(
-                    "LateInitNotPersisted",
-                    f"provider defaults for {', '.join(sorted(missing))} could not be written "
-                    "to spec.forProvider (pruned by the schema?)", run.generation))
-
-        retry_conflicts(attempt, lambda: self._refresh(run), what="late-init write")
-
-    def _refresh(self, run: Pass) -> None:
-        """Read the object afresh after a conflict; gone means the pass is over."""
-        meta = run.obj["metadata"]
-        try:
-            run.obj = self.api.get(self.kind.api_version, self.kind.kind,
-                                   meta.get("namespace"), meta["name"])
-        except NotFound:
-            raise ObjectGone from None
-
+    # ------------------------------------------------------------------ reads
     def _read_or_none(self, namespace: str | None, name: str) -> dict[str, Any] | None:
         try:
             return self.api.get(self.kind.api_version, self.kind.kind, namespace, name)

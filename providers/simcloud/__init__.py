@@ -458,24 +458,25 @@ class SimCloud:
 
         return self._call("modify", credentials, name, run)
 
-    def delete_instance(self, credentials: tuple[str, str], name: str) -> None:
-        """Request deletion; the instance shows ``deleting`` until it is gone.
+    def delete_instance(self, credentials: tuple[str, str], name: str) -> bool:
+        """Request deletion; the instance shows ``deleting`` until it is gone. Returns
+        whether it is gone already (a deletion that takes no time).
 
         Deleting an instance that is already being deleted is accepted; a
         missing instance raises :class:`CloudNotFound`.
         """
 
-        def run() -> None:
+        def run() -> bool:
             instance = self._live(name)
             if instance is None:
                 raise CloudNotFound(f"instance {name!r} does not exist")
-            if instance.state == "deleting":
-                return
-            instance.state = "deleting"
-            instance.status_message = "deleting the instance"
-            self._begin(instance, "delete")
+            if instance.state != "deleting":
+                instance.state = "deleting"
+                instance.status_message = "deleting the instance"
+                self._begin(instance, "delete")
+            return name not in self._instances
 
-        self._call("delete", credentials, name, run)
+        return bool(self._call("delete", credentials, name, run))
 
     def reset_password(self, credentials: tuple[str, str], name: str, password: str) -> None:
         """Set a new master password on an instance that is not being created or deleted."""
@@ -840,6 +841,11 @@ class DatabaseClient:
             return Observation.absent()
         except CloudError as err:
             raise self._translate("describe", err, resource) from err
+        return self._observation(desc, resource)
+
+    @staticmethod
+    def _observation(desc: Mapping[str, Any], resource: ManagedResource) -> Observation:
+        """What an instance's description says, compared with the resource's parameters."""
         wanted = _parameters_dict(resource.parameters)
         state = desc["state"]
         if state == "failed":
@@ -874,10 +880,16 @@ class DatabaseClient:
         )
 
     def create(self, resource: ManagedResource) -> Creation:
-        """Request the instance; an existing instance of that name counts as success."""
+        """Request the instance; an existing instance of that name counts as success.
+
+        The cloud answers with the instance's description: the creation carries
+        it as an observation, so an instance available at once is Ready in the
+        pass that created it (one still ``creating`` is waited for as usual).
+        """
         self._check_open()
+        desc = None
         try:
-            self._cloud.create_instance(
+            desc = self._cloud.create_instance(
                 self._credentials,
                 resource.external_name,
                 _parameters_dict(resource.parameters),
@@ -889,28 +901,33 @@ class DatabaseClient:
             self._check_ours(resource)  # our earlier create, or someone else's instance
         except CloudError as err:
             raise self._translate("create", err, resource) from err
-        return Creation(connection={"username": ADMIN_USER, "password": resource.password or ""})
+        return Creation(connection={"username": ADMIN_USER, "password": resource.password or ""},
+                        observation=None if desc is None else self._observation(desc, resource))
 
-    def update(self, resource: ManagedResource) -> None:
-        """Request that the instance match the resource's parameters."""
+    def update(self, resource: ManagedResource) -> Observation:
+        """Request that the instance match the resource's parameters; the instance as the
+        cloud's answer describes it (``modifying`` until the change completes)."""
         self._check_open()
         try:
-            self._cloud.modify_instance(
+            desc = self._cloud.modify_instance(
                 self._credentials, resource.external_name, _parameters_dict(resource.parameters),
                 tags={OWNER_TAG: resource.owner_mark} if resource.owner_mark else None,
             )
         except CloudError as err:
             raise self._translate("update", err, resource) from err
+        return self._observation(desc, resource)
 
-    def delete(self, resource: ManagedResource) -> None:
-        """Request deletion; a missing instance counts as success."""
+    def delete(self, resource: ManagedResource) -> Observation | None:
+        """Request deletion; a missing instance counts as success. Absent when the cloud
+        says the instance is gone already; None (observe later) while it is deleting."""
         self._check_open()
         try:
-            self._cloud.delete_instance(self._credentials, resource.external_name)
+            gone = self._cloud.delete_instance(self._credentials, resource.external_name)
         except CloudNotFound:
-            return
+            return Observation.absent()
         except CloudError as err:
             raise self._translate("delete", err, resource) from err
+        return Observation.absent() if gone else None
 
     def close(self) -> None:
         """Release the client; idempotent."""

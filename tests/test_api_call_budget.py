@@ -1,0 +1,257 @@
+"""API calls per object of the kinds as shipped, counted at the API server.
+
+The real operator runs as ``lifecycle run`` wires it (a manager over the
+cached reader with informers, connection Secrets read from an informer), over
+HTTP to the embedded API; every request it makes is counted by verb and
+resource at the server's dispatch. Objects are created and deleted in
+process, so only the operator's requests are counted. The budgets:
+
+* from creation to Ready, settled (trailing status writes and Events
+  included): at most 6 calls per object;
+* from deletion to gone: at most 2 calls per object (the journal entry
+  before the external delete, and the finalizer's removal), when the
+  external delete completes at once.
+
+These are counts, not timings: waiting only decides when to count.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pytest
+
+from lifecycle.core.kind import Kind
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.sim import http as sim_http
+from lifecycle.sim.apiserver import EmbeddedAPI
+from lifecycle.sim.embedded import register_kinds
+
+N = 20
+#: Calls per object from creation to Ready (settled), and from deletion to gone.
+READY_BUDGET, DELETE_BUDGET = 6, 2
+WRITES = ("create", "update", "patch", "delete")
+
+
+def classify(face: Any, method: str, path: str) -> str:
+    """``"<verb> <resource>[/<subresource>]"`` of one request."""
+    url = urlsplit(path)
+    parts = [unquote(p) for p in url.path.split("/") if p]
+    try:
+        found = face.route(parts)
+    except Exception:  # discovery, OpenAPI: not a resource
+        return f"{method.lower()} discovery"
+    resource = found.rtype.plural + (f"/{found.subresource}" if found.subresource else "")
+    if method == "GET":
+        watch = (parse_qs(url.query).get("watch") or [""])[-1] in ("true", "1")
+        verb = "watch" if watch else ("list" if found.name is None else "get")
+    else:
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch",
+                "DELETE": "delete"}.get(method, method.lower())
+    return f"{verb} {resource}"
+
+
+class Counted:
+    """The embedded API over HTTP, counting every request by verb and resource."""
+
+    def __init__(self, kinds: Sequence[Kind], monkeypatch: pytest.MonkeyPatch) -> None:
+        self.counts: Counter[str] = Counter()
+        self.lock = threading.Lock()
+        original = sim_http._Handler._dispatch
+
+        def counted(handler: Any, method: str) -> None:
+            key = classify(handler.face, method, handler.path)
+            with self.lock:
+                self.counts[key] += 1
+            original(handler, method)
+
+        monkeypatch.setattr(sim_http._Handler, "_dispatch", counted)
+        self.api = EmbeddedAPI()
+        register_kinds(self.api, kinds)
+        self.face = sim_http.APIServerHTTP(self.api).start()
+
+    def take(self) -> Counter[str]:
+        """The counts since the last take, and start counting afresh."""
+        with self.lock:
+            counts, self.counts = self.counts, Counter()
+        return counts
+
+    def writes(self) -> int:
+        """Write requests counted since the last take."""
+        with self.lock:
+            return sum(v for k, v in self.counts.items() if k.split(" ", 1)[0] in WRITES)
+
+    def settle(self, done: Callable[[], bool], objects: Callable[[], list[dict[str, Any]]],
+               timeout: float = 30.0, quiet: float = 1.0) -> None:
+        """Wait until ``done()`` and then no write for ``quiet`` seconds."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                stuck = [(o["metadata"]["name"], (o.get("status") or {}).get("conditions"))
+                         for o in objects()[:2]]
+                raise AssertionError(f"the operator did not get there in time: {stuck}")
+            time.sleep(0.05)
+        last, since = self.writes(), time.monotonic()
+        while time.monotonic() - since < quiet:
+            time.sleep(0.1)
+            now = self.writes()
+            if now != last:
+                last, since = now, time.monotonic()
+
+
+def is_ready(obj: dict[str, Any]) -> bool:
+    """Whether an object's status carries Ready=True."""
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def breakdown(counts: Counter[str], n: int) -> str:
+    """Calls per object by request, most first."""
+    total = sum(counts.values())
+    rows = ", ".join(f"{k}: {v / n:.2f}" for k, v in counts.most_common())
+    return f"{total / n:.2f} calls per object ({rows})"
+
+
+@pytest.fixture
+def operator(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Counted]]:
+    """Start the embedded API and the operator, as ``lifecycle run`` wires it."""
+    from lifecycle.driver.cache import cached_manager
+    from lifecycle.driver.cluster import KubeCluster, api_client
+    from lifecycle.driver.manager import ManagerOptions
+
+    started: list[Any] = []
+
+    def start(pairs: Sequence[tuple[Kind, Any]],
+              prepare: Callable[[EmbeddedAPI], None] = lambda api: None) -> Counted:
+        server = Counted([kind for kind, _ in pairs], monkeypatch)
+        started.append(server.face)
+        prepare(server.api)
+        cluster = KubeCluster(api_client(host=server.face.url), [kind for kind, _ in pairs])
+        manager = cached_manager(cluster, list(pairs), ManagerOptions(workers=2), secrets=True)
+        manager.start()
+        started.append(manager)
+        manager.wait_synced()
+        time.sleep(0.3)
+        server.take()
+        return server
+
+    yield start
+    for thing in reversed(started):
+        thing.stop()
+
+
+def measure(server: Counted, kind: Kind, manifests: Sequence[dict[str, Any]]
+            ) -> tuple[Counter[str], Counter[str]]:
+    """Create ``manifests`` (of ``kind``), count to Ready; delete them, count to gone."""
+    api = server.api
+    names = [m["metadata"]["name"] for m in manifests]
+
+    def objects() -> list[dict[str, Any]]:
+        return [o for o in api.list(kind.api_version, kind.kind, "default")[0]
+                if o["metadata"]["name"] in names]
+
+    server.take()
+    for manifest in manifests:
+        api.create(manifest)
+    server.settle(lambda: sum(map(is_ready, objects())) == len(names), objects)
+    to_ready = server.take()
+    for name in names:
+        api.delete(kind.api_version, kind.kind, "default", name)
+    server.settle(lambda: not objects(), objects)
+    return to_ready, server.take()
+
+
+def check(kind: str, to_ready: Counter[str], to_gone: Counter[str], n: int = N) -> None:
+    """Assert both budgets, the breakdown in the message."""
+    ready_calls, gone_calls = sum(to_ready.values()) / n, sum(to_gone.values()) / n
+    assert ready_calls <= READY_BUDGET, f"{kind} to Ready: {breakdown(to_ready, n)}"
+    assert gone_calls <= DELETE_BUDGET, f"{kind} to gone: {breakdown(to_gone, n)}"
+
+
+def database_instance(name: str) -> dict[str, Any]:
+    """A DatabaseInstance with a connection Secret (and so a generated password)."""
+    return {"apiVersion": DatabaseInstance.api_version, "kind": "DatabaseInstance",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"forProvider": {"engine": "postgres", "storageGB": 20},
+                     "writeConnectionSecretToRef": {"name": f"{name}-conn"}}}
+
+
+def test_a_database_instance_as_shipped_stays_within_budget(
+        operator: Callable[..., Counted]) -> None:
+    from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
+
+    cloud = SimCloud(seed=0, create_polls=0, modify_polls=0, delete_polls=0)
+    server = operator([(DatabaseInstance, DatabaseConnector(cloud))])
+    to_ready, to_gone = measure(server, DatabaseInstance,
+                                [database_instance(f"db-{i:03d}") for i in range(N)])
+    assert cloud.instances() == {}
+    print("DatabaseInstance", breakdown(to_ready, N), "|", breakdown(to_gone, N))
+    check("DatabaseInstance", to_ready, to_gone)
+
+
+@pytest.mark.postgres
+def test_the_postgres_kinds_stay_within_budget(
+        operator: Callable[..., Counted], server: Any, postgres_admins: Any) -> None:
+    import uuid
+
+    from lifecycle.machines.postgres import Database, Grant, Role, kinds
+    from lifecycle.providers.postgres.testing import manifest
+    from lifecycle.sim.embedded import seed_provider_config
+
+    admin = postgres_admins["superuser"]
+    pg = server
+
+    def prepare(api: EmbeddedAPI) -> None:
+        from lifecycle.core.kind import PROVIDER_CONFIG_KIND
+        config_api = Role.provider_config_api
+        api.delete(config_api, PROVIDER_CONFIG_KIND, None, "default")
+        api.delete("v1", "Secret", "default", "default-credentials")
+        seed_provider_config(api, credentials={"username": admin.user,
+                                               "password": admin.password},
+                             namespace="default", api_version=config_api)
+        config = api.get(config_api, PROVIDER_CONFIG_KIND, None, "default")
+        config["spec"] = {**config["spec"], "host": pg.host, "port": pg.port,
+                          "sslmode": "disable", "database": "postgres"}
+        api.replace(config)
+
+    pairs = [(k, c) for k, c in kinds() if k in (Role, Database, Grant)]
+    counted = operator(pairs, prepare)
+    tag = uuid.uuid4().hex[:6]
+    roles = [f"bud{tag}r{i}" for i in range(N)]
+    dbs = [f"bud{tag}d{i}" for i in range(N)]
+    phases = [
+        (Role, [manifest("Role", f"r{i}", external_name=roles[i], login=True)
+                for i in range(N)]),
+        (Database, [manifest("Database", f"d{i}", external_name=dbs[i]) for i in range(N)]),
+        (Grant, [manifest("Grant", f"g{i}", role=roles[i], database=dbs[i],
+                          privileges=["CONNECT"]) for i in range(N)]),
+    ]
+    created: list[tuple[Kind, Counter[str]]] = []
+    api = counted.api
+    for kind, manifests in phases:
+        counted.take()
+        for m in manifests:
+            api.create(m)
+
+        def listed(k: Kind = kind) -> list[dict[str, Any]]:
+            return api.list(k.api_version, k.kind, "default")[0]
+
+        counted.settle(lambda ls=listed: sum(map(is_ready, ls())) == N, listed)
+        created.append((kind, counted.take()))
+    gone: dict[str, Counter[str]] = {}
+    for kind, manifests in reversed(phases):
+        for m in manifests:
+            api.delete(kind.api_version, kind.kind, "default", m["metadata"]["name"])
+        counted.settle(lambda k=kind: not api.list(k.api_version, k.kind, "default")[0],
+                       lambda k=kind: api.list(k.api_version, k.kind, "default")[0])
+        gone[kind.kind] = counted.take()
+    lines = [f"{kind.kind}: {breakdown(c, N)} | {breakdown(gone[kind.kind], N)}"
+             for kind, c in created]
+    print("\n".join(lines))
+    for kind, to_ready in created:
+        check(kind.kind, to_ready, gone[kind.kind])
