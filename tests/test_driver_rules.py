@@ -149,20 +149,26 @@ def _rule(group: str, resources: list[str], use: str, sub: str = "") -> dict[str
 
 
 def test_rules_group_kinds_classes_children_and_provider_configs() -> None:
-    kinds = [("g.io", "things"), ("g.io", "apples"), ("a.io", "x")]
+    kinds = [("g.io", "things"), ("g.io", "apples"), ("a.io", "x"), ("a.io", "y")]
     found = rules(kinds, [("c.io", "classes")],
                   children=[("k.io", "kids"), ("g.io", "things"), ("", "secrets")],
+                  provisioned=[("a.io", "y")],
                   provider_config_groups=("p.io", "lifecycle.dev", "p.io"))
+    run, child, claimed = (set(verbs_for(u)[""]) for u in ("kind", "children", "provisioned"))
+    assert "create" not in run and "delete" not in run  # nothing creates a kind only run
     expected = [
-        _rule("a.io", ["x"], "kind"),
-        _rule("a.io", ["x/status"], "kind", "status"),
-        {"apiGroups": ["a.io"], "resources": ["x/finalizers"], "verbs": [FINALIZERS_VERB]},
-        _rule("g.io", ["apples", "things"], "kind"),
+        {"apiGroups": ["a.io"], "resources": ["x"], "verbs": sorted(run)},
+        {"apiGroups": ["a.io"], "resources": ["y"], "verbs": sorted(run | claimed)},
+        _rule("a.io", ["x/status", "y/status"], "kind", "status"),
+        {"apiGroups": ["a.io"], "resources": ["x/finalizers", "y/finalizers"],
+         "verbs": [FINALIZERS_VERB]},
+        {"apiGroups": ["g.io"], "resources": ["apples"], "verbs": sorted(run)},
+        {"apiGroups": ["g.io"], "resources": ["things"], "verbs": sorted(run | child)},
         _rule("g.io", ["apples/status", "things/status"], "kind", "status"),
         {"apiGroups": ["g.io"], "resources": ["apples/finalizers", "things/finalizers"],
          "verbs": [FINALIZERS_VERB]},
-        _rule("c.io", ["classes"], "class"),
         _rule("k.io", ["kids"], "children"),
+        _rule("c.io", ["classes"], "class"),
         _rule("lifecycle.dev", ["providerconfigs"], "providerconfigs"),
         _rule("lifecycle.dev", ["providerconfigs/status"], "providerconfigs", "status"),
         _rule("p.io", ["providerconfigs"], "providerconfigs"),

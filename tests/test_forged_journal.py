@@ -416,6 +416,14 @@ def test_the_generated_deployment_keeps_its_key_in_a_secret_of_its_own_namespace
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--journal-key-secret") + 1] == "ops/op-journal-key"
+    # The operator watches its own namespace: its Secrets Role there covers the key.
+    role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "op-secrets")
+    assert role["metadata"]["namespace"] == "ops"
+    assert {"get", "create"} <= set(role["rules"][0]["verbs"])
+    # Watching another namespace, a Role in its own grants the key by name (and create).
+    docs = manifests([DatabaseInstance], Options(kind_names=("DatabaseInstance",),
+                                                 image="lifecycle:test", namespace="ops",
+                                                 name="op", watch_namespace="team"))
     role = next(d for d in docs if d["kind"] == "Role"
                 and d["metadata"]["name"] == "op-journal-key")
     assert role["metadata"]["namespace"] == "ops"

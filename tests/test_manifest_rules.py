@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -156,3 +157,36 @@ def test_a_watched_namespace_gets_a_labelled_secrets_role_and_binding_there() ->
     wide = attrs.evolve(opts, watch_namespace=None, cluster_wide_secrets=True)
     assert not any(d["metadata"]["name"] == "op-secrets" for d in manifests([DatabaseInstance],
                                                                              wide))
+
+
+def _grants(docs: list[dict[str, Any]], namespace: str, verb: str, secret: str) -> list[str]:
+    """The roles bound to the operator that let it ``verb`` Secret ``namespace/secret``."""
+    found = []
+    for d in docs:
+        if d["kind"] not in ("Role", "ClusterRole") or (d["kind"] == "Role" and (
+                d["metadata"]["namespace"] != namespace)):
+            continue
+        for rule in d["rules"]:
+            names = rule.get("resourceNames")
+            if ("" in rule["apiGroups"] and "secrets" in rule["resources"]
+                    and verb in rule["verbs"] and (names is None or secret in names)):
+                found.append(f"{d['kind']} {d['metadata']['name']}")
+    return found
+
+
+@pytest.mark.parametrize(("watch_namespace", "cluster_wide", "expected"), [
+    (None, False, ["Role op-secrets"]),
+    ("team", False, ["Role op-journal-key"]),
+    (None, True, ["ClusterRole op"]),
+])
+def test_the_journal_key_is_granted_once_in_the_operators_namespace(
+        watch_namespace: str | None, cluster_wide: bool, expected: list[str]) -> None:
+    """Exactly one role lets the operator read and create its journal key: its own Role
+    only when no Secrets rule covers the operator's namespace already."""
+    opts = attrs.evolve(OK, name="op", namespace="ops", watch_namespace=watch_namespace,
+                        cluster_wide_secrets=cluster_wide)
+    docs = manifests([DatabaseInstance], opts)
+    for verb in ("get", "create"):
+        assert _grants(docs, "ops", verb, "op-journal-key") == expected, verb
+    own = [d for d in docs if d["metadata"]["name"] == "op-journal-key"]
+    assert [d["kind"] for d in own] == (["Role", "RoleBinding"] if watch_namespace else [])

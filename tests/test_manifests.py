@@ -20,7 +20,6 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 import yaml
-from kubernetes import client as k8s
 from serve_helpers import REPO, serving
 
 import lifecycle
@@ -458,14 +457,11 @@ def test_the_operator_sends_only_requests_its_rbac_allows(
         lease_name="lifecycle-operator", lease_duration=2.0, renew_deadline=1.5,
         retry_period=0.25)
     server.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ops"}})
-    client = k8s.CustomObjectsApi(api_client(host=server.url))
     manager = Manager(KubeCluster(api_client(host=server.url), [DatabaseInstance]),
                       [(DatabaseInstance, DatabaseConnector(cloud))], options).start()
-    group, version = DatabaseInstance.group, DatabaseInstance.version
     try:
-        body = database_manifest("orders", "default")
-        client.create_namespaced_custom_object(group, version, "default",
-                                               DatabaseInstance.plural, body)
+        # The test's own writes go in process: only the operator's requests are recorded.
+        server.api.create(database_manifest("orders", "default"))
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             obj = server.api.get(DatabaseInstance.api_version, "DatabaseInstance", "default",
@@ -474,8 +470,8 @@ def test_the_operator_sends_only_requests_its_rbac_allows(
                 break
             time.sleep(0.1)
         assert (obj.get("status") or {}).get("state") == "ready", obj.get("status")
-        client.delete_namespaced_custom_object(group, version, "default",
-                                               DatabaseInstance.plural, "orders")
+        server.api.delete(DatabaseInstance.api_version, "DatabaseInstance", "default",
+                          "orders")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -491,6 +487,9 @@ def test_the_operator_sends_only_requests_its_rbac_allows(
     sent = set(recorder.seen)
     verbs = {v for _, _, _, v in sent}
     assert {"get", "list", "watch", "create", "update"} <= verbs  # the cycle really ran
+    # It never creates or deletes the kind it runs (only claims and parents would).
+    assert not any(r == DatabaseInstance.plural and v in ("create", "delete")
+                   for _, _, r, v in sent)
     assert ("ops", "coordination.k8s.io", "leases", "update") in sent
     for namespace, group_, resource, verb in sent:
         allowed = _allows(cluster_wide, group_, resource, verb) or (
@@ -501,7 +500,10 @@ def test_the_operator_sends_only_requests_its_rbac_allows(
 def test_rules_follow_the_declared_table() -> None:
     rules = cluster_rules([DatabaseInstance])
     kind_verbs = permissions.verbs_for("kind")
-    assert kind_verbs[""] == ["create", "delete", "get", "list", "update", "watch"]
+    # A kind the operator only runs is never created or deleted by it.
+    assert kind_verbs[""] == ["get", "list", "update", "watch"]
+    assert {"apiGroups": ["db.lifecycle.dev"], "resources": ["databaseinstances"],
+            "verbs": kind_verbs[""]} in rules
     assert {"apiGroups": ["db.lifecycle.dev"], "resources": ["databaseinstances/status"],
             "verbs": kind_verbs["status"]} in rules
     assert {"apiGroups": ["db.lifecycle.dev"], "resources": ["databaseinstances/finalizers"],
@@ -559,9 +561,13 @@ def test_a_claim_kind_brings_its_class_and_managed_kinds(
     # Classes are read and watched, never written.
     assert {"apiGroups": ["db.lifecycle.dev"], "resources": ["databaseinstanceclasses"],
             "verbs": ["get", "list", "watch"]} in rules
-    # The claim reconciler creates, binds and deletes the managed kind.
+    # The claim reconciler creates, binds and deletes the managed kind; nothing creates
+    # or deletes the claims it runs.
     for verb in ("create", "update", "delete", "watch"):
         assert _allows(rules, "db.lifecycle.dev", "databaseinstances", verb)
+    for verb in ("create", "delete"):
+        assert not _allows(rules, "claims.lifecycle.dev", "databaseclaims", verb)
+    assert _allows(rules, "claims.lifecycle.dev", "databaseclaims", "update")
     container = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"][
         "spec"]["containers"][0]
     assert container["args"][:3] == ["run", "--kinds", "DatabaseClaim"]
@@ -582,19 +588,35 @@ def test_a_parent_kind_gets_rules_on_its_children() -> None:
     rules = cluster_rules([APP, DatabaseInstance])
     assert {"apiGroups": [""], "resources": ["configmaps"],
             "verbs": ["create", "get", "list", "update", "watch"]} in rules
-    # A child kind the operator runs keeps the rules of a run kind (delete included).
-    assert _allows(rules, "db.lifecycle.dev", "databaseinstances", "delete")
+    # A child kind the operator runs gets the rules of a run kind and what its parent
+    # does to it (create); nothing deletes it but the garbage collector.
+    assert {"apiGroups": ["db.lifecycle.dev"], "resources": ["databaseinstances"],
+            "verbs": ["create", "get", "list", "update", "watch"]} in rules
     for sub in ("status", "finalizers"):
         assert _allows(rules, "apps.lifecycle.dev", f"databaseapps/{sub}", "update")
     with pytest.raises(ManifestError, match=r"DatabaseInstance .* is not among the kinds"):
         cluster_rules([APP])
 
 
+def test_what_claims_provision_comes_from_their_binding() -> None:
+    from lifecycle.machines.claim import DATABASE_BINDING, DatabaseClaim, DatabaseInstanceClass
+
+    kinds = [DatabaseClaim, DatabaseInstanceClass, DatabaseInstance]
+    assert cluster_rules(kinds) == cluster_rules(kinds, bindings=[DATABASE_BINDING])
+    with pytest.raises(ManifestError, match=r"^claim kind DatabaseClaim comes without the "
+                                            r"ClaimBinding"):
+        cluster_rules(kinds, bindings=[])
+    with pytest.raises(ManifestError, match=r"DatabaseClaim provisions DatabaseInstance, "
+                                            r"which is not among the kinds"):
+        cluster_rules([DatabaseClaim, DatabaseInstanceClass])
+
+
 def test_a_claims_operator_sends_only_requests_its_rbac_allows(recorder: Recorder) -> None:
-    from test_driver_claims_e2e import CLAIMS, bind, claim_of, eventually, operator
+    from test_driver_claims_e2e import claim_of, eventually, operator, ready
 
     from lifecycle.core.claims import DEFAULT_RESOURCE_NAMESPACE
     from lifecycle.machines.claim import DatabaseClaim, DatabaseInstanceClass
+    from lifecycle.testing.claims import claim_manifest, class_manifest
 
     docs = manifests([DatabaseClaim, DatabaseInstanceClass, DatabaseInstance],
                      Options(image="x", kind_names=("DatabaseClaim", "DatabaseInstance"),
@@ -606,10 +628,15 @@ def test_a_claims_operator_sends_only_requests_its_rbac_allows(recorder: Recorde
                     "metadata": {"name": DEFAULT_RESOURCE_NAMESPACE}})
     manager = operator(srv, SimCloud(seed=6, create_polls=1)).start()
     try:
-        bind(srv, "audit", "Delete")
+        # The test's own writes go in process: only the operator's requests are recorded.
+        srv.api.create(class_manifest("standard-audit", reclaim_policy="Delete"))
+        srv.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
+        srv.api.create(claim_manifest("audit", "team-a", class_name="standard-audit",
+                                      storageGB=30))
+        eventually(lambda: (c := claim_of(srv, "audit")) and ready(c)
+                   and c["status"].get("bindingPhase") == "Bound", 40, "claim audit Bound")
         before = len(recorder.seen)
-        k8s.CustomObjectsApi(api_client(host=srv.url)).delete_namespaced_custom_object(
-            *CLAIMS[:2], "team-a", CLAIMS[2], "audit")
+        srv.api.delete(DatabaseClaim.api_version, DatabaseClaim.kind, "team-a", "audit")
         eventually(lambda: claim_of(srv, "audit") is None, 40, "the claim to be gone")
     finally:
         manager.stop()
@@ -622,7 +649,5 @@ def test_a_claims_operator_sends_only_requests_its_rbac_allows(recorder: Recorde
     assert {("db.lifecycle.dev", "databaseinstances", v) for v in ("create", "delete")} <= (
         recorder.verbs())
     for namespace, group_, resource, verb in sent:
-        if (resource, verb) == ("databaseinstanceclasses", "create"):
-            continue  # the test's own request: the operator never writes a class
         assert _allows(cluster_wide, group_, resource, verb), (namespace, group_, resource,
                                                                verb)

@@ -6,11 +6,12 @@ ServiceAccount; least-privilege RBAC generated from
 resource classes, ProviderConfigs, Namespaces and Events cluster-wide; Secrets only
 in the namespace the operator watches, a Role and RoleBinding there: its own
 namespace unless ``watch_namespace`` names another, and cluster-wide only when
-``cluster_wide_secrets`` asks for an operator of every namespace;
-Leases in the operator's own namespace only); a Deployment (probes, resources, a
-restricted securityContext with a numeric user, leader election); a Service for
-``/metrics``; and the CRDs. :func:`dump` renders YAML without anchors and
-:func:`write_kustomize` writes a kustomize base.
+``cluster_wide_secrets`` asks for an operator of every namespace; the journal key's
+Secret in the operator's own namespace, a Role of its own only when the Secrets
+rules do not cover that namespace; Leases in the operator's own namespace only); a
+Deployment (probes, resources, a restricted securityContext with a numeric user,
+leader election); a Service for ``/metrics``; and the CRDs. :func:`dump` renders
+YAML without anchors and :func:`write_kustomize` writes a kustomize base.
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ from typing import Any
 import attrs
 import yaml
 
-from lifecycle.core.claims import ClassKind
+from lifecycle.core.claims import ClaimBinding, ClassKind
 from lifecycle.core.errors import LifecycleError
 from lifecycle.core.kind import Kind
-from lifecycle.driver.crds import crds, provider_config_apis
+from lifecycle.driver.crds import crds, is_claim, provider_config_apis
 from lifecycle.driver.permissions import lease_rules, rules, secret_rules
 from lifecycle.runtime.children import ParentKind
 
 __all__ = ["RUN_AS_USER", "ManifestError", "Options", "cluster_rules", "dump", "manifests",
+           "registered_bindings",
            "write_kustomize"]
 
 #: The numeric user (and group) the operator runs as; the image's user too.
@@ -120,18 +122,59 @@ def _child_types(kinds: Sequence[Kind | ClassKind | ParentKind]) -> list[tuple[s
     return found
 
 
-def cluster_rules(kinds: Sequence[Kind | ClassKind | ParentKind], *, secrets: bool = True
-                  ) -> list[dict[str, Any]]:
+def registered_bindings() -> list[ClaimBinding]:
+    """The :class:`~lifecycle.core.claims.ClaimBinding` of every registered claim kind."""
+    from lifecycle import registry
+
+    try:
+        found = registry.registrations()
+    except registry.RegistryError:
+        return []
+    return [r.binding for r in found if isinstance(r.binding, ClaimBinding)]
+
+
+def _provisioned(kinds: Sequence[Kind | ClassKind | ParentKind],
+                 bindings: Sequence[ClaimBinding] | None) -> list[tuple[str, str]]:
+    """``(group, plural)`` of the kinds the claim kinds among ``kinds`` provision.
+
+    Each claim kind needs its binding (what it provisions decides who may create
+    and delete that kind; None: the registered ones); a binding must name a
+    managed kind among ``kinds``.
+    """
+    if bindings is None:
+        bindings = registered_bindings()
+    found = []
+    for claim in (k for k in kinds if is_claim(k)):
+        binding = next((b for b in bindings if (b.claim.group, b.claim.kind)
+                        == (claim.group, claim.kind)), None)
+        if binding is None:
+            raise ManifestError(f"claim kind {claim.kind} comes without the ClaimBinding "
+                                f"that says what it provisions, so its RBAC cannot be "
+                                f"generated")
+        managed = binding.managed
+        if not any((k.group, k.plural) == (managed.group, managed.plural) for k in kinds):
+            raise ManifestError(f"{claim.kind} provisions {managed.kind}, which is not among "
+                                f"the kinds; list it too")
+        found.append((managed.group, managed.plural))
+    return found
+
+
+def cluster_rules(kinds: Sequence[Kind | ClassKind | ParentKind], *, secrets: bool = True,
+                  bindings: Sequence[ClaimBinding] | None = None) -> list[dict[str, Any]]:
     """The ClusterRole rules for an operator of ``kinds`` (classes are only read).
 
-    A parent kind's children get what the parent does to them, unless they
-    are among ``kinds`` (then they have the rules of a kind the operator runs).
+    A kind the operator runs is read, listed, watched and written (object and
+    status), never created or deleted, unless a claim kind among ``kinds``
+    provisions it (its binding in ``bindings``, by default the registered ones:
+    claims create, bind and delete it) or a parent among ``kinds`` owns it
+    (parents create and correct their children; the garbage collector deletes
+    them).
     """
     run = [(k.group, k.plural) for k in kinds if not isinstance(k, ClassKind)]
     classes = [(k.group, k.plural) for k in kinds if isinstance(k, ClassKind)]
     groups = [api.partition("/")[0] for api in provider_config_apis(kinds)]
     return rules(run, classes, secrets=secrets, children=_child_types(kinds),
-                 provider_config_groups=groups)
+                 provisioned=_provisioned(kinds, bindings), provider_config_groups=groups)
 
 
 def _binding(kind: str, name: str, namespace: str | None, role_kind: str,
@@ -189,13 +232,15 @@ def _container(opts: Options) -> dict[str, Any]:
     }
 
 
-def manifests(kinds: Sequence[Kind | ClassKind | ParentKind],
-              opts: Options) -> list[dict[str, Any]]:
+def manifests(kinds: Sequence[Kind | ClassKind | ParentKind], opts: Options, *,
+              bindings: Sequence[ClaimBinding] | None = None) -> list[dict[str, Any]]:
     """The Namespace, ServiceAccount, RBAC, Deployment, Service and CRDs, in apply order.
 
     ``kinds`` are all the kinds the operator serves or reads (resource classes
     included: they get a CRD and read-only rules); ``opts.kind_names`` are the
-    ones it runs. Raises :class:`ManifestError` for an invalid option.
+    ones it runs; ``bindings`` say what each claim kind among ``kinds``
+    provisions (default: the registered claim kinds' bindings). Raises
+    :class:`ManifestError` for an invalid option.
     """
     opts.check()
     name, namespace = opts.name, opts.namespace
@@ -203,8 +248,8 @@ def manifests(kinds: Sequence[Kind | ClassKind | ParentKind],
               "app.kubernetes.io/managed-by": "lifecycle"}
     subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
     watched = opts.watched
-    rbac = [_role("ClusterRole", name, None, cluster_rules(kinds, secrets=watched is None),
-                  labels),
+    rbac = [_role("ClusterRole", name, None,
+                  cluster_rules(kinds, secrets=watched is None, bindings=bindings), labels),
             _binding("ClusterRoleBinding", name, None, "ClusterRole", subject, labels)]
     election = f"{name}-leader-election"
     rbac += [_role("Role", election, namespace, lease_rules(), labels),
@@ -213,10 +258,12 @@ def manifests(kinds: Sequence[Kind | ClassKind | ParentKind],
         secrets = f"{name}-secrets"
         rbac += [_role("Role", secrets, watched, secret_rules(), labels),
                  _binding("RoleBinding", secrets, watched, "Role", subject, labels)]
-    # The intent journal's key, in the operator's own namespace (docs/reliability.md).
+    # The intent journal's key, in the operator's own namespace (docs/reliability.md):
+    # its own Role only when no Secrets rule covers that namespace already.
     key = f"{name}-journal-key"
-    rbac += [_role("Role", key, namespace, journal_key_rules(key), labels),
-             _binding("RoleBinding", key, namespace, "Role", subject, labels)]
+    if watched is not None and watched != namespace:
+        rbac += [_role("Role", key, namespace, journal_key_rules(key), labels),
+                 _binding("RoleBinding", key, namespace, "Role", subject, labels)]
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},

@@ -34,20 +34,24 @@ CALL_VERBS: Mapping[str, tuple[tuple[str, str], ...]] = {
 }
 
 #: Which ``KubeCluster`` methods are called on what. ``kind`` is every kind the
-#: operator runs (informers list and watch it; the reconciler reads it, writes it and
-#: its status; claims and parents create, update and delete the kinds they own);
-#: ``class`` is a resource class (claims read one by name or list them to select, and
-#: the operator watches them to requeue the claims a change concerns); ``children``
-#: is a kind a parent owns and the operator does not run (the parent reads, creates
-#: and corrects it, and watches it to requeue its owner).
+#: operator runs: its informer lists and watches it, its reconciler writes the object
+#: and its status, and reads it one by one when the cache cannot answer (after a 409,
+#: or a queued key its namespaced store does not hold). ``provisioned`` is a kind claims
+#: provision: the claim reconciler creates it, binds it (an update), reads it and
+#: deletes it, and watches it to requeue claims. ``class`` is a resource class (claims
+#: read one by name or list them to select, and the operator watches them to requeue
+#: the claims a change concerns); ``children`` is a kind a parent owns (the parent
+#: reads, creates and corrects it, and watches it to requeue its owner; the garbage
+#: collector deletes it). Nothing creates or deletes a kind that is only run.
 USES: Mapping[str, tuple[str, ...]] = {
-    "kind": ("get", "list_watcher", "list", "create", "replace", "replace_status",
-             "delete"),
+    "kind": ("get", "list_watcher", "replace", "replace_status"),
+    "provisioned": ("get", "list_watcher", "create", "replace", "delete"),
     "class": ("get", "list", "list_watcher"),
     "children": ("get", "create", "replace", "list_watcher"),
     # list and watch: the operator caches the connection Secrets it writes.
     "secrets": ("get", "list_watcher", "create", "replace", "delete"),
     "namespaces": ("get",),
+    # get: a read the cache cannot answer (before the first list, after a 409).
     "providerconfigs": ("get", "list_watcher", "replace", "replace_status"),
     "events": ("record_event",),
     "leases": ("get", "create", "replace"),
@@ -87,25 +91,53 @@ def _rules_on(group: str, plurals: Sequence[str], use: str, *,
     return out
 
 
+def _merged(uses: Mapping[tuple[str, str], set[str]], *, finalizers: Iterable[tuple[str, str]]
+            ) -> list[Rule]:
+    """Rules for ``(group, plural)`` -> the :data:`USES` entries that apply to it: the
+    union of their verbs, one rule per group, subresource and set of verbs."""
+    grouped: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}
+    for (group, plural), names in sorted(uses.items()):
+        found: dict[str, set[str]] = {}
+        for use in names:
+            for sub, verbs in verbs_for(use).items():
+                found.setdefault(sub, set()).update(verbs)
+        for sub, verbs in found.items():
+            grouped.setdefault((group, sub, tuple(sorted(verbs))), []).append(plural)
+    out = []
+    for group in sorted({g for g, _, _ in grouped}):
+        for (g, sub, verbs), plurals in sorted(grouped.items(),
+                                               key=lambda item: (item[0][1], item[1])):
+            if g == group:
+                out.append(_rule(group, [f"{p}/{sub}" if sub else p for p in plurals], verbs))
+        owners = sorted(p for g, p in finalizers if g == group)
+        if owners:
+            out.append(_rule(group, [f"{p}/finalizers" for p in owners], [FINALIZERS_VERB]))
+    return out
+
+
 def rules(kinds: Sequence[tuple[str, str]], classes: Sequence[tuple[str, str]] = (), *,
           secrets: bool = True, children: Sequence[tuple[str, str]] = (),
+          provisioned: Sequence[tuple[str, str]] = (),
           provider_config_groups: Sequence[str] = (GROUP,)) -> list[Rule]:
-    """Cluster-wide rules for ``kinds``, ``classes`` and ``children`` (``(group, plural)``),
-    and the ProviderConfigs of ``provider_config_groups``.
+    """Cluster-wide rules for ``kinds`` (run), ``classes``, ``children`` and
+    ``provisioned`` (by claims), all ``(group, plural)``, and the ProviderConfigs of
+    ``provider_config_groups``.
 
-    With ``secrets`` false the Secret rule is left out (the operator then gets it
-    from a namespaced Role, see :func:`secret_rules`). Leases are never here: they
-    belong in a Role in the operator's own namespace (:func:`lease_rules`).
+    A resource in several roles gets the union of their verbs (a child or a
+    provisioned kind the operator also runs). With ``secrets`` false the Secret rule
+    is left out (the operator then gets it from a namespaced Role, see
+    :func:`secret_rules`). Leases are never here: they belong in a Role in the
+    operator's own namespace (:func:`lease_rules`).
     """
-    out: list[Rule] = []
-    for group in sorted({g for g, _ in kinds}):
-        plurals = sorted(p for g, p in kinds if g == group)
-        out += _rules_on(group, plurals, "kind", finalizers=True)
+    uses: dict[tuple[str, str], set[str]] = {}
+    for use, found in (("kind", kinds), ("provisioned", provisioned),
+                       ("children", children)):
+        for resource in found:
+            if resource != ("", "secrets"):  # Secrets: their own rule (and Role)
+                uses.setdefault(resource, set()).add(use)
+    out = _merged(uses, finalizers=set(kinds))
     for group in sorted({g for g, _ in classes}):
         out += _rules_on(group, sorted(p for g, p in classes if g == group), "class")
-    others = sorted(set(children) - set(kinds) - {("", "secrets")})
-    for group in sorted({g for g, _ in others}):
-        out += _rules_on(group, sorted(p for g, p in others if g == group), "children")
     for group in sorted(set(provider_config_groups)):
         out += _rules_on(group, ["providerconfigs"], "providerconfigs")
     out += _rules_on("", ["namespaces"], "namespaces")
