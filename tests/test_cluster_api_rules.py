@@ -318,87 +318,55 @@ def test_discovery_skips_subresources_listed_before_the_resource(
         "example.test", "v1", "Widget", "widgets", True)
 
 
-# -------------------------------------------------------------- list calls
-def test_list_calls_pick_the_typed_or_custom_method_by_kind_and_scope() -> None:
-    cluster = KubeCluster(api_client(host="http://127.0.0.1:9"))
-    core, leases, custom = (cluster._apis["CoreV1Api"], cluster._apis["CoordinationV1Api"],
-                            cluster.custom)
-    secret = cluster.info("v1", "Secret")
-    lease = cluster.info("coordination.k8s.io/v1", "Lease")
-    namespace = cluster.info("v1", "Namespace")
-    widget = ResourceInfo("example.test", "v1", "Widget", "widgets", True)
-    gadget = ResourceInfo("example.test", "v1", "Gadget", "gadgets", False)
-    assert cluster._list_call(secret, "team") == (core.list_namespaced_secret, "team")
-    assert cluster._list_call(secret, None) == (core.list_secret_for_all_namespaces,)
-    assert cluster._list_call(lease, None) == (leases.list_lease_for_all_namespaces,)
-    assert cluster._list_call(namespace, "team") == (core.list_namespace,)
-    assert cluster._list_call(widget, "team") == (
-        custom.list_namespaced_custom_object, "example.test", "v1", "team", "widgets")
-    assert cluster._list_call(widget, None) == (
-        custom.list_cluster_custom_object, "example.test", "v1", "widgets")
-    assert cluster._list_call(gadget, "team") == (
-        custom.list_cluster_custom_object, "example.test", "v1", "gadgets")
-
-
 # ----------------------------------------------------------------- watches
-@pytest.fixture
-def streams(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
-    """The watch's stream replaced by a script: what it was asked, and which were stopped."""
-    seen = SimpleNamespace(calls=[], stopped=[])
-
-    def stream(self: Any, func: Any, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
-        seen.calls.append((func, args, kwargs))
-        yield {"type": "ADDED", "raw_object": {"metadata": {"name": "a"}}}
-        yield {"raw_object": None}
-
-    monkeypatch.setattr(adapter._RawWatch, "stream", stream)
-    monkeypatch.setattr(adapter._RawWatch, "stop", lambda self: seen.stopped.append(self))
-    return seen
+def events(*docs: dict[str, Any]) -> bytes:
+    return b"".join(json.dumps(doc).encode() + b"\n" for doc in docs)
 
 
-def test_a_watch_asks_for_bookmarks_timeouts_namespace_and_selector(
-        streams: SimpleNamespace) -> None:
-    cluster = KubeCluster(api_client(host="http://127.0.0.1:9"))
-    core = cluster._apis["CoreV1Api"]
+def test_a_watch_asks_for_bookmarks_timeouts_namespace_and_selector(wire: Wire) -> None:
+    cluster = KubeCluster(api_client(host=wire.url))
+    wire.answers += [Answer(body=events({"type": "ADDED", "object": {"metadata": {"name": "a"}}},
+                                        {"object": None})),
+                     Answer(body=events({"type": "BOOKMARK", "object": {}}))]
     selected = cluster.list_watcher("v1", "Secret", "team", "a=b")
     assert list(selected.watch("41", timeout=0.5, inactivity=7.0)) == [
         ("ADDED", {"metadata": {"name": "a"}}), ("", {})]
     everything = cluster.list_watcher("v1", "Secret")
-    assert len(list(everything.watch("42", timeout=30.9, inactivity=3.0))) == 2
-    assert streams.calls == [
-        (core.list_namespaced_secret, ("team",), {
-            "resource_version": "41", "allow_watch_bookmarks": True, "timeout_seconds": 1,
-            "_request_timeout": (10.0, 7.0), "label_selector": "a=b"}),
-        (core.list_secret_for_all_namespaces, (), {
-            "resource_version": "42", "allow_watch_bookmarks": True, "timeout_seconds": 30,
-            "_request_timeout": (10.0, 3.0)}),
+    assert list(everything.watch("42", timeout=30.9, inactivity=3.0)) == [("BOOKMARK", {})]
+    paths = [path.split("?") for _, path in wire.requests()]
+    assert [(path, sorted(query.split("&"))) for path, query in paths] == [
+        ("/api/v1/namespaces/team/secrets",
+         ["allowWatchBookmarks=true", "labelSelector=a%3Db", "resourceVersion=41",
+          "timeoutSeconds=1", "watch=true"]),
+        ("/api/v1/secrets",
+         ["allowWatchBookmarks=true", "resourceVersion=42", "timeoutSeconds=30", "watch=true"]),
     ]
 
 
-def test_stop_aborts_the_running_watch_and_nothing_else(streams: SimpleNamespace) -> None:
-    cluster = KubeCluster(api_client(host="http://127.0.0.1:9"))
-    watcher = cluster.list_watcher("v1", "Secret", "team")
-    watcher.stop()  # no watch yet: nothing to stop
-    assert streams.stopped == []
-    events = watcher.watch("1", timeout=5, inactivity=5)
-    next(events)
-    watcher.stop()
-    assert len(streams.stopped) == 1 and isinstance(streams.stopped[0], adapter._RawWatch)
-    assert list(events) == [("", {})]
-    watcher.stop()  # the watch is over
-    assert len(streams.stopped) == 1
+def test_a_watch_of_a_cluster_scoped_kind_ignores_the_namespace(wire: Wire) -> None:
+    cluster = KubeCluster(api_client(host=wire.url))
+    cluster.register(ResourceInfo("example.test", "v1", "Gadget", "gadgets", False))
+    wire.answers.append(Answer(body=b""))
+    assert list(cluster.list_watcher("example.test/v1", "Gadget", "team").watch(
+        "1", timeout=5, inactivity=5)) == []
+    assert wire.requests()[0][1].startswith("/apis/example.test/v1/gadgets?")
 
 
-def test_a_watch_failure_is_translated(monkeypatch: pytest.MonkeyPatch) -> None:
-    def stream(self: Any, func: Any, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
-        raise failure(410, "Gone", status_doc(reason="Expired", code=410, message="too old"))
-        yield {}
-
-    monkeypatch.setattr(adapter._RawWatch, "stream", stream)
-    cluster = KubeCluster(api_client(host="http://127.0.0.1:9"))
+def test_a_watch_failure_is_translated(wire: Wire) -> None:
+    wire.answers.append(Answer(410, {"kind": "Status", "reason": "Expired", "code": 410,
+                                     "message": "too old"}))
+    cluster = KubeCluster(api_client(host=wire.url))
     with pytest.raises(Gone) as caught:
         list(cluster.list_watcher("v1", "Secret").watch("1", timeout=5, inactivity=5))
     assert str(caught.value) == "too old"
+
+
+def test_a_silent_watch_is_unavailable_after_the_inactivity_timeout(wire: Wire) -> None:
+    wire.answers.append(Answer(delay=2.0))
+    cluster = KubeCluster(api_client(host=wire.url))
+    with pytest.raises(ServerError) as caught:
+        list(cluster.list_watcher("v1", "Secret").watch("1", timeout=5, inactivity=0.3))
+    assert caught.value.status == 503
 
 
 # ----------------------------------------------------------- event memory
@@ -533,8 +501,8 @@ def exchange(cluster: KubeCluster) -> None:
 
 
 def test_every_route_sends_the_same_requests(wire: Wire) -> None:
-    # Straight to the pool, and through the client's REST layer (taken when the
-    # client's own read retries are on): the same methods, paths, bodies and headers.
+    # Whatever the client's own retry settings, the lean transport sends the same
+    # methods, paths, bodies and headers, the bearer token from the configuration.
     seen = []
     for go_retries in (False, True):
         client = api_client(host=wire.url)
@@ -558,7 +526,7 @@ def test_every_route_sends_the_same_requests(wire: Wire) -> None:
          ["application/merge-patch+json"], ["Bearer t0k3n"], ["application/json"])]
 
 
-def test_the_rest_layers_errors_are_translated_alike(wire: Wire) -> None:
+def test_errors_are_translated_alike_whatever_the_retry_settings(wire: Wire) -> None:
     for go_retries in (False, True):
         client = api_client(host=wire.url)
         client.configuration.client_go_retries = go_retries
@@ -587,22 +555,6 @@ def test_a_path_in_the_host_prefixes_every_request(wire: Wire) -> None:
     cluster.list("v1", "ConfigMap", "default")
     assert wire.requests() == [("GET", "/k8s/clusters/c-1/api/v1/namespaces/default/configmaps/a"),
                                ("GET", "/k8s/clusters/c-1/api/v1/namespaces/default/configmaps")]
-
-
-def test_requests_use_the_pool_the_client_holds_for_the_server(
-        wire: Wire, cluster: KubeCluster) -> None:
-    manager = cluster.client.rest_client.pool_manager
-    cluster.get("v1", "ConfigMap", "default", "a")
-    cluster.get("v1", "ConfigMap", "default", "b")
-    (first,) = manager.pools.keys()
-    assert manager.connection_from_url(wire.url) is manager.pools[first]
-    assert manager.pools[first].num_connections == 1  # one connection, reused
-    cluster.client.rest_client.close()  # the client drops its pools
-    cluster.get("v1", "ConfigMap", "default", "c")
-    (again,) = manager.pools.keys()
-    assert manager.pools[again].num_connections == 1  # a new pool, held by the client
-    assert wire.requests() == [("GET", f"/api/v1/namespaces/default/configmaps/{name}")
-                               for name in "abc"]
 
 
 def test_a_timeout_changed_after_the_first_request_applies_to_the_next(wire: Wire) -> None:

@@ -677,9 +677,10 @@ def test_the_lean_path_turns_error_statuses_into_the_error_taxonomy(recorder):
 
 def test_watch_events_are_not_turned_into_generated_models(monkeypatch):
     from kubernetes import client as k8s
-    from kubernetes.watch import Watch
 
-    from lifecycle.driver.cluster import _RawWatch
+    from lifecycle.driver.cluster import KubeCluster, api_client
+    from lifecycle.sim.apiserver import EmbeddedAPI
+    from lifecycle.sim.http import APIServerHTTP
 
     built: list[str] = []
     original = k8s.ApiClient.deserialize
@@ -689,13 +690,15 @@ def test_watch_events_are_not_turned_into_generated_models(monkeypatch):
         return original(self, response, response_type, *args, **kwargs)
 
     monkeypatch.setattr(k8s.ApiClient, "deserialize", counting)
-    line = json.dumps({"type": "ADDED", "object": {"apiVersion": "v1", "kind": "Secret",
-                                                   "metadata": {"name": "s"}}})
-    stock = Watch()
-    stock.unmarshal_event(line, stock.get_return_type(k8s.CoreV1Api().list_namespaced_secret))
-    assert len(built) == 1 and "V1Secret" in built[0]  # the stock watch, per event
-    built.clear()
-    raw = _RawWatch()
-    event = raw.unmarshal_event(line, raw.get_return_type(k8s.CoreV1Api().list_namespaced_secret))
+    api = EmbeddedAPI()
+    with APIServerHTTP(api) as face:
+        cluster = KubeCluster(api_client(host=face.url))
+        cluster.create({"apiVersion": "v1", "kind": "Secret",
+                        "metadata": {"name": "s", "namespace": "default"}})
+        events = cluster.list_watcher("v1", "Secret", "default").watch(
+            "0", timeout=1, inactivity=5)
+        kind, obj = next(events)
+        events.close()
+    api.close()
+    assert (kind, obj["metadata"]["name"]) == ("ADDED", "s")
     assert built == []
-    assert event["raw_object"]["metadata"]["name"] == "s"

@@ -1,12 +1,15 @@
 """The engine's :class:`~lifecycle.kube.cluster.Cluster` on the official ``kubernetes`` client.
 
-:class:`KubeCluster` reads and writes objects as plain dicts through the
-client's connection pool, configuration and credentials, on a lean path: the
-URL is built here, a body is serialised once with ``json.dumps`` and a response
-parsed with ``json.loads``, with no model objects in between, so objects keep
-exactly the server's field names and a call costs little beyond the HTTP
-exchange. Watches and discovery use the generated APIs (``CustomObjectsApi``,
-``CoreV1Api``, ``CoordinationV1Api``).
+The official client loads the configuration (kubeconfig, in-cluster service
+account, exec plugins, token files), discovers kinds and installs CRDs.
+The requests an operator sends all the time (get, list, watch, create,
+replace, patch, delete of objects, their status, Secrets and Events) go
+through :class:`~lifecycle.driver.transport.Transport` instead, a lean
+HTTP/1.1 client built from the same ``Configuration`` (host, TLS, proxy,
+bearer token): the URL is built here, a body is serialised once with
+``json.dumps`` and an answer parsed once with ``json.loads``, with no model
+objects in between, so objects keep exactly the server's field names and a
+call costs little beyond the exchange itself (docs/operator-costs.md).
 
 Errors become the classes of :mod:`lifecycle.kube.errors` that the reconciler
 understands: the ``Status`` body when there is one, else the HTTP code
@@ -14,9 +17,9 @@ understands: the ``Status`` body when there is one, else the HTTP code
 ``Retry-After``, 5xx ServerError). Connection failures and timeouts are a 503
 ``ServerError``.
 
-:meth:`KubeCluster.list_watcher` gives informers a list-and-watch source using
-``kubernetes.watch.Watch`` with bookmarks, a server-side timeout and a
-client-side read timeout.
+:meth:`KubeCluster.list_watcher` gives informers a list-and-watch source:
+watch streams with bookmarks, a server-side timeout and a client-side read
+timeout, each event decoded once.
 """
 
 from __future__ import annotations
@@ -27,18 +30,17 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
 import attrs
 import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from kubernetes import watch as k8s_watch
-from kubernetes.client import rest as k8s_rest
 
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 from lifecycle.core.objects import metadata
 from lifecycle.core.values import now, rfc3339
+from lifecycle.driver.transport import Transport, WatchStream
 from lifecycle.kube.errors import (
     ApiError,
     Conflict,
@@ -52,8 +54,10 @@ from lifecycle.kube.errors import (
 
 __all__ = [
     "KubeCluster",
+    "KubeListWatcher",
     "ResourceInfo",
     "api_client",
+    "error_for",
     "translate",
 ]
 
@@ -110,40 +114,49 @@ def api_client(*, kubeconfig: str | None = None, context: str | None = None,
     return k8s.ApiClient(configuration)
 
 
+def error_for(status: int, body: bytes | str | None, reason: str | None = None,
+              retry_after: float | None = None) -> ApiError:
+    """The :mod:`lifecycle.kube.errors` error for a non-2xx answer.
+
+    A ``Status`` body decides (its code filled from the answer when it has
+    none, ``Retry-After`` added to its details); without one, the HTTP code.
+    """
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    doc: Any = None
+    if isinstance(body, str) and body:
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            doc = None
+    if isinstance(doc, dict) and doc.get("kind") == "Status":
+        if status and not doc.get("code"):
+            doc["code"] = status
+        if retry_after is not None:
+            doc.setdefault("details", {})["retryAfterSeconds"] = retry_after
+        return error_from_status(doc)
+    message = str(reason or f"HTTP {status}")
+    by_code: dict[int, type[ApiError]] = {404: NotFound, 409: Conflict, 410: Gone,
+                                          422: Invalid}
+    if status in by_code:
+        return by_code[status](message)
+    if status == 429:
+        return TooManyRequests(message, retry_after=retry_after or 1.0)
+    if status >= 500:
+        return ServerError(message, status=status)
+    if status == 0:
+        return ServerError(message, status=503, reason="ServiceUnavailable")
+    return ApiError(message, status=status, reason="Unknown")
+
+
 def translate(exc: BaseException) -> ApiError:
-    """The :mod:`lifecycle.kube.errors` error for an exception raised by the client."""
+    """The :mod:`lifecycle.kube.errors` error for an exception raised by a client."""
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, k8s.ApiException):
-        status = int(exc.status or 0)
-        body = exc.body
-        if isinstance(body, bytes):
-            body = body.decode("utf-8", "replace")
-        doc: Any = None
-        if isinstance(body, str) and body:
-            try:
-                doc = json.loads(body)
-            except ValueError:
-                doc = None
-        retry_after = _retry_after(exc)
-        if isinstance(doc, dict) and doc.get("kind") == "Status":
-            if status and not doc.get("code"):
-                doc["code"] = status
-            if retry_after is not None:
-                doc.setdefault("details", {})["retryAfterSeconds"] = retry_after
-            return error_from_status(doc)
-        message = str(exc.reason or f"HTTP {status}")
-        by_code: dict[int, type[ApiError]] = {404: NotFound, 409: Conflict, 410: Gone,
-                                              422: Invalid}
-        if status in by_code:
-            return by_code[status](message)
-        if status == 429:
-            return TooManyRequests(message, retry_after=retry_after or 1.0)
-        if status >= 500:
-            return ServerError(message, status=status)
-        if status == 0:
-            return ServerError(message, status=503, reason="ServiceUnavailable")
-        return ApiError(message, status=status, reason="Unknown")
+        headers = exc.headers or {}
+        value = headers.get("Retry-After") if hasattr(headers, "get") else None
+        return error_for(int(exc.status or 0), exc.body, exc.reason, _seconds(value))
     if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
         cause = getattr(exc, "reason", None)  # MaxRetryError says what the last try met
         why = type(exc).__name__ + (f" ({type(cause).__name__})"
@@ -155,9 +168,7 @@ def translate(exc: BaseException) -> ApiError:
     raise exc
 
 
-def _retry_after(exc: k8s.ApiException) -> float | None:
-    headers = exc.headers or {}
-    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+def _seconds(value: Any) -> float | None:
     try:
         return float(value) if value is not None else None
     except ValueError:
@@ -193,8 +204,7 @@ class KubeCluster:
             self.register(ResourceInfo(kind.group, kind.version, kind.kind, kind.plural,
                                        kind.namespaced))
         self._events: OrderedDict[tuple[str, ...], tuple[str, int]] = OrderedDict()
-        self._timeout = urllib3.Timeout(total=request_timeout)
-        self._target_host: tuple[str, Any, tuple[str | None, int, str], str] | None = None
+        self._transport: Transport | None = None
 
     def register(self, info: ResourceInfo) -> None:
         """Make a kind known without discovery."""
@@ -258,87 +268,38 @@ class KubeCluster:
             path += f"/{subresource}"
         return path
 
+    @property
+    def transport(self) -> Transport:
+        """The lean HTTP client, made from the client's configuration on first use."""
+        transport = self._transport
+        if transport is None:
+            with self._lock:
+                if self._transport is None:
+                    self._transport = Transport(self.client.configuration,
+                                                headers=dict(self.client.default_headers))
+                transport = self._transport
+        return transport
+
     def _request(self, method: str, path: str, body: Any = None, *,
                  query: dict[str, str] | None = None,
                  content_type: str = "application/json") -> Any:
-        """One request through the client's connection pool; the response as parsed JSON.
+        """One request through the lean transport; the answer as parsed JSON.
 
-        The lean path: the URL is built here and the body is ``json.dumps``'d
-        once, with no model objects and no generated-method validation; the
-        client's configuration still provides the host, TLS, retries and
-        credentials (a bearer token is refreshed as the generated methods do).
+        The body is ``json.dumps``'d once and the answer ``json.loads``'d once;
+        a non-2xx answer raises the error its ``Status`` (or code) names.
         """
-        client = self.client
-        headers = {**client.default_headers, "Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type
-        queries: list[tuple[str, str]] = list((query or {}).items())
+        if query:
+            path += "?" + urlencode(query)
+        data = (json.dumps(body, separators=(",", ":")).encode()
+                if body is not None else None)
         try:
-            client.update_params_for_auth(headers, queries, ["BearerToken"], path, method, body)
-            if queries:
-                path += "?" + urlencode(queries)
-            response = self._send(method, path, body, headers)
+            answer = self.transport.request(method, path, data, content_type=content_type,
+                                            timeout=self.request_timeout)
         except Exception as exc:
             raise translate(exc) from None
-        if not 200 <= response.status < 300:
-            answer = k8s_rest.RESTResponse(response)
-            answer.read()
-            raise translate(k8s.ApiException(http_resp=answer))
-        raw = response.data
-        return json.loads(raw) if raw else None
-
-    def _send(self, method: str, path: str, body: Any,
-              headers: dict[str, str]) -> urllib3.BaseHTTPResponse:
-        """Send one request; the whole response read and its connection back in the pool.
-
-        It goes straight to the client's connection pool for the API server
-        (the pool its ``PoolManager`` built from the configuration: TLS, CA,
-        client certificate, retries, socket options), skipping the per-call URL
-        parsing and content-type dispatch of the client's generic REST layer.
-        Through a proxy, or with the client's own read retries switched on,
-        the request goes through that layer instead, which owns both.
-        """
-        rest = self.client.rest_client
-        host = self.client.configuration.host
-        if (type(rest.pool_manager) is not urllib3.PoolManager
-                or getattr(self.client.configuration, "client_go_retries", False)):
-            response = rest.request(method, host.rstrip("/") + path, headers=headers, body=body,
-                                    _request_timeout=self.request_timeout)
-            try:
-                response.read()
-            finally:
-                response.response.release_conn()
-            return response.response
-        data = json.dumps(body) if body is not None else None
-        timeout = self._timeout
-        if timeout.total != self.request_timeout:
-            timeout = self._timeout = urllib3.Timeout(total=self.request_timeout)
-        pool, prefix = self._pool(rest.pool_manager, host)
-        return pool.urlopen(method, prefix + path, body=data, headers=headers,
-                            timeout=timeout, preload_content=True)
-
-    def _pool(self, manager: urllib3.PoolManager,
-              host: str) -> tuple[urllib3.HTTPConnectionPool, str]:
-        """The manager's pool for ``host``, and the host's path prefix.
-
-        The pool key is worked out once per host; each call then looks the
-        pool up by key, so a pool the manager has dropped (cleared, evicted)
-        is never used again: the manager makes a new one as it would.
-        """
-        target = self._target_host
-        if target is None or target[0] != host:
-            parts = urlsplit(host)
-            scheme = (parts.scheme or "http").lower()
-            port = parts.port or (443 if scheme == "https" else 80)
-            key = manager.key_fn_by_scheme[scheme](
-                {**manager.connection_pool_kw, "scheme": scheme, "host": parts.hostname,
-                 "port": port})
-            target = self._target_host = (host, key, (parts.hostname, port, scheme),
-                                          parts.path.rstrip("/"))
-        pool = manager.pools.get(target[1])
-        if pool is None:
-            pool = manager.connection_from_host(*target[2])
-        return pool, target[3]
+        if not 200 <= answer.status < 300:
+            raise error_for(answer.status, answer.body, None, _seconds(answer.retry_after))
+        return json.loads(answer.body) if answer.body else None
 
     def get(self, api_version: str, kind: str, namespace: str | None,
             name: str) -> dict[str, Any]:
@@ -384,20 +345,6 @@ class KubeCluster:
         doc = self._request("GET", self._path(info, ns),
                             query={"labelSelector": label_selector} if label_selector else None)
         return list(doc.get("items") or []), str(doc["metadata"].get("resourceVersion", ""))
-
-    def _list_call(self, info: ResourceInfo, namespace: str | None) -> tuple[Any, ...]:
-        typed = self._typed(info)
-        if typed is not None:
-            api, sfx = typed
-            if not info.namespaced:
-                return (getattr(api, f"list_{sfx}"),)
-            if namespace:
-                return (getattr(api, f"list_{sfx}"), namespace)
-            return (getattr(api, f"list_{sfx.removeprefix('namespaced_')}_for_all_namespaces"),)
-        if info.namespaced and namespace:
-            return (self.custom.list_namespaced_custom_object, info.group, info.version,
-                    namespace, info.plural)
-        return (self.custom.list_cluster_custom_object, info.group, info.version, info.plural)
 
     def _target(self, obj: dict[str, Any]) -> tuple[ResourceInfo, str | None, str]:
         if not isinstance(obj, dict):
@@ -459,25 +406,8 @@ class KubeCluster:
         return KubeListWatcher(self, self.info(api_version, kind), namespace, label_selector)
 
 
-def _selector(label_selector: str | None) -> dict[str, Any]:
-    return {"label_selector": label_selector} if label_selector else {}
-
-
-class _RawWatch(k8s_watch.Watch):
-    """``kubernetes.watch.Watch`` that leaves each event's object as the JSON it arrived as.
-
-    The stock class builds the generated model of every event's object (a
-    ``json.dumps`` and a model walk per event, for Secrets and other built-in
-    kinds) that the informer never uses: it keeps ``raw_object``.
-    """
-
-    def get_return_type(self, func: Any) -> None:
-        """No model type: events keep their parsed JSON only."""
-        return None
-
-
 class KubeListWatcher:
-    """Lists and watches one kind with ``kubernetes.watch.Watch``."""
+    """Lists and watches one kind through the cluster's lean transport."""
 
     def __init__(self, cluster: KubeCluster, info: ResourceInfo, namespace: str | None,
                  label_selector: str | None) -> None:
@@ -485,7 +415,7 @@ class KubeListWatcher:
         self.info = info
         self.namespace = namespace
         self.label_selector = label_selector
-        self._watch: k8s_watch.Watch | None = None
+        self._stream: WatchStream | None = None
         self._lock = threading.Lock()
 
     def list(self) -> tuple[list[dict[str, Any]], str]:
@@ -496,29 +426,58 @@ class KubeListWatcher:
     def watch(self, resource_version: str, *, timeout: float,
               inactivity: float) -> Iterator[tuple[str, dict[str, Any]]]:
         """Stream events after ``resource_version`` with bookmarks; ``Gone`` on 410."""
-        call = self.cluster._list_call(self.info, self.namespace)
-        watcher = _RawWatch()
-        with self._lock:
-            self._watch = watcher
+        for kind, line in self.watch_lines(resource_version, timeout=timeout,
+                                           inactivity=inactivity):
+            event = json.loads(line)
+            yield kind or str(event.get("type", "")), event.get("object") or {}
+
+    def watch_lines(self, resource_version: str, *, timeout: float,
+                    inactivity: float) -> Iterator[tuple[str, bytes]]:
+        """Each event of the stream as its type (when read cheaply, else "") and raw line.
+
+        An informer that can tell from the raw line that it already holds an
+        object decodes only the lines it needs.
+        """
+        info = self.info
+        query = {"watch": "true", "resourceVersion": resource_version,
+                 "allowWatchBookmarks": "true", "timeoutSeconds": str(max(1, int(timeout)))}
+        if self.label_selector:
+            query["labelSelector"] = self.label_selector
+        ns = self.namespace if info.namespaced else None
+        path = self.cluster._path(info, ns) + "?" + urlencode(query)
         try:
-            stream = watcher.stream(
-                call[0], *call[1:], resource_version=resource_version,
-                allow_watch_bookmarks=True, timeout_seconds=max(1, int(timeout)),
-                _request_timeout=(10.0, inactivity),
-                **_selector(self.label_selector),
-            )
-            for event in stream:
-                yield str(event.get("type", "")), event.get("raw_object") or {}
+            stream = self.cluster.transport.watch(path, connect_timeout=10.0,
+                                                  inactivity=inactivity)
         except Exception as exc:
-            error = translate(exc)
-            raise error from None
+            raise translate(exc) from None
+        if stream.error is not None:
+            error = stream.error
+            raise error_for(error.status, error.body, None, _seconds(error.retry_after))
+        with self._lock:
+            self._stream = stream
+        try:
+            for line in stream.lines():
+                yield _event_type(line), line
+        except Exception as exc:
+            raise translate(exc) from None
         finally:
             with self._lock:
-                self._watch = None
+                self._stream = None
+            stream.close()
 
     def stop(self) -> None:
         """Abort the running watch, if any."""
         with self._lock:
-            watcher = self._watch
-        if watcher is not None:
-            watcher.stop()
+            stream = self._stream
+        if stream is not None:
+            stream.close()
+
+
+_TYPES = {b'{"type":"' + t.encode() + b'"': t for t in
+          ("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR")}
+
+
+def _event_type(line: bytes) -> str:
+    """The event's type when the line starts with it, as servers write it; else ""."""
+    end = line.find(b'",', 0, 24)
+    return _TYPES.get(line[:end + 1], "") if end > 0 else ""
