@@ -2,8 +2,9 @@
 Extension and DefaultPrivileges.
 
 Each kind is the standard managed lifecycle with PostgreSQL's timing: every
-statement completes before it returns, so the pass that creates an object
-observes it again and reaches Ready at once (``Kind.observe_after_create``),
+statement completes before it returns, and the clients say so per call
+(``Completion.finished``), so the pass that creates, updates or deletes an
+object observes the result and moves on at once (Ready, or gone),
 a pending state is re-observed after a second, and a Ready object is polled
 every minute for drift. A schema's or an extension's name is unique within
 its database only, so their names are claimed per database (``Kind.name_scope``). The
@@ -59,13 +60,13 @@ class GrantMachine(ManagedResourceMachine):
 
 Role = Kind(group=GROUP, version="v1alpha1", kind="Role", plural="roles",
             machine=RoleMachine, parameters=RoleParameters, password=True,
-            short_names=("pgrole",), external_name_max=63, observe_after_create=True,
+            short_names=("pgrole",), external_name_max=63,
             description="A PostgreSQL role (a user or a group) on the server of its "
                         "ProviderConfig: its attributes, memberships and password, which is "
                         "generated and written to the connection Secret.")
 Database = Kind(group=GROUP, version="v1alpha1", kind="Database", plural="databases",
                 machine=DatabaseMachine, parameters=DatabaseParameters,
-                short_names=("pgdb",), external_name_max=63, observe_after_create=True,
+                short_names=("pgdb",), external_name_max=63,
                 description="A PostgreSQL database on the server of its ProviderConfig: its "
                             "owner, encoding, locale, template and connection settings.")
 class SchemaMachine(ManagedResourceMachine):
@@ -88,23 +89,21 @@ class DefaultPrivilegesMachine(ManagedResourceMachine):
 
 Grant = Kind(group=GROUP, version="v1alpha1", kind="Grant", plural="grants",
              machine=GrantMachine, parameters=GrantParameters, short_names=("pggrant",),
-             observe_after_create=True,
              description="Privileges of a PostgreSQL role on a database, a schema, or "
                          "tables, sequences, routines or columns in a schema.")
 Schema = Kind(group=GROUP, version="v1alpha1", kind="Schema", plural="schemas",
               machine=SchemaMachine, parameters=SchemaParameters, short_names=("pgschema",),
-              external_name_max=63, observe_after_create=True, name_scope=_in_database,
+              external_name_max=63, name_scope=_in_database,
               description="A schema in a PostgreSQL database: its owner and whether PUBLIC "
                           "keeps its default privileges on it.")
 Extension = Kind(group=GROUP, version="v1alpha1", kind="Extension", plural="extensions",
                  machine=ExtensionMachine, parameters=ExtensionParameters,
-                 short_names=("pgext",), observe_after_create=True, name_scope=_in_database,
+                 short_names=("pgext",), name_scope=_in_database,
                  description="An extension installed in a PostgreSQL database, at a version "
                              "and in a schema.")
 DefaultPrivileges = Kind(group=GROUP, version="v1alpha1", kind="DefaultPrivileges",
                          plural="defaultprivileges", machine=DefaultPrivilegesMachine,
                          parameters=DefaultPrivilegesParameters, short_names=("pgdefpriv",),
-                         observe_after_create=True,
                          description="The privileges a PostgreSQL role gets on the objects "
                                      "another role creates later in a database or schema "
                                      "(ALTER DEFAULT PRIVILEGES).")

@@ -44,7 +44,7 @@ from typing import Any
 import attrs
 
 from lifecycle.core.errors import ExternalError, TerminalError
-from lifecycle.core.values import Creation, Observation
+from lifecycle.core.values import Completion, Creation, Observation
 from lifecycle.providers.postgres import marks
 from lifecycle.providers.postgres.config import Session, SqlClient
 from lifecycle.providers.postgres.policy import POLICY_DENIED, ROLE_ATTRIBUTES, denied
@@ -376,6 +376,10 @@ class Claims:
                 del self._held[(config, key)]
 
 
+#: What a statement that has run reports of its effect: finished (observe it now).
+FINISHED = Completion(finished=True)
+
+
 class PolicyGate:
     """A kind's client behind the policy: nothing that changes the server runs for a spec
     the policy refuses, nor for a Grant-like object whose target another one manages
@@ -417,21 +421,26 @@ class PolicyGate:
             self.claims.claim(self.client.server.config_name, resource)
         return seen
 
-    def create(self, resource: ManagedResource) -> Creation:
-        """The policy's refusal, else the client's create."""
-        self._check(resource, mutating=True)
-        return self.client.create(resource)
+    # Every statement has finished when it returns: each mutating call says so
+    # (``finished``), and the engine observes the result in the same pass.
 
-    def update(self, resource: ManagedResource) -> None:
-        """The policy's refusal, else the client's update."""
+    def create(self, resource: ManagedResource) -> Creation:
+        """The policy's refusal, else the client's create (finished when it returns)."""
+        self._check(resource, mutating=True)
+        return attrs.evolve(self.client.create(resource), finished=True)
+
+    def update(self, resource: ManagedResource) -> Completion:
+        """The policy's refusal, else the client's update (finished when it returns)."""
         self._check(resource, mutating=True)
         self.client.update(resource)
+        return FINISHED
 
-    def delete(self, resource: ManagedResource) -> None:
-        """The client's delete (reached only for what observe reported); the target is free
-        again once it ran."""
+    def delete(self, resource: ManagedResource) -> Completion:
+        """The client's delete (reached only for what observe reported; finished when it
+        returns); the target is free again once it ran."""
         self.client.delete(resource)
         self.claims.release(self.client.server.config_name, resource)
+        return FINISHED
 
     def close(self) -> None:
         """Release the client's admin connection."""
