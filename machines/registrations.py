@@ -8,6 +8,9 @@ so the kind modules stay free of provider test code.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from lifecycle.core.kind import Kind
 from lifecycle.machines.claim import DATABASE_BINDING, DatabaseClaim, DatabaseInstanceClass
 from lifecycle.machines.database import DatabaseInstance
@@ -18,7 +21,12 @@ try:
 except ModuleNotFoundError as missing:  # the optional ``postgres`` extra is not installed
     if missing.name != "psycopg":
         raise
-    postgres_kinds = None  # type: ignore[assignment]
+    postgres_kinds = None
+
+
+def _constant(connector: Any) -> Callable[[], Any]:
+    """A factory that returns ``connector`` itself (a PostgreSQL connector is shared)."""
+    return lambda: connector
 
 
 def simulated_connector() -> object:
@@ -62,7 +70,7 @@ DATABASE = (Registration(DatabaseInstance, connector=simulated_connector,
 #: The PostgreSQL kinds, each with its connector (none without psycopg, the ``postgres``
 #: extra); the crash explorer covers every one of them.
 POSTGRES = () if postgres_kinds is None else tuple(
-    Registration(kind, connector=lambda c=connector: c, verify_target=_postgres_target)
+    Registration(kind, connector=_constant(connector), verify_target=_postgres_target)
     for kind, connector in postgres_kinds())
 
 #: The DatabaseClaim, bound to DatabaseInstances made from DatabaseInstanceClasses, and

@@ -50,7 +50,7 @@ def seed(client: Any, kinds: list[Any]) -> None:
     install(client, crds(kinds))
     core = k8s.CoreV1Api(client)
     custom = k8s.CustomObjectsApi(client)
-    secret = {"apiVersion": "v1", "kind": "Secret",
+    secret: Any = {"apiVersion": "v1", "kind": "Secret",
               "metadata": {"name": "default-credentials", "namespace": "default"},
               "data": {k: base64.b64encode(v.encode()).decode()
                        for k, v in EXAMPLE_CREDENTIALS.items()}}

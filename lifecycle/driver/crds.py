@@ -123,7 +123,7 @@ def spec_schema(kind: Kind) -> dict[str, Any]:
     }}
 
 
-_COLUMNS = [
+_COLUMNS: list[dict[str, Any]] = [
     {"name": "Ready", "type": "string",
      "jsonPath": ".status.conditions[?(@.type=='Ready')].status"},
     {"name": "Synced", "type": "string",
@@ -299,7 +299,7 @@ def claim_status_schema(kind: Kind) -> dict[str, Any]:
             }}
 
 
-_CLAIM_COLUMNS = [
+_CLAIM_COLUMNS: list[dict[str, Any]] = [
     *_COLUMNS[:2],
     {"name": "Binding", "type": "string", "jsonPath": ".status.bindingPhase"},
     {"name": "Class", "type": "string", "jsonPath": ".spec.classRef.name"},
@@ -367,7 +367,7 @@ def cross_namespace_schema() -> dict[str, Any]:
             }}
 
 
-_CLASS_COLUMNS = [
+_CLASS_COLUMNS: list[dict[str, Any]] = [
     {"name": "Reclaim-Policy", "type": "string", "jsonPath": ".specTemplate.reclaimPolicy"},
     {"name": "Resource-Namespace", "type": "string",
      "jsonPath": ".specTemplate.resourceNamespace"},

@@ -12,8 +12,9 @@ import traceback
 import zlib
 from typing import Any
 
+from lifecycle.core import objects
 from lifecycle.core.kind import OPERATION, PAUSED, RECONCILE_POLICY
-from lifecycle.core.objects import annotations, metadata
+from lifecycle.core.objects import metadata
 
 __all__ = ["add_triggers", "is_ignored", "meta_field", "one_line", "redacted_traceback",
            "shard_of", "update_triggers"]
@@ -28,7 +29,7 @@ def meta_field(obj: dict[str, Any], field: str) -> Any:
 
 def is_ignored(obj: dict[str, Any]) -> bool:
     """Whether the object carries ``lifecycle.dev/operation: ignore``."""
-    return annotations(obj).get(OPERATION) == "ignore"
+    return objects.annotations(obj).get(OPERATION) == "ignore"
 
 
 def add_triggers(obj: dict[str, Any]) -> bool:
@@ -52,7 +53,7 @@ def update_triggers(old: dict[str, Any], new: dict[str, Any]) -> bool:
         return True
     if meta_field(old, "deletionTimestamp") != meta_field(new, "deletionTimestamp"):
         return True
-    before, after = annotations(old), annotations(new)
+    before, after = objects.annotations(old), objects.annotations(new)
     if after.get(OPERATION) == "reconcile" and before.get(OPERATION) != "reconcile":
         return True
     if before.get(OPERATION) == "ignore":

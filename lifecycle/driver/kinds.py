@@ -175,8 +175,9 @@ def served_kinds(targets: Iterable[Target]) -> list[Kind | ClassKind | ParentKin
     """Every kind the targets need served, each once: a claim brings its class and managed kind."""
     out: list[Kind | ClassKind | ParentKind] = []
     for target in targets:
-        found = ([target.claim, target.resource_class, target.managed]
-                 if isinstance(target, ClaimBinding) else [target])
+        found: list[Kind | ClassKind | ParentKind] = (
+            [target.claim, target.resource_class, target.managed]
+            if isinstance(target, ClaimBinding) else [target])
         out += [k for k in found if not any(k is o or (k.kind, k.group) == (o.kind, o.group)
                                             for o in out)]
     return out

@@ -81,7 +81,8 @@ def schema_for_type(tp: Any, default: Any = attrs.NOTHING, *, where: str = "") -
     in error messages. See the module's table for the supported types.
     """
     schema = _schema(tp, where)
-    if default is not attrs.NOTHING and not isinstance(default, attrs.Factory) and (
+    factory: Any = attrs.Factory  # a class at run time, a function to the type checker
+    if default is not attrs.NOTHING and not isinstance(default, factory) and (
         default is not None and _json_value(default)
     ):
         schema["default"] = default.value if isinstance(default, enum.Enum) else default

@@ -191,7 +191,7 @@ def validate_metadata(rtype: ResourceType, name: str, meta: dict[str, Any],
     if causes:
         raise builtins.refuse(rtype, name, causes)
     if obj is not None and obj.__class__ is dict:
-        builtins.typed(rtype, obj)  # type: ignore[arg-type]
+        builtins.typed(rtype, obj)
 
 
 #: Errors after which a real server does not evaluate a custom resource's CEL rules.
