@@ -1,4 +1,4 @@
-"""PostgreSQL kinds reach Ready in the pass that creates them (``Kind.observe_after_create``).
+"""PostgreSQL kinds reach Ready in the pass that creates them (``Completion.finished``).
 
 Every statement has finished when it returns, so the pass that runs
 ``CREATE ROLE`` observes the role at once and concludes Ready: one pass, one
@@ -18,8 +18,12 @@ from lifecycle.providers.postgres.testing import manifest
 pytestmark = pytest.mark.postgres
 
 
-def test_postgres_kinds_declare_a_synchronous_create() -> None:
-    assert all(kind.observe_after_create for kind in (Role, Database, Schema, Extension))
+def test_postgres_clients_declare_each_statement_finished_not_the_kinds() -> None:
+    from lifecycle.core.values import Completion
+    from lifecycle.providers.postgres.tenancy import FINISHED
+
+    assert not any(kind.observe_after_create for kind in (Role, Database, Schema, Extension))
+    assert FINISHED == Completion(finished=True)
 
 
 @pytest.mark.parametrize(("kind", "params"), [

@@ -2,10 +2,11 @@
 
 The figures are pinned so that a change to the reconciler's write sequence
 is a deliberate one: the finalizer, the external name and the pending
-journal entry are one object write before the create; the entry is closed
-by the observation that shows the instance, in the same write as the
-late-initialised spec, and the status written in that pass observes the
-generation that write produced.
+journal entry are one object write before the create; the cloud's answer
+shows the instance available, so the same pass closes the entry in the same
+write as the late-initialised spec, and its one status write observes the
+generation that write produced. A deletion the cloud completes at once is
+the pending entry and the finalizer's removal: no status, no Event.
 """
 
 from __future__ import annotations
@@ -45,12 +46,12 @@ def to_ready(env: Environment) -> tuple[dict[str, int], int]:
     return budget(env), len(steps)
 
 
-def test_a_synchronous_create_costs_two_object_writes_two_status_writes() -> None:
+def test_a_synchronous_create_costs_two_object_writes_one_status_write() -> None:
     # The cloud completes the create within its request, as in the end-to-end benchmark.
     env, _ = make(create_polls=0)
     writes, passes = to_ready(env)
-    assert passes == 2
-    assert writes == {"object": 2, "status": 2, "secret": 3, "event": 2, "other": 0}
+    assert passes == 1
+    assert writes == {"object": 2, "status": 1, "secret": 2, "event": 1, "other": 0}
     obj = env.get(KIND, "db")
     assert obj["metadata"]["generation"] == 2  # the late-initialised version
     assert obj["status"]["observedGeneration"] == 2
@@ -70,22 +71,23 @@ def test_a_create_that_takes_a_poll_more_writes_only_its_status_again() -> None:
     assert writes == {"object": 2, "status": 3, "secret": 3, "event": 2, "other": 0}
 
 
-def test_an_update_and_a_delete_cost_two_object_writes_each() -> None:
+def test_an_update_costs_one_pass_and_a_delete_two_object_writes_only() -> None:
     env, _ = make(create_polls=0, modify_polls=0, delete_polls=0)
     ready(env)
     env.apply(database_manifest("db", storage_gb=30))
     env.api.reset_stats()
     env.run_until_idle()
     assert env.state(KIND, "db") == "ready"
-    # The pending entry before the call; its close with the next pass's status.
-    assert budget(env) == {"object": 2, "status": 2, "secret": 0, "event": 2, "other": 0}
+    # The pending entry before the call; its close, observed in the same pass.
+    assert budget(env) == {"object": 2, "status": 1, "secret": 0, "event": 1, "other": 0}
 
     env.delete(KIND, "db")
     env.api.reset_stats()
     env.run_until_idle()
     assert not env.exists(KIND, "db")
-    # The pending entry; its close together with the finalizer's removal.
-    assert budget(env) == {"object": 2, "status": 2, "secret": 0, "event": 2, "other": 0}
+    # The pending entry; its close together with the finalizer's removal, in the same
+    # pass: no status or Event for an object that goes with the finalizer.
+    assert budget(env) == {"object": 2, "status": 0, "secret": 0, "event": 0, "other": 0}
 
 
 def test_the_claim_and_the_pending_entry_are_one_write_before_the_create() -> None:
@@ -101,7 +103,7 @@ def test_the_claim_and_the_pending_entry_are_one_write_before_the_create() -> No
 
     env.api.replace = spy  # type: ignore[method-assign]
     env.reconcile(KIND, "db")
-    ((calls, meta),) = writes
+    (calls, meta), _late_init = writes
     assert calls == ["describe"]  # observed, nothing changed yet
     assert FINALIZER in meta["finalizers"]
     assert json.loads(meta["annotations"][INTENT])["outcome"] == "pending"
@@ -110,7 +112,7 @@ def test_the_claim_and_the_pending_entry_are_one_write_before_the_create() -> No
 @pytest.mark.parametrize("concurrent", [False, True])
 def test_late_init_is_observed_unless_the_spec_changed_meanwhile(concurrent: bool) -> None:
     """A user's spec change that races the late-init write is not marked observed."""
-    env, _ = make(create_polls=0)
+    env, _ = make(create_polls=1)  # the late-init is the second pass's
     env.apply(database_manifest("db"))
     env.reconcile(KIND, "db")  # creates
     real_replace = env.api.replace
