@@ -467,7 +467,9 @@ def run(config: Config = Config(), progress: Callable[[str], None] | None = None
 
 def headline(result: dict[str, Any], pg: dict[str, Any] | None) -> dict[str, Any]:
     """The keys ``--json`` promises (None where the run did not measure one)."""
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = dict.fromkeys(("e2e_api_calls_per_object",
+                                         "e2e_delete_api_calls_per_object",
+                                         "e2e_cpu_ratio_vs_kopf", "e2e_memory_ratio_json"))
     ours, kopf = result.get("lifecycle"), result.get("kopf")
     if ours is not None:
         out["e2e_api_calls_per_object"] = ours["api_calls_per_object"]

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from benchmarks import e2e, suite
+from benchmarks import suite
 from benchmarks.cache import ObjectCache
 from benchmarks.operator import build
 from benchmarks.runner import Runner
@@ -120,101 +120,3 @@ def test_bench_outside_a_checkout_says_where_the_suite_lives(tmp_path, capsys, m
     err = capsys.readouterr().err.strip()
     assert "no benchmarks/ suite in" in err and "--suite-dir" in err
     assert len(err.splitlines()) == 1
-
-
-# ------------------------------------------------------------ end to end
-E2E_TINY = e2e.Config(n=4, rounds=1, poll=0.5, steady_polls=2, timeout=60)
-
-
-@pytest.fixture(scope="module")
-def e2e_result() -> dict:
-    return e2e.run(E2E_TINY)
-
-
-def test_e2e_headline_keys_and_sane_values(e2e_result):
-    for key in ("e2e_cpu_ratio_vs_kopf", "e2e_api_calls_per_object", "e2e_poll_api_calls"):
-        assert isinstance(e2e_result[key], float), key
-    assert e2e_result["e2e_cpu_ratio_vs_kopf"] > 0
-    for name in ("lifecycle", "kopf"):
-        side = e2e_result[name]
-        assert side["all_ready"], name
-        assert side["operator_cpu_seconds"] > 0 and side["apiserver_cpu_seconds"] > 0
-        assert 0 < side["wall_seconds"] < E2E_TINY.timeout
-        # At least: the create of the connection Secret and a status write per object.
-        assert side["api_calls_per_object"] >= 2, name
-        assert sum(side["api_calls_by_verb"].values()) == pytest.approx(
-            side["api_calls_per_object"])
-        assert side["api_calls_by_request"]["create secrets"] == pytest.approx(1.0), name
-        assert side["poll_api_calls"] == pytest.approx(
-            sum(side["poll_api_calls_by_request"].values())), name
-    # Polling Ready objects writes neither them nor their Secrets (the idle rule).
-    assert not [request for request in e2e_result["lifecycle"]["poll_api_calls_by_request"]
-                if request.split()[0] in ("create", "update", "patch", "delete")
-                and request.split()[1].split("/")[0] in ("databaseinstances", "secrets")]
-    assert e2e_result["e2e_api_calls_by_verb"] == e2e_result["lifecycle"]["api_calls_by_verb"]
-    # One sample before the rounds and one after each operator's round.
-    samples = e2e_result["load_average"]["samples"]
-    assert len(samples) == 1 + E2E_TINY.rounds * 2
-    assert all(len(sample) == 3 and all(isinstance(x, float) for x in sample)
-               for sample in samples)
-    assert e2e_result["load_average"]["max_1min"] == max(sample[0] for sample in samples)
-    json.dumps(e2e_result)
-    text = e2e.summary(e2e_result)
-    assert "lifecycle / kopf" in text and "N = 4" in text
-
-
-def test_e2e_plot_is_a_png(e2e_result, tmp_path):
-    path = tmp_path / "e2e.png"
-    e2e.plot(e2e_result, path)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert path.stat().st_size > 5_000
-
-
-def test_e2e_counting_classifies_requests_by_verb_and_resource():
-    from lifecycle.sim.apiserver import EmbeddedAPI
-    from lifecycle.sim.http import APIServerHTTP
-
-    face = APIServerHTTP(EmbeddedAPI())
-    try:
-        cases = {
-            ("GET", "/api/v1/namespaces/default/secrets/x"): "get secrets",
-            ("GET", "/api/v1/namespaces/default/secrets"): "list secrets",
-            ("GET", "/api/v1/namespaces/default/secrets?watch=true"): "watch secrets",
-            ("POST", "/api/v1/namespaces/default/events"): "create events",
-            ("PATCH", "/api/v1/namespaces/default/events/e.1"): "patch events",
-            ("PUT", "/api/v1/namespaces/default/secrets/x"): "update secrets",
-            ("DELETE", "/api/v1/namespaces/default/secrets/x"): "delete secrets",
-            ("GET", "/apis"): "get discovery",
-        }
-        for (method, path), expected in cases.items():
-            assert e2e.classify(method, path, face.route) == expected
-    finally:
-        face._server.server_close()
-
-
-def test_e2e_cpu_seconds_reads_proc():
-    import os
-
-    spent = e2e.cpu_seconds(os.getpid())
-    sum(i * i for i in range(300_000))
-    assert e2e.cpu_seconds(os.getpid()) > spent
-
-
-@pytest.mark.parametrize("args, message", [
-    (["-n", "0"], "-n must be between"),
-    (["--rounds", "0"], "--rounds must be between"),
-    (["--poll", "0"], "--poll must be between"),
-])
-def test_e2e_cli_rejects_bad_numbers_in_one_line(args, message, capsys):
-    assert cli.main(["bench", "--e2e", *args]) == 2
-    err = capsys.readouterr().err.strip()
-    assert message in err and len(err.splitlines()) == 1
-
-
-def test_e2e_cli_prints_one_json_object_and_writes_it(capsys, tmp_path):
-    assert cli.main(["bench", "--e2e", "--json", "-n", "2", "--rounds", "1", "--poll", "0.5",
-                     "--operators", "lifecycle", "--out", str(tmp_path)]) == 0
-    printed = json.loads(capsys.readouterr().out)
-    assert printed["lifecycle"]["all_ready"] and printed["config"]["n"] == 2
-    assert printed["e2e_api_calls_per_object"] > 0 and "e2e_cpu_ratio_vs_kopf" not in printed
-    assert json.loads((tmp_path / "e2e.json").read_text())["config"]["operators"] == ["lifecycle"]
