@@ -341,7 +341,10 @@ def one(flavor: Flavor, server: Any, config: Any, pg: Any, workdir: Path, tag: s
     row["api_calls_by_request"] = {phase: {k: v / objects for k, v in sorted(c.items())}
                                    for phase, c in calls.items()}
     row["operator_cpu_ms_per_object"] = row["operator_cpu_seconds"] / objects * 1000
-    row["connection_resets"] = resets() + client.resets + sum(t.resets for t in trackers.values())
+    row["operator_connection_resets"] = resets()
+    row["observer_connection_resets"] = client.resets + sum(t.resets for t in trackers.values())
+    row["connection_resets"] = (row["operator_connection_resets"]
+                                + row["observer_connection_resets"])
     return row
 
 
