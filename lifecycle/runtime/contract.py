@@ -29,6 +29,14 @@ writes it when it is missing; ``observe`` reports the mark it finds in
 resource must never be adopted (a superuser role, a template database). A
 client of a system without marks leaves ``owner`` as None.
 
+What a call did: ``create`` may return, in its :class:`Creation`, the
+resource as the call left it (``observation``) or say that the call has
+finished when it returns (``finished``); ``update`` and ``delete`` may return
+an :class:`~lifecycle.core.values.Observation` or a
+:class:`~lifecycle.core.values.Completion` likewise. The engine then goes on
+from that within the same pass (Ready, or the finalizer removed) instead of
+waiting for the next; returning nothing keeps the next pass's observation.
+
 Errors: raise a subclass of :class:`lifecycle.core.errors.HandledError`
 (``Throttled`` with ``retry_after``, ``TerminalError`` for a spec that can
 never work). Anything else raised by a client is treated as a retryable
@@ -43,7 +51,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from lifecycle.core.values import Creation, Observation
+from lifecycle.core.values import Completion, Creation, Observation
 
 
 @attrs.frozen
@@ -95,12 +103,14 @@ class ExternalClient(Protocol):
         """Request creation; may return before the resource is usable."""
         ...
 
-    def update(self, resource: ManagedResource) -> None:
-        """Request that the external resource match ``resource.parameters``."""
+    def update(self, resource: ManagedResource) -> Completion | Observation | None:
+        """Request that the external resource match ``resource.parameters``; optionally
+        what the call left (see the module docstring)."""
         ...
 
-    def delete(self, resource: ManagedResource) -> None:
-        """Request deletion; deleting a missing resource is success."""
+    def delete(self, resource: ManagedResource) -> Completion | Observation | None:
+        """Request deletion; deleting a missing resource is success. Optionally what the
+        call left (``Observation.absent()`` when it is gone already)."""
         ...
 
 
