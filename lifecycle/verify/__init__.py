@@ -32,10 +32,17 @@ building their target (``Registration.verify_target``); :func:`targets`
 takes every registered kind, or the ones named, and lists a kind without a
 target, or whose target cannot be built here, as skipped with the reason.
 
+Where the API lives: by default every run gets a fresh embedded API. Given a
+:class:`RealServer` (``lifecycle verify --kubeconfig FILE``) every run takes
+place on that real API server instead, in namespaces of its own, while the
+external system and the virtual clock stay in this process
+(:mod:`~lifecycle.verify.remote`).
+
 Modules: :mod:`~lifecycle.verify.model` (targets, crash points, verdicts,
 the recorder), :mod:`~lifecycle.verify.crashing` (the crashing API, client
 and connector), :mod:`~lifecycle.verify.explorer` (running and exploring
-the scenario) and :mod:`~lifecycle.verify.targets` (choosing kinds). The
+the scenario), :mod:`~lifecycle.verify.remote` (a real API server) and
+:mod:`~lifecycle.verify.targets` (choosing kinds). The
 ``lifecycle verify`` command is :mod:`lifecycle.cli.verify`.
 """
 
@@ -65,6 +72,7 @@ from lifecycle.verify.model import (
     Unavailable,
     VerifyError,
 )
+from lifecycle.verify.remote import RealServer, ServerRefused
 from lifecycle.verify.targets import target_for, targets
 
 __all__ = [
@@ -81,9 +89,11 @@ __all__ = [
     "CrashingConnector",
     "ExternalSystem",
     "Phase",
+    "RealServer",
     "Recorder",
     "Report",
     "ScenarioRun",
+    "ServerRefused",
     "Target",
     "TracedReconciler",
     "Unavailable",
