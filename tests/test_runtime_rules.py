@@ -7,7 +7,7 @@ breakage of ``lifecycle/runtime`` that no other test noticed:
   minted for (``effects.next_intent``);
 - a late-initialisation write the schema pruned is reported as
   ``ConfigValid False LateInitNotPersisted``, never taken as persisted
-  (``Reconciler._late_init``);
+  (``ObjectWrites.late_init``);
 - the external-name index never releases a name held by another object
   (``NameIndex.release``).
 

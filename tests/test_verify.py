@@ -20,6 +20,7 @@ from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.postgres.verify import POSTGRES_DSN_ENV
 from lifecycle.providers.simcloud.verify import simcloud_target
 from lifecycle.runtime.reconciler import Reconciler
+from lifecycle.runtime.writes import ObjectWrites
 from lifecycle.verify import Crash, CrashPoint, VerifyError, explore, run_scenario
 
 
@@ -31,10 +32,10 @@ def _create_committed(meta: dict[str, Any]) -> bool:
     return not (intent["operation"] == "create" and intent.get("outcome") != "succeeded")
 
 
-class LateFinalizerReconciler(Reconciler):
+class LateFinalizerWrites(ObjectWrites):
     """Deliberately broken: the finalizer is committed only after the external create."""
 
-    def _mutate(self, pass_: Any, change: Any) -> None:
+    def mutate(self, pass_: Any, change: Any) -> None:
         def late(meta: dict[str, Any]) -> None:
             change(meta)
             finalizers = meta.get("finalizers") or []
@@ -46,10 +47,18 @@ class LateFinalizerReconciler(Reconciler):
                 # pass for a kind that observes right after creating).
                 meta["finalizers"] = [*finalizers, FINALIZER]
 
-        super()._mutate(pass_, late)
+        super().mutate(pass_, late)
 
-    def _commit_staged(self, pass_: Any) -> None:
-        self._mutate(pass_, lambda meta: None)  # every pass ends with a write, staged or not
+    def commit_staged(self, pass_: Any) -> None:
+        self.mutate(pass_, lambda meta: None)  # every pass ends with a write, staged or not
+
+
+class LateFinalizerReconciler(Reconciler):
+    """A reconciler whose object writes are :class:`LateFinalizerWrites`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.writes = LateFinalizerWrites(lambda: self.api, self.kind)
 
 
 def test_crash_is_not_an_exception() -> None:
