@@ -143,6 +143,10 @@ def plan_delete(
     if not meta.get("deletionTimestamp"):
         new_meta["deletionTimestamp"] = stamp
         new_meta["deletionGracePeriodSeconds"] = 0
+        generation = meta.get("generation")
+        if isinstance(generation, int) and generation > 0:
+            # As a real server: the start of a graceful deletion is a new generation.
+            new_meta["generation"] = generation + 1
     if finalizers:
         new_meta["finalizers"] = finalizers
     else:
