@@ -20,10 +20,13 @@ MACHINE = "lifecycle.machines.managed:ManagedResourceMachine"
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["-o", "x.jpg"], "-o {out}: lifecycle does not write jpg images; use one of .dot, .gv, "
-                      ".mermaid, .mmd, .png, .svg (or -f FORMAT with a suffix of that format)"),
+                      ".htm, .html, .mermaid, .mmd, .png, .svg (or -f FORMAT with a suffix of "
+                      "that format)"),
     (["-f", "dot", "-o", "x.jpeg"], "lifecycle does not write jpeg images"),
     (["-o", "x.txt"], "-o {out}: cannot tell the format from the suffix .txt; use one of .dot, "
-                      ".gv, .mermaid, .mmd, .png, .svg, or name the format with -f"),
+                      ".gv, .htm, .html, .mermaid, .mmd, .png, .svg, or name the format with -f"),
+    (["-f", "mermaid", "-o", "x.html"], "-o {out} names a html file but -f is mermaid; drop -f "
+                                        "or give the file a mermaid suffix"),
     (["-f", "svg", "-o", "x.png"], "-o {out} names a png file but -f is svg; drop -f or give "
                                    "the file a svg suffix"),
 ])

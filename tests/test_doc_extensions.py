@@ -196,7 +196,7 @@ def test_mkdocs_extension_inlines_the_svg_with_every_state(tmp_path, has_dot):
     assert HIGHLIGHT in node_groups(marked)["failed"] and HIGHLIGHT not in plain
     assert "<p>Text between.</p>" in page
     assert "an ordinary fenced block is left alone" in page
-    assert "lifecycle-diagram" not in page.replace('class="lifecycle-diagram"', "")
+    assert "language-lifecycle-diagram" not in page and "```lifecycle-diagram" not in page
 
 
 def test_mkdocs_extension_falls_back_to_mermaid_without_dot(tmp_path, no_dot):

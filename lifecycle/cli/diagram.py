@@ -14,7 +14,14 @@ from lifecycle.diagrams.discover import import_modules, kinds_in, machines_in
 from lifecycle.diagrams.files import project_root, stale_files, write_generated
 from lifecycle.diagrams.live import load_object, machine_for
 from lifecycle.diagrams.model import LiveObject
+from lifecycle.diagrams.offline import standalone_html
 from lifecycle.diagrams.render import FORMATS, SUFFIXES, render
+
+#: What ``lifecycle diagram`` writes: the formats of :func:`render`, and ``html``, a page
+#: drawing the Mermaid diagram with the bundled Mermaid script (offline).
+CLI_FORMATS = (*FORMATS, "html")
+#: File suffix -> format, for ``-o``.
+CLI_SUFFIXES = {**SUFFIXES, ".html": "html", ".htm": "html"}
 
 
 def register(subparsers: Any) -> None:
@@ -23,21 +30,24 @@ def register(subparsers: Any) -> None:
         "diagram",
         help="draw a machine class (or a live object on its machine)",
         description="Draw every state and transition of a machine class as DOT, Mermaid, "
-                    "SVG or PNG. With --object, draw a resource dumped as YAML or JSON on its "
-                    "machine, its current state highlighted and its history numbered.",
+                    "SVG or PNG, or as an HTML page that draws the Mermaid diagram in a "
+                    "browser without the network (Mermaid's script is bundled and inlined). "
+                    "With --object, draw a resource dumped as YAML or JSON on its machine, its "
+                    "current state highlighted and its history numbered.",
     )
     one.add_argument("machine", nargs="?", metavar="MACHINE|KIND",
                      help="MODULE:NAME of a machine class, a Kind (drawn as its machine) or a "
                           "Registration, e.g. lifecycle.machines.managed:ManagedResourceMachine; "
                           "or a registered kind's name such as DatabaseInstance (optional with "
                           "--object: found from the object's registered kind)")
-    one.add_argument("-f", "--format", choices=FORMATS,
-                     help="output format: dot, mermaid, svg or png (default: from the suffix "
-                          "of -o, else dot; svg and png need Graphviz)")
+    one.add_argument("-f", "--format", choices=CLI_FORMATS,
+                     help="output format: dot, mermaid, svg, png or html (default: from the "
+                          "suffix of -o, else dot; svg and png need Graphviz; html is a page "
+                          "drawing the Mermaid diagram offline)")
     one.add_argument("-o", "--output", metavar="PATH",
                      help="write here instead of stdout (default: stdout); the suffix .dot, "
-                          ".gv, .mmd, .mermaid, .svg or .png chooses the format and must agree "
-                          "with -f")
+                          ".gv, .mmd, .mermaid, .svg, .png or .html chooses the format and "
+                          "must agree with -f")
     one.add_argument("--object", metavar="FILE",
                      help="a YAML or JSON dump of one object (kubectl get -o yaml), drawn on "
                           "its machine (default: none, the bare machine)")
@@ -79,12 +89,13 @@ def output_format(fmt: str | None, output: str | None) -> str:
     names no format.
     """
     suffix = Path(output).suffix.lower() if output else ""
-    known = ", ".join(sorted(SUFFIXES))
-    if suffix in SUFFIXES:
-        if fmt is not None and fmt != SUFFIXES[suffix]:
-            raise UsageError(f"-o {output} names a {SUFFIXES[suffix]} file but -f is {fmt}; "
+    known = ", ".join(sorted(CLI_SUFFIXES))
+    if suffix in CLI_SUFFIXES:
+        named = CLI_SUFFIXES[suffix]
+        if fmt is not None and fmt != named:
+            raise UsageError(f"-o {output} names a {named} file but -f is {fmt}; "
                              f"drop -f or give the file a {fmt} suffix")
-        return SUFFIXES[suffix]
+        return named
     if suffix in _FOREIGN:
         raise UsageError(f"-o {output}: lifecycle does not write {suffix[1:]} images; use one "
                          f"of {known} (or -f FORMAT with a suffix of that format)")
@@ -107,7 +118,7 @@ def _diagram_command(args: argparse.Namespace) -> int:
         machine = machine or machine_for(obj)
         live = LiveObject.from_dict(obj, machine)
     assert machine is not None
-    data = render(machine, fmt, live)
+    data = standalone_html(machine, live) if fmt == "html" else render(machine, fmt, live)
     if args.output:
         Path(args.output).write_bytes(data)
     else:

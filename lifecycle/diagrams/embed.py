@@ -10,15 +10,18 @@ The target is named ``MODULE:NAME`` and loaded with
 :func:`lifecycle.registry.load`; it may be a machine class, a
 :class:`~lifecycle.core.kind.Kind` (its machine is drawn) or a
 :class:`~lifecycle.registry.Registration`. A registered kind may also be
-named alone (``DatabaseInstance``). SVG is inlined into the page; when
+named alone (``DatabaseInstance``). SVG is inlined into the page, scaled
+to the column with a toggle to its full size (:func:`zoomable`); when
 Graphviz's ``dot`` is not on ``PATH``, an SVG or PNG diagram is drawn as
 Mermaid instead, in a ``<pre class="mermaid">`` block that Mermaid's
-script turns into a picture in the browser.
+script (bundled with lifecycle, inlined once per page) turns into a
+picture in the browser.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import inspect
 import shutil
@@ -32,6 +35,7 @@ from lifecycle.diagrams.discover import has_table
 from lifecycle.diagrams.live import load_object, machine_for
 from lifecycle.diagrams.mermaid import to_mermaid
 from lifecycle.diagrams.model import DiagramError, LiveObject
+from lifecycle.diagrams.offline import BUNDLED, inline_script
 from lifecycle.diagrams.render import FORMATS, render
 from lifecycle.registry import RegistryError, find, load
 
@@ -39,8 +43,10 @@ from lifecycle.registry import RegistryError, find, load
 #: ``object`` (a YAML/JSON dump) and ``object-name`` (``--name`` of the command).
 OPTIONS = ("format", "highlight", "object", "object-name")
 
-#: The Mermaid script loaded by a page that holds a Mermaid diagram.
-MERMAID_URL = "https://cdn.jsdelivr.net/npm/mermaid@11/dist/mermaid.esm.min.mjs"
+#: What a page that holds a Mermaid diagram loads Mermaid from, by default: the copy
+#: bundled with lifecycle, inlined (:mod:`lifecycle.diagrams.offline`), so the page draws
+#: offline and never fetches a script from a CDN.
+MERMAID_URL = BUNDLED
 
 #: CSS class of the element that wraps every embedded diagram.
 CSS_CLASS = "lifecycle-diagram"
@@ -179,20 +185,75 @@ def diagram_html(request: DiagramRequest, base: Path | str = ".") -> Embedded:
         text = html.escape(render(machine, fmt, live).decode())
         body = f'<pre class="{CSS_CLASS}-dot">{text}</pre>'
     elif fmt == "png":
-        data = base64.b64encode(render(machine, fmt, live)).decode()
-        body = f'<img src="data:image/png;base64,{data}" alt="{label}"/>'
+        png = render(machine, fmt, live, dpi=PNG_DPI)
+        width, height = png_size(png)
+        scale = 96 / PNG_DPI  # shown at the size of a 96 dpi drawing, sharp when zoomed
+        body = (f'<img src="data:image/png;base64,{base64.b64encode(png).decode()}" '
+                f'alt="{label}" width="{round(width * scale)}" '
+                f'height="{round(height * scale)}" style="{FIT_STYLE}"/>')
     else:
         body = _inline_svg(render(machine, fmt, live))
-    wrapped = (f'<div class="{CSS_CLASS}" data-machine="{label}" '
-               f'style="overflow-x: auto">\n{body}\n</div>')
+    if fmt in ("svg", "png"):
+        wrapped = zoomable(body, label)
+    else:
+        wrapped = (f'<div class="{CSS_CLASS}" data-machine="{label}" '
+                   f'style="overflow-x: auto">\n{body}\n</div>')
     return Embedded(html=wrapped, mermaid=fmt == "mermaid", fallback=fallback,
                     machine=machine, depends=tuple(depends))
 
 
+#: Inline style of a drawn diagram: never wider than the column, its height scaled along.
+FIT_STYLE = "max-width: 100%; height: auto"
+#: Resolution of an embedded PNG: twice a screen's, shown at half its pixel size.
+PNG_DPI = 192
+
+#: How a diagram fits the column and shows at full size: a hidden checkbox (toggled by its
+#: label, no script needed) lifts the width limit and lets the view scroll both ways.
+ZOOM_STYLE = (
+    f"<style>.{CSS_CLASS}-view svg, .{CSS_CLASS}-view img {{max-width: 100%; height: auto}}"
+    f".{CSS_CLASS}-zoom:checked ~ .{CSS_CLASS}-view {{overflow: auto; max-height: 90vh}}"
+    f".{CSS_CLASS}-zoom:checked ~ .{CSS_CLASS}-view svg,"
+    f".{CSS_CLASS}-zoom:checked ~ .{CSS_CLASS}-view img {{max-width: none !important}}"
+    f".{CSS_CLASS}-full {{cursor: zoom-in; font-size: 0.85em}}"
+    f".{CSS_CLASS}-zoom:checked ~ .{CSS_CLASS}-full {{cursor: zoom-out}}"
+    f".{CSS_CLASS}-zoom:checked ~ .{CSS_CLASS}-full .{CSS_CLASS}-to-full,"
+    f".{CSS_CLASS}-zoom:not(:checked) ~ .{CSS_CLASS}-full .{CSS_CLASS}-to-fit "
+    f"{{display: none}}</style>")
+
+
+def zoomable(body: str, label: str) -> str:
+    """``body`` (an ``<svg>`` or ``<img>``) scaled to the column, with a "full size" toggle.
+
+    The picture keeps its drawn size when the column is wide enough and shrinks to the
+    column's width otherwise (:data:`FIT_STYLE`); the label under it switches to the full
+    size in a view that scrolls both ways, and back. The toggle is a checkbox and CSS
+    (:data:`ZOOM_STYLE`), so it works without scripts and in any theme.
+    """
+    ident = f"{CSS_CLASS}-{hashlib.sha256(body.encode()).hexdigest()[:12]}"
+    return (f'<div class="{CSS_CLASS}" data-machine="{label}">\n{ZOOM_STYLE}\n'
+            f'<input type="checkbox" class="{CSS_CLASS}-zoom" id="{ident}" hidden/>\n'
+            f'<div class="{CSS_CLASS}-view">\n{body}\n</div>\n'
+            f'<label class="{CSS_CLASS}-full" for="{ident}" title="{label}: full size or '
+            f'fitted to the column"><span class="{CSS_CLASS}-to-full">&#x2922; Full size'
+            f'</span><span class="{CSS_CLASS}-to-fit">&#x2922; Fit to the column</span>'
+            f'</label>\n</div>')
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """The width and height in pixels of a PNG (from its header)."""
+    if png[:8] != b"\x89PNG\r\n\x1a\n" or png[12:16] != b"IHDR":
+        raise DiagramError("dot produced no PNG image")
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
 def mermaid_script(url: str = MERMAID_URL) -> str:
-    """The ``<script>`` that renders a page's Mermaid blocks, or ``""`` without a URL."""
+    """The ``<script>`` that renders a page's Mermaid blocks: the bundled Mermaid inlined
+    for :data:`~lifecycle.diagrams.offline.BUNDLED`, an ES module imported from ``url``
+    (a site's own copy), or ``""`` for none (the theme loads Mermaid itself)."""
     if not url:
         return ""
+    if url == BUNDLED:
+        return inline_script()
     return (f'<script type="module">import mermaid from "{html.escape(url, quote=True)}";'
             "mermaid.initialize({startOnLoad: true});</script>")
 
@@ -225,12 +286,14 @@ def parse_block(lines: Iterable[str]) -> DiagramRequest:
 
 
 def _inline_svg(svg: bytes) -> str:
-    """The ``<svg>`` element alone: no XML declaration or doctype inside an HTML page."""
+    """The ``<svg>`` element alone (no XML declaration or doctype inside an HTML page), its
+    drawn width and height kept as its largest size and :data:`FIT_STYLE` added."""
     text = svg.decode()
     at = text.find("<svg")
     if at < 0:
         raise DiagramError("dot produced no <svg> element")
-    return text[at:].strip()
+    text = text[at:].strip()
+    return f'<svg style="{FIT_STYLE}"' + text[len("<svg"):]
 
 
 def _source_file(machine: type[LifecycleMachine]) -> str:

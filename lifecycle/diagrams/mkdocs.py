@@ -19,12 +19,15 @@ options of ``lifecycle diagram``: ``format`` (``svg``, the default, ``png``,
 ``mermaid`` or ``dot``), ``highlight`` (a state drawn as the current one),
 ``object`` (a YAML/JSON dump drawn with its state and history; the first
 line may then be left out) and ``object-name`` (picks one object of a List).
-SVG is inlined; without Graphviz's ``dot`` the diagram is drawn as Mermaid.
+SVG is inlined, scaled to the content column with a "full size" toggle;
+without Graphviz's ``dot`` the diagram is drawn as Mermaid.
 
 Settings: ``base_dir``, the folder ``object`` paths are relative to (default:
 the current directory, where ``mkdocs build`` runs), and ``mermaid_url``, the
-Mermaid script a page with a Mermaid diagram loads (empty: none, when the
-theme already loads Mermaid). A block that cannot be drawn is a one-line
+Mermaid script a page with a Mermaid diagram loads: ``bundled`` (the default)
+inlines the copy of Mermaid that ships with lifecycle, so the page draws
+offline; a URL imports that ES module instead (a copy the site serves); empty
+loads none, when the theme already loads Mermaid. A block that cannot be drawn is a one-line
 warning naming its target (``mkdocs build --strict`` then fails) and a short
 note in the page in place of the diagram.
 """
@@ -125,7 +128,8 @@ class LifecycleDiagramExtension(Extension):
         """Settings: ``base_dir`` and ``mermaid_url`` (see the module's documentation)."""
         self.config = {
             "base_dir": [".", "folder that 'object' paths are relative to"],
-            "mermaid_url": [MERMAID_URL, "Mermaid script for Mermaid diagrams ('' for none)"],
+            "mermaid_url": [MERMAID_URL, "Mermaid script for Mermaid diagrams: 'bundled' "
+                            "(inlined), a URL, or '' for none"],
         }
         self.mermaid_loaded = False
         super().__init__(**kwargs)

@@ -25,12 +25,14 @@ SUFFIXES = {".dot": "dot", ".gv": "dot", ".mmd": "mermaid", ".mermaid": "mermaid
 SOURCE_MARK = "lifecycle-dot-sha256"
 
 
-def render(machine: type[LifecycleMachine], fmt: str, live: LiveObject | None = None) -> bytes:
+def render(machine: type[LifecycleMachine], fmt: str, live: LiveObject | None = None, *,
+           dpi: int | None = None) -> bytes:
     """The diagram in ``fmt`` (dot, mermaid, svg, png) as bytes.
 
     SVG and PNG need Graphviz's ``dot``; without it :class:`DiagramError`
     says so in one line. A rendered SVG carries the DOT's SHA-256 in a
-    comment (:data:`SOURCE_MARK`).
+    comment (:data:`SOURCE_MARK`). ``dpi`` sets a PNG's resolution (default:
+    Graphviz's, 96).
     """
     if fmt == "dot":
         return to_dot(machine, live).encode()
@@ -39,7 +41,7 @@ def render(machine: type[LifecycleMachine], fmt: str, live: LiveObject | None = 
     if fmt not in FORMATS:
         raise DiagramError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     source = to_dot(machine, live)
-    data = render_dot(source, fmt)
+    data = render_dot(with_dpi(source, dpi) if dpi and fmt == "png" else source, fmt)
     if fmt == "svg":
         data = mark_svg(data, source)
     return data
@@ -64,6 +66,14 @@ def render_dot(source: str, fmt: str) -> bytes:
     except graphviz.CalledProcessError as exc:
         first = (exc.stderr or b"").decode(errors="replace").strip().splitlines()
         raise DiagramError(f"dot failed: {first[0] if first else exc}") from None
+
+
+def with_dpi(source: str, dpi: int) -> str:
+    """The DOT ``source`` drawn at ``dpi`` dots per inch (a graph attribute after its ``{``)."""
+    at = source.find("{")
+    if at < 0 or not 24 <= dpi <= 600:
+        raise DiagramError(f"cannot set dpi {dpi} on this DOT source")
+    return f"{source[:at + 1]}\n  graph [dpi={int(dpi)}];{source[at + 1:]}"
 
 
 def source_digest(source: str) -> str:

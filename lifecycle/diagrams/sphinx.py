@@ -16,8 +16,11 @@ object of a List). SVG is inlined into HTML output; without Graphviz's
 ``dot`` the diagram is drawn as Mermaid instead. A diagram that cannot be
 drawn is a one-line build warning naming the target (an error under ``-W``).
 
-The ``lifecycle_diagram_mermaid_url`` setting is the Mermaid script a page
-with a Mermaid diagram loads (empty: load none, when the theme already does).
+An SVG or PNG diagram is scaled to the content column, with a "full size"
+toggle. The ``lifecycle_diagram_mermaid_url`` setting is the Mermaid script a
+page with a Mermaid diagram loads: ``"bundled"`` (the default) inlines the
+copy of Mermaid that ships with lifecycle, so the page draws offline; a URL
+imports that ES module instead; empty loads none, when the theme already does.
 """
 
 from __future__ import annotations
