@@ -8,6 +8,7 @@ run is a dozen requests or more to the real server.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from typing import Any
@@ -23,7 +24,7 @@ from lifecycle.providers.simcloud.verify import simcloud_target
 from lifecycle.registry import Registration
 from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.verify import Target, run_scenario
-from lifecycle.verify.remote import RUN_LABEL
+from lifecycle.verify.remote import RUN_LABEL, RealServer
 
 #: The side-effect points the tests explore: the finalizer and journal write, the create.
 POINTS = "2-3"
@@ -183,3 +184,45 @@ def test_a_missing_or_broken_kubeconfig_is_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert f"kubeconfig {path}" in err
+
+
+def test_a_run_sees_its_own_world_and_its_writes_as_they_were(real_cluster: Any) -> None:
+    server = RealServer.from_kubeconfig(str(real_cluster.kubeconfig))
+    api = server.open()
+    try:
+        real = api.namespaces["default"]
+        assert real.startswith(api.prefix + "-") and real != "default"
+        assert api.get("v1", "Namespace", None, "default")["metadata"]["name"] == "default"
+        first = api.create({"apiVersion": "v1", "kind": "Secret",
+                            "metadata": {"name": "s", "namespace": "default"},
+                            "stringData": {"v": "one"}})
+        assert first["metadata"]["namespace"] == "default"
+        after_create = api.resource_version
+        api.replace({**first, "stringData": {"v": "two"}})
+        secrets, _ = api.list("v1", "Secret")
+        assert [(s["metadata"]["namespace"], s["metadata"]["name"]) for s in secrets] == [
+            ("default", "s")]  # only the run's, under the scenario's names
+        then, _, _, _ = api.list_page("v1", "Secret", resource_version=after_create,
+                                      resource_version_match="Exact")
+        assert [s["data"]["v"] for s in then] == [base64.b64encode(b"one").decode()]
+        now, _, _, _ = api.list_page("v1", "Secret", resource_version=api.resource_version,
+                                     resource_version_match="Exact")
+        assert [s["data"]["v"] for s in now] == [base64.b64encode(b"two").decode()]
+        # The server's own default namespace holds no Secret of the run.
+        core = k8s.CoreV1Api(real_cluster.api_client())
+        assert "s" not in {s.metadata.name for s in core.list_namespaced_secret("default").items}
+        assert core.read_namespaced_secret("s", real).metadata.name == "s"
+    finally:
+        server.close(api)
+    assert core.read_namespace(real).metadata.deletion_timestamp is not None
+    assert server.leftovers == []
+
+
+def test_stale_reads_on_the_real_server(real_cluster: Any,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["verify", f"{__name__}:DATABASE", "--points", "2", "--side", "before",
+                 "--stale", "2", "--kubeconfig", str(real_cluster.kubeconfig)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert _summary(out)[1:] == (3, 0)  # restart, delete-while-down and concurrent
+    assert "reads up to 2 write(s) stale" in out

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
 from lifecycle.cli import UsageError
+from lifecycle.kube.errors import ApiError
 from lifecycle.verify import (
     CONCURRENT,
     SIDES,
@@ -142,6 +143,11 @@ def _stopped_by(server: RealServer | None) -> Iterator[None]:
     except ServerRefused as exc:
         where = f" at {server.host}" if server is not None else ""
         raise UsageError(f"{exc} (server{where}); nothing more was explored") from None
+    except ApiError as exc:  # an answer to the explorer's own request, not the engine's
+        if server is None:
+            raise
+        raise UsageError(f"the API server at {server.host} answered {exc.status} "
+                         f"{exc.reason}: {str(exc)[:200]}; nothing more was explored") from None
 
 
 def _server_summary(out: TextIO, server: RealServer) -> None:

@@ -26,16 +26,17 @@ must not swallow it, which the command line prints as one line.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from lifecycle.core.kind import Kind
 from lifecycle.driver.cluster import KubeCluster, ResourceInfo, api_client, translate
-from lifecycle.kube.errors import ApiError, Forbidden, NotFound
+from lifecycle.kube.errors import ApiError, Forbidden, NotFound, TooManyRequests
 from lifecycle.kube.resources import ResourceType
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.verify.model import VerifyError
@@ -74,6 +75,25 @@ def _stop(exc: ApiError) -> None:
                             f"{_line(exc)}") from None
     if exc.status == 503 and str(exc).startswith("API server unreachable"):
         raise ServerRefused(f"lost the API server: {_line(exc)}") from None
+
+
+#: How long in all a request may be retried while the server answers 429, in seconds.
+PATIENCE = 30.0
+
+
+def patiently(call: Callable[[], Any]) -> Any:
+    """``call()``, retried while the server answers 429 (a new CRD's storage initialising,
+    its priority and fairness shedding load), waiting as it asks (at most 1 s a time,
+    :data:`PATIENCE` in all). The server's own load is no event of the scenario: were the
+    engine to see it, it would back off on the virtual clock and the runs would differ."""
+    deadline = time.monotonic() + PATIENCE
+    while True:
+        try:
+            return call()
+        except TooManyRequests as exc:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(min(max(exc.retry_after, 0.05), 1.0))
 
 
 class RealServer:
@@ -120,7 +140,12 @@ class RealServer:
 
     def _call(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
               body: Any = None, content_type: str = "application/json") -> Any:
-        """One request with the client's credentials; the parsed JSON answer."""
+        """One request with the client's credentials; the parsed JSON answer (a 429 is
+        retried, see :func:`patiently`)."""
+        return patiently(lambda: self._once(method, path, query, body, content_type))
+
+    def _once(self, method: str, path: str, query: Mapping[str, str] | None, body: Any,
+              content_type: str) -> Any:
         try:
             m, url, headers, data, _ = self.client.param_serialize(
                 method, path, query_params=list((query or {}).items()),
@@ -310,7 +335,9 @@ class RemoteAPI:
     def real_namespace(self, namespace: str) -> str:
         """The real name of the scenario's namespace ``namespace``."""
         real = f"{self.prefix}-{namespace}"
-        return real if len(real) <= 63 else f"{self.prefix}-{secrets.token_hex(8)}"[:63]
+        if len(real) <= 63:
+            return real
+        return f"{self.prefix}-{hashlib.sha256(namespace.encode()).hexdigest()[:16]}"
 
     def _info(self, api_version: str, kind: str) -> ResourceInfo:
         try:
@@ -398,7 +425,7 @@ class RemoteAPI:
 
     def _do(self, call: Any, *args: Any) -> Any:
         try:
-            return call(*args)
+            return patiently(lambda: call(*args))
         except ApiError as exc:
             _stop(exc)
             raise
