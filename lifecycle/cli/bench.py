@@ -82,8 +82,9 @@ def register(subparsers: Any) -> None:
                         help="the source checkout holding benchmarks/ (default: the current "
                              "directory, then the checkout lifecycle runs from)")
     parser.add_argument("--e2e", action="store_true",
-                        help="end to end beside kopf: API server and operator in processes "
-                             "of their own, API calls, CPU and wall time to Ready")
+                        help="end to end beside the peers: API server and operators in "
+                             "processes of their own; API calls, CPU, wall time, memory and "
+                             "connection resets to Ready, at rest and to delete")
     parser.add_argument("-n", type=int, default=200, metavar="N",
                         help="objects per round with --e2e (default: 200)")
     parser.add_argument("--rounds", type=int, default=5,
