@@ -206,3 +206,24 @@ def test_cli_prints_one_json_object_and_writes_it(capsys, tmp_path):
     assert all(key in printed for key in DONE_WHEN)
     assert json.loads((tmp_path / "e2e.json").read_text())["config"]["operators"] == ["lifecycle"]
     assert (tmp_path / "e2e.png").stat().st_size > 5_000
+
+
+def test_postgres_workload_manifests_are_valid_objects_of_the_shipped_kinds():
+    from benchmarks import e2e_pg
+    from lifecycle.sim.apiserver import EmbeddedAPI
+    from lifecycle.sim.embedded import register_kinds
+
+    api = EmbeddedAPI()
+    register_kinds(api, e2e_servers.kinds_of("postgres"), seed_config=False)
+    flavor = e2e_pg.Flavor("lifecycle", e2e_pg.OURS_GROUP, "lc", True)
+    docs = [doc for i in range(3) for doc in flavor.manifests(i, 3, "default")]
+    assert [doc["kind"] for doc in docs[:3]] == ["Role", "Database", "Grant"]
+    for doc in docs:
+        stored = api.create(doc)
+        assert stored["spec"]["forProvider"] == {**stored["spec"]["forProvider"],
+                                                 **doc["spec"]["forProvider"]}
+    grant = docs[2]["spec"]["forProvider"]
+    assert grant["database"] == flavor.pg_name("d", 0) and grant["role"] == flavor.pg_name("r", 1)
+    for kind, change in e2e_pg.CHANGES.items():
+        assert set(change["spec"]["forProvider"]) <= set(
+            next(d for d in docs if d["kind"] == kind)["spec"]["forProvider"])
