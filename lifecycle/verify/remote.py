@@ -397,9 +397,12 @@ class RemoteAPI:
     def _wrote(self, result: Any, info: ResourceInfo, namespace: str | None) -> None:
         """Note the server's revision after one of the run's writes."""
         self.written.add((info.api_version, info.kind))
-        rv = ((result or {}).get("metadata") or {}).get("resourceVersion") \
-            if isinstance(result, dict) and result.get("kind") != "Status" else None
-        if rv is None:  # deleted at once: the server's revision now is after the delete
+        meta = ((result or {}).get("metadata") or {}) \
+            if isinstance(result, dict) and result.get("kind") != "Status" else {}
+        rv = meta.get("resourceVersion")
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            rv = None  # the write let it go: the server deleted it in a revision of its own
+        if rv is None:  # deleted: the server's revision now is after the delete
             listed = self.server._call("GET", _path(info, namespace), query={"limit": "1"})
             rv = listed["metadata"]["resourceVersion"]
         self._revisions.append(int(rv))
