@@ -28,7 +28,7 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -40,6 +40,7 @@ from kubernetes import config as k8s_config
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 from lifecycle.core.objects import metadata
 from lifecycle.core.values import now, rfc3339
+from lifecycle.driver import store
 from lifecycle.driver.transport import Transport, WatchStream
 from lifecycle.kube.errors import (
     ApiError,
@@ -282,11 +283,13 @@ class KubeCluster:
 
     def _request(self, method: str, path: str, body: Any = None, *,
                  query: dict[str, str] | None = None,
-                 content_type: str = "application/json") -> Any:
+                 content_type: str = "application/json",
+                 decode: Callable[[bytes], Any] = json.loads) -> Any:
         """One request through the lean transport; the answer as parsed JSON.
 
-        The body is ``json.dumps``'d once and the answer ``json.loads``'d once;
-        a non-2xx answer raises the error its ``Status`` (or code) names.
+        The body is ``json.dumps``'d once and the answer decoded once (by
+        ``decode``); a non-2xx answer raises the error its ``Status`` (or code)
+        names.
         """
         if query:
             path += "?" + urlencode(query)
@@ -299,7 +302,7 @@ class KubeCluster:
             raise translate(exc) from None
         if not 200 <= answer.status < 300:
             raise error_for(answer.status, answer.body, None, _seconds(answer.retry_after))
-        return json.loads(answer.body) if answer.body else None
+        return decode(answer.body) if answer.body else None
 
     def get(self, api_version: str, kind: str, namespace: str | None,
             name: str) -> dict[str, Any]:
@@ -338,12 +341,18 @@ class KubeCluster:
         self._request("DELETE", self._path(info, self._scope(info, namespace), name))
 
     def list(self, api_version: str, kind: str, namespace: str | None = None,
-             label_selector: str | None = None) -> tuple[list[dict[str, Any]], str]:
-        """List a kind (in one namespace or all) and return items and resourceVersion."""
+             label_selector: str | None = None, *,
+             decode: Callable[[bytes], Any] = json.loads) -> tuple[list[dict[str, Any]], str]:
+        """List a kind (in one namespace or all) and return items and resourceVersion.
+
+        ``decode`` turns the answer's bytes into objects (an informer asks for
+        the compact form of :func:`lifecycle.driver.store.decode`).
+        """
         info = self.info(api_version, kind)
         ns = namespace if info.namespaced else None
         doc = self._request("GET", self._path(info, ns),
-                            query={"labelSelector": label_selector} if label_selector else None)
+                            query={"labelSelector": label_selector} if label_selector else None,
+                            decode=decode)
         return list(doc.get("items") or []), str(doc["metadata"].get("resourceVersion", ""))
 
     def _target(self, obj: dict[str, Any]) -> tuple[ResourceInfo, str | None, str]:
@@ -419,16 +428,45 @@ class KubeListWatcher:
         self._lock = threading.Lock()
 
     def list(self) -> tuple[list[dict[str, Any]], str]:
-        """All objects and the list's resourceVersion."""
-        return self.cluster.list(self.info.api_version, self.info.kind, self.namespace,
-                                 self.label_selector)
+        """All objects (in the compact form of :mod:`lifecycle.driver.store`) and the
+        list's resourceVersion.
+
+        Read in pages of :data:`LIST_PAGE` objects, one consistent snapshot, so
+        a large list never sits in memory whole as bytes and text (memory a
+        process keeps once it has grown to hold it); when the server lets the
+        continue token expire meanwhile (410), the list is read again in one
+        answer.
+        """
+        info = self.info
+        path = self.cluster._path(info, self.namespace if info.namespaced else None)
+        query = {"limit": str(LIST_PAGE)}
+        if self.label_selector:
+            query["labelSelector"] = self.label_selector
+        items: list[dict[str, Any]] = []
+        while True:
+            try:
+                doc = self.cluster._request("GET", path, query=query, decode=store.decode)
+            except Gone:
+                if "continue" not in query:
+                    raise
+                return self.cluster.list(info.api_version, info.kind, self.namespace,
+                                         self.label_selector, decode=store.decode)
+            items.extend(doc.get("items") or [])
+            meta = doc.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                return items, str(meta.get("resourceVersion", ""))
+            query["continue"] = str(token)
 
     def watch(self, resource_version: str, *, timeout: float,
               inactivity: float) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Stream events after ``resource_version`` with bookmarks; ``Gone`` on 410."""
+        """Stream events after ``resource_version`` with bookmarks; ``Gone`` on 410.
+
+        Each object comes in the compact form of :mod:`lifecycle.driver.store`.
+        """
         for kind, line in self.watch_lines(resource_version, timeout=timeout,
                                            inactivity=inactivity):
-            event = json.loads(line)
+            event = store.decode(line)
             yield kind or str(event.get("type", "")), event.get("object") or {}
 
     def watch_lines(self, resource_version: str, *, timeout: float,
@@ -472,6 +510,9 @@ class KubeListWatcher:
         if stream is not None:
             stream.close()
 
+
+#: Objects per page when an informer lists (as client-go's reflector pages its lists).
+LIST_PAGE = 500
 
 _TYPES = {b'{"type":"' + t.encode() + b'"': t for t in
           ("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR")}
