@@ -221,8 +221,9 @@ def register(subparsers: Any) -> None:
             "gets namespaces of its own and prefixed names for its cluster-scoped objects, "
             "touches nothing else and is cleaned up after; missing CRDs are installed. "
             "Exits 1 on a counterexample."),
-        epilog=("example: lifecycle verify DatabaseInstance/adoption --kubeconfig kc "
-                "--points 1-5  (with `lifecycle envtest --kubeconfig kc` beside it)"),
+        epilog=("example, with a real API server from lifecycle envtest --kubeconfig kc "
+                "beside it: lifecycle verify DatabaseInstance/adoption --kubeconfig kc "
+                "--points 1-5"),
     )
     parser.add_argument("kinds", nargs="*", metavar="KIND",
                         help="kinds to verify: a registered name (DatabaseInstance), its "
