@@ -19,12 +19,13 @@ from kubernetes import client as k8s
 
 from lifecycle.cli import main
 from lifecycle.core.kind import FINALIZER, INTENT, Kind
+from lifecycle.driver.cluster import api_client
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud.verify import simcloud_target
 from lifecycle.registry import Registration
 from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.verify import Target, run_scenario
-from lifecycle.verify.remote import RUN_LABEL, RealServer
+from lifecycle.verify.remote import RUN_LABEL, RealServer, ServerRefused
 
 #: The side-effect points the tests explore: the finalizer and journal write, the create.
 POINTS = "2-3"
@@ -226,3 +227,12 @@ def test_stale_reads_on_the_real_server(real_cluster: Any,
     assert code == 0, out
     assert _summary(out)[1:] == (3, 0)  # restart, delete-while-down and concurrent
     assert "reads up to 2 write(s) stale" in out
+
+
+def test_a_refusal_in_the_middle_stops_the_exploration(real_cluster: Any, tmp_path: Any) -> None:
+    config = real_cluster.service_account_kubeconfig(tmp_path / "kc", "verify-tests", "nobody")
+    server = RealServer(api_client(kubeconfig=str(config)), kubeconfig=str(config))
+    server.reachable()  # it answers; the credentials may do nothing
+    with pytest.raises(ServerRefused, match=r"refused a request \(403 Forbidden\)"):
+        run_scenario(simcloud_target(DatabaseInstance), server=server)
+    assert not issubclass(ServerRefused, Exception)  # the engine cannot retry it away
