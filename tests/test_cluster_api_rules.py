@@ -566,3 +566,40 @@ def test_a_timeout_changed_after_the_first_request_applies_to_the_next(wire: Wir
     with pytest.raises(ServerError) as caught:
         cluster.get("v1", "ConfigMap", "default", "slow")
     assert caught.value.status == 503
+
+
+# ------------------------------------------------------- an informer's list
+def test_an_informers_list_is_read_in_pages_of_one_snapshot(wire: Wire) -> None:
+    cluster = KubeCluster(api_client(host=wire.url))
+    wire.answers += [
+        Answer(body={"items": [{"metadata": {"name": "a"}}],
+                     "metadata": {"resourceVersion": "7", "continue": "tok1"}}),
+        Answer(body={"items": [{"metadata": {"name": "b"}}],
+                     "metadata": {"resourceVersion": "7"}})]
+    items, version = cluster.list_watcher("v1", "Secret", "team", "x=y").list()
+    assert ([o["metadata"]["name"] for o in items], version) == (["a", "b"], "7")
+    queries = [sorted(path.split("?", 1)[1].split("&")) for _, path in wire.requests()]
+    assert queries == [["labelSelector=x%3Dy", "limit=500"],
+                       ["continue=tok1", "labelSelector=x%3Dy", "limit=500"]]
+
+
+def test_an_expired_continue_token_reads_the_list_again_whole(wire: Wire) -> None:
+    cluster = KubeCluster(api_client(host=wire.url))
+    wire.answers += [
+        Answer(body={"items": [{"metadata": {"name": "a"}}],
+                     "metadata": {"resourceVersion": "7", "continue": "tok1"}}),
+        Answer(410, {"kind": "Status", "reason": "Expired", "code": 410,
+                     "message": "the continue token has expired"}),
+        Answer(body={"items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}],
+                     "metadata": {"resourceVersion": "9"}})]
+    items, version = cluster.list_watcher("v1", "Secret", "team").list()
+    assert ([o["metadata"]["name"] for o in items], version) == (["a", "b"], "9")
+    assert [path for _, path in wire.requests()] == [
+        "/api/v1/namespaces/team/secrets?limit=500",
+        "/api/v1/namespaces/team/secrets?limit=500&continue=tok1",
+        "/api/v1/namespaces/team/secrets"]
+    # A first page already gone is an error for the informer to handle (it re-lists).
+    wire.answers.append(Answer(410, {"kind": "Status", "reason": "Expired", "code": 410,
+                                     "message": "too old"}))
+    with pytest.raises(Gone):
+        cluster.list_watcher("v1", "Secret", "team").list()
