@@ -97,8 +97,8 @@ CANARIES: tuple[Canary, ...] = (
     Canary(
         "late-init-pruned-taken-as-persisted",
         "runtime/writes.py",
-        "            if after != before and all(written.get(k) is not None for k in missing):\n",
-        "            if True:\n",
+        "        if after != before and all(written.get(k) is not None for k in missing):\n",
+        "        if True:\n",
         ("tests/test_runtime_rules.py::"
          "test_a_late_init_write_the_schema_pruned_is_reported_not_taken_as_persisted",),
     ),

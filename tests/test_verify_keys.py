@@ -116,7 +116,8 @@ def mint_new_keys(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     original = effects.next_intent
     counter = itertools.count(1)
 
-    def fresh(previous: Any, operation: str, uid: str, generation: int, at: Any) -> Any:
+    def fresh(previous: Any, operation: str, uid: str, generation: int, at: Any,
+              **_: Any) -> Any:
         intent = original(None, operation, uid, generation, at)
         key = f"{intent.key}-{next(counter)}"
         minted.append(key)

@@ -105,17 +105,24 @@ class ObjectPort(Protocol):
         """Set one annotation with the object's next write (losing it in a crash is safe)."""
         ...
 
+    def defer(self, key: str, value: str) -> None:
+        """Set one annotation with the object's next write, if the pass makes one."""
+        ...
+
 
 def next_intent(previous: Intent | None, operation: str, uid: str, generation: int,
-                at: datetime) -> Intent:
+                at: datetime, *, settled: bool = False) -> Intent:
     """The journal entry for a call of ``operation`` (pure).
 
     A pending entry for the same operation and generation is resumed with
     its key (a crash interrupted it); otherwise a new key
     ``uid/operation/generation/sequence`` is minted, so a new intent is never
     mistaken for an old one by a provider that remembers client tokens.
+    ``settled`` says the object has been seen Ready since the entry was
+    written (its effect was observed; the close that says so was not worth a
+    write of its own): the entry is not resumed.
     """
-    if (previous is not None and previous.outcome == "pending"
+    if (not settled and previous is not None and previous.outcome == "pending"
             and previous.operation == operation and previous.generation == generation):
         return previous
     sequence = 1
@@ -181,10 +188,18 @@ class Effects:
     Entries are sealed by ``journal`` (default: this process's key) for the
     resource's kind, namespace, name, uid and external name; an entry not
     sealed so is read as none (:mod:`lifecycle.core.seal`).
+
+    ``defer_closes`` (for a kind whose external names are its own, not
+    assigned by the provider) lets a closed entry wait for a write the pass
+    makes anyway, and ``ready`` says the stored state is Ready: an entry
+    still pending then had its effect observed (or, after a crash, is
+    repeated under a new key, which a create of a name the object already
+    holds and an update both allow), so it is not resumed.
     """
 
     def __init__(self, client: ExternalClient, resource: ManagedResource, port: ObjectPort,
-                 clock: Callable[[], datetime], journal: Journal | None = None) -> None:
+                 clock: Callable[[], datetime], journal: Journal | None = None, *,
+                 defer_closes: bool = False, ready: bool = False) -> None:
         self.client = client
         self.resource = resource
         self.port = port
@@ -194,6 +209,8 @@ class Effects:
         self.connection: dict[str, str] = {}
         self.external_name: str | None = None
         self.completion = Completion()
+        self.defer_closes = defer_closes
+        self.settled = defer_closes and ready
         self._pending: Intent | None = None
 
     def _subject(self) -> Any:
@@ -286,8 +303,8 @@ class Effects:
 
     def _journalled(self, operation: str, call: Callable[[ManagedResource], Any],
                     before_closing: Callable[[Any], None] | None = None) -> Any:
-        intent = next_intent(self.trusted(), operation,
-                             self.resource.uid, self.resource.generation, self.clock())
+        intent = next_intent(self.trusted(), operation, self.resource.uid,
+                             self.resource.generation, self.clock(), settled=self.settled)
         self._record(intent)
         self._pending = intent
         resource = attrs.evolve(self.resource, idempotency_key=intent.key)
@@ -304,14 +321,18 @@ class Effects:
     def close_observed(self, observation: Observation | None) -> bool:
         """Close a pending journal entry whose effect ``observation`` shows; whether it did.
 
-        The closed entry is staged (committed with the object's next write)
-        only when there is one to close; lost in a crash, it is closed again.
+        The closed entry is staged only when there is one to close; lost in a
+        crash, it is closed again. With ``defer_closes`` it is deferred: it
+        rides on the object's next write, and a pass that writes nothing else
+        leaves it pending, which the Ready state that follows makes harmless
+        (:func:`next_intent` does not resume it once the object is Ready).
         """
         closed = closed_intent(self.trusted(), observation)
         if closed is None:
             return False
-        self.port.stage(INTENT_MAC, self.journal.mac(closed, self._subject()))
-        self.port.stage(INTENT, closed.to_json())
+        stage = self.port.defer if self.defer_closes else self.port.stage
+        stage(INTENT_MAC, self.journal.mac(closed, self._subject()))
+        stage(INTENT, closed.to_json())
         return True
 
     def _record(self, intent: Intent) -> None:

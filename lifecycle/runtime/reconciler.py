@@ -18,24 +18,29 @@ this module only adds the I/O around them:
    nothing);
 4. connect and observe, and gather the facts (:func:`~lifecycle.core.plan.gather`);
    a pending intent-journal entry whose effect the observation shows is
-   closed as succeeded (staged, committed with the next object write);
+   closed as succeeded (staged to ride on the next object write; for a kind
+   naming its own resources, only if the pass makes one);
 5. :func:`~lifecycle.core.decide.decide` one event and its transition, then
    run the transition's actions (the external calls, behind the intent
-   journal of :class:`~lifecycle.runtime.effects.Effects`);
+   journal of :class:`~lifecycle.runtime.effects.Effects`); when the call
+   says what it left (:class:`~lifecycle.core.values.Completion`) and that
+   moves the resource on, decide again from it in the same pass;
 6. late-initialise the spec (carrying whatever metadata is staged) and
    publish the connection Secret;
 7. commit what is still staged; :func:`~lifecycle.core.plan.conclude`:
    status, Events and the requeue result; write the status once if it
    changed (observing the generation of a late-initialisation write of this
-   pass); remove the finalizer on the final state.
+   pass); remove the finalizer on the final state (with no status write and
+   no Normal Event when the object goes with it).
 
 Handled errors end in the Failed state with a condition (a connect or
 observe error that is not terminal holds a state reporting Ready instead:
 Synced False, Ready as last observed); API errors other
 than NotFound propagate as :class:`UnhandledError` for the work queue's
 backoff. Object writes (finalizer, annotations, late-initialised spec) and
-status writes are separate and each retries a 409 from a fresh read, staged
-metadata changes re-applied to it.
+status writes are separate (:class:`~lifecycle.runtime.writes.ObjectWrites`)
+and each retries a 409 from a fresh read, staged metadata changes re-applied
+to it.
 """
 
 from __future__ import annotations
@@ -363,7 +368,8 @@ class Reconciler:
                     f"observe returned {type(observation).__name__}, not an Observation",
                     reason="InvalidObservation")
             effects = Effects(client, resource, PassObject(run, self.writes.annotate),
-                              self.clock, self.journal)
+                              self.clock, self.journal, defer_closes=not self.kind.names_assigned,
+                              ready=g.state == "ready")
             if g.deleting and self.kind.names_assigned and not observation.exists:
                 # A create interrupted before the name it assigned was recorded: repeat it
                 # with its journalled key to learn the name, then look there.
@@ -414,6 +420,11 @@ class Reconciler:
         """Decide, carry the decision out, conclude and write the conclusion."""
         machine = self.kind.machine
         decision = decide(machine, facts)
+        observation = facts.observation
+        if (acted(decision) == "create" and observation is not None and observation.late_init
+                and facts.policy.allows_modify):
+            # Defaults the provider told before the create ride on the write preceding it.
+            run.defaults = dict(self.kind.to_spec(observation.late_init))
         if decision.actions:
             # The journal's object writes fail as the pass's own writes do.
             decision, notices = run_actions(
@@ -433,8 +444,8 @@ class Reconciler:
             facts.policy.allows_modify
         ):
             self.writes.late_init(run, self.kind.to_spec(observation.late_init))
-            if run.observed is not None:
-                facts = attrs.evolve(facts, generation=run.observed)
+        if run.observed is not None:
+            facts = attrs.evolve(facts, generation=run.observed)
         connection: dict[str, str] = {}
         if observation is not None:
             connection.update(observation.connection)

@@ -43,12 +43,16 @@ class ObjectWrites:
 
     def mutate(self, run: Pass, change: Callable[[dict[str, Any]], Any]) -> None:
         """Apply the staged changes and ``change`` to metadata and commit them in one write,
-        retrying 409s from a fresh read."""
+        with the provider defaults staged for the spec (:meth:`Pass.fill`), retrying 409s
+        from a fresh read."""
         def attempt() -> None:
             body = dict(run.obj)
             body["metadata"] = staged_meta(run)
             change(body["metadata"])
-            if body["metadata"] != run.obj["metadata"]:
+            missing = _missing(run.obj, run.defaults)
+            if missing:
+                self._write_spec(run, body, missing)
+            elif body["metadata"] != run.obj["metadata"]:
                 try:
                     run.obj = self.api().replace(body)
                 except NotFound:
@@ -79,36 +83,36 @@ class ObjectWrites:
         that prunes the field is reported, not retried in a loop.
         """
         def attempt() -> None:
-            spec = run.obj.get("spec")
-            params = spec.get("forProvider") if objects.is_mapping(spec) else None
-            if not objects.is_mapping(params):
-                return
-            missing = {k: v for k, v in fields.items() if params.get(k) is None and v is not None}
-            if not missing:
-                return
-            body = dict(run.obj)
-            body["metadata"] = staged_meta(run)
-            body["spec"] = {**spec, "forProvider": {**params, **missing}}
-            before = run.obj["metadata"].get("generation")
-            try:
-                run.obj = self.api().replace(body)
-            except NotFound:
-                raise ObjectGone from None
-            run.committed()
-            written = (run.obj.get("spec") or {}).get("forProvider") or {}
-            after = run.obj["metadata"].get("generation")
-            if after != before and all(written.get(k) is not None for k in missing):
-                if before == run.generation and isinstance(after, int):
-                    run.observed = after
-                else:
-                    run.dirty = True
-            else:
-                run.notes.append(config_note(
-                    "LateInitNotPersisted",
-                    f"provider defaults for {', '.join(sorted(missing))} could not be written "
-                    "to spec.forProvider (pruned by the schema?)", run.generation))
+            missing = _missing(run.obj, {**run.defaults, **fields})
+            if missing:
+                body = dict(run.obj)
+                body["metadata"] = staged_meta(run)
+                self._write_spec(run, body, missing)
+                run.committed()
 
         retry_conflicts(attempt, lambda: self.refresh(run), what="late-init write")
+
+    def _write_spec(self, run: Pass, body: dict[str, Any], missing: Mapping[str, Any]) -> None:
+        """Write ``body`` with ``missing`` filled into its parameters; note the generation."""
+        spec = run.obj["spec"]
+        body["spec"] = {**spec, "forProvider": {**spec["forProvider"], **missing}}
+        before = run.obj["metadata"].get("generation")
+        try:
+            run.obj = self.api().replace(body)
+        except NotFound:
+            raise ObjectGone from None
+        written = (run.obj.get("spec") or {}).get("forProvider") or {}
+        after = run.obj["metadata"].get("generation")
+        if after != before and all(written.get(k) is not None for k in missing):
+            if before == run.generation and isinstance(after, int):
+                run.observed = after
+            else:
+                run.dirty = True
+        else:
+            run.notes.append(config_note(
+                "LateInitNotPersisted",
+                f"provider defaults for {', '.join(sorted(missing))} could not be written "
+                "to spec.forProvider (pruned by the schema?)", run.generation))
 
     def refresh(self, run: Pass) -> None:
         """Read the object afresh after a conflict; gone means the pass is over."""
@@ -118,3 +122,14 @@ class ObjectWrites:
                                      meta.get("namespace"), meta["name"])
         except NotFound:
             raise ObjectGone from None
+
+
+def _missing(obj: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``fields`` the object's ``spec.forProvider`` leaves unset (none without one)."""
+    if not fields:
+        return {}
+    spec = obj.get("spec")
+    params = spec.get("forProvider") if objects.is_mapping(spec) else None
+    if not objects.is_mapping(params):
+        return {}
+    return {k: v for k, v in fields.items() if params.get(k) is None and v is not None}
