@@ -25,7 +25,6 @@ peer's.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import re
 import statistics
@@ -36,7 +35,8 @@ from typing import Any
 
 import attrs
 
-from benchmarks.e2e_servers import BenchError, Client, Process, Tracker
+from benchmarks.e2e_servers import BenchError, Client, Tracker, cpu_seconds, rss_bytes
+from lifecycle.core.errors import LifecycleError
 
 PEER = "provider-sql"
 OURS_GROUP = "postgresql.lifecycle.dev/v1alpha1"
@@ -197,6 +197,26 @@ def _until(catalog: Catalog, ok: Callable[[str, Any], bool], timeout: float
     return done
 
 
+def _install(client: Client, documents: list[dict[str, Any]], timeout: float = 60.0) -> None:
+    """Create the CRDs that are missing and wait until every one is Established."""
+    base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    for doc in documents:
+        if client.call("GET", f"{base}/{doc['metadata']['name']}", missing=None) is None:
+            client.call("POST", base, doc)
+    deadline = time.monotonic() + timeout
+    for doc in documents:
+        while True:
+            found = client.call("GET", f"{base}/{doc['metadata']['name']}")
+            conditions = {c.get("type"): c.get("status")
+                          for c in (found.get("status") or {}).get("conditions") or []}
+            if conditions.get("Established") == "True":
+                break
+            if time.monotonic() > deadline:
+                raise BenchError(f"CRD {doc['metadata']['name']} was not established within "
+                                 f"{timeout:.0f} s")
+            time.sleep(0.1)
+
+
 def _setup(client: Client, flavor: Flavor, server: Any, pg: Any, namespace: str,
            peer_module: Any) -> None:
     """The flavour's ProviderConfig and admin Secret (and the peer's CRDs)."""
@@ -209,18 +229,12 @@ def _setup(client: Client, flavor: Flavor, server: Any, pg: Any, namespace: str,
                            "credentials": {"secretRef": {"name": secret,
                                                          "namespace": SECRETS_NAMESPACE}}}}
     else:
-        for doc in peer_module.crds():
-            with contextlib.suppress(BenchError):  # installed already
-                client.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                            doc)
-        data = {"endpoint": pg.host, "port": str(pg.port), "username": pg.user,
-                "password": pg.password}
-        config = {"apiVersion": PEER_GROUP, "kind": "ProviderConfig",
-                  "metadata": {"name": CONFIG},
-                  "spec": {"sslMode": "disable", "credentials": {
-                      "source": "PostgreSQLConnectionSecret",
-                      "connectionSecretRef": {"name": secret,
-                                              "namespace": SECRETS_NAMESPACE}}}}
+        _install(client, peer_module.crds())
+        wanted, config = peer_module.provider_config(SECRETS_NAMESPACE, secret, {
+            "host": pg.host, "port": pg.port, "user": pg.user, "password": pg.password,
+            "sslmode": "disable"})
+        data = wanted["stringData"]
+        config["metadata"]["name"] = CONFIG
     base = f"/api/v1/namespaces/{SECRETS_NAMESPACE}/secrets"
     client.call("DELETE", f"{base}/{secret}", missing=None)
     client.call("POST", base, {"apiVersion": "v1", "kind": "Secret",
@@ -236,7 +250,7 @@ def _setup(client: Client, flavor: Flavor, server: Any, pg: Any, namespace: str,
 
 
 def _start(flavor: Flavor, server: Any, workdir: Path, tag: str, namespace: str,
-           peer_module: Any) -> tuple[Process, Callable[[], int]]:
+           peer_module: Any) -> tuple[Any, Callable[[], int]]:
     """Start the flavour's operator; return it and a function counting its resets."""
     from benchmarks import e2e, e2e_netcount
 
@@ -249,18 +263,35 @@ def _start(flavor: Flavor, server: Any, workdir: Path, tag: str, namespace: str,
             return int(e2e_netcount.read(str(operator.stats)).get("total", 0))
         return operator.process, ours
     log = workdir / f"{tag}.log"
-    binary = peer_module.build()
-    process = Process("", command=[str(binary), f"--kubeconfig={kubeconfig}",
-                                   f"--poll={poll_interval():g}s",
-                                   f"--user-agent={flavor.operator}"], log=log)
-    if process.line(timeout=120) != "ready":
-        process.stop()
-        raise BenchError(f"the {PEER} peer did not start: {process.last_error()}")
+    try:
+        peer_module.build()
+        started = peer_module.start(kubeconfig, poll=poll_interval(), user_agent=flavor.operator,
+                                    log=log)
+    except LifecycleError as exc:
+        raise BenchError(f"the {PEER} peer: {exc}") from None
 
     def theirs() -> int:
         text = log.read_text(errors="replace") if log.exists() else ""
         return sum(1 for line in text.splitlines() if RESET_LINE.search(line))
-    return process, theirs
+    return _Running(started), theirs
+
+
+class _Running:
+    """The peer's process seen as the benchmark sees its own children (CPU, RSS, stop)."""
+
+    def __init__(self, peer: Any) -> None:
+        self.peer = peer
+
+    @property
+    def cpu(self) -> float:
+        return cpu_seconds(self.peer.pid)
+
+    @property
+    def rss(self) -> int:
+        return rss_bytes(self.peer.pid)
+
+    def stop(self) -> None:
+        self.peer.stop()
 
 
 def one(flavor: Flavor, server: Any, config: Any, pg: Any, workdir: Path, tag: str,
