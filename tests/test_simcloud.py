@@ -16,7 +16,7 @@ from lifecycle.core.errors import (
     TerminalError,
     Throttled,
 )
-from lifecycle.core.values import Creation, ProviderStatus
+from lifecycle.core.values import ProviderStatus
 from lifecycle.providers.simcloud import (
     CloudAlreadyExists,
     CloudAuthError,
@@ -181,7 +181,7 @@ def test_modify_without_changes_is_a_no_op() -> None:
 def test_delete_progression() -> None:
     cloud = SimCloud(create_polls=0, delete_polls=2)
     cloud.create_instance(CREDS, "db1", PG)
-    assert cloud.delete_instance(CREDS, "db1") is None
+    assert cloud.delete_instance(CREDS, "db1") is False  # not gone yet: deleting
     assert cloud.describe_instance(CREDS, "db1")["state"] == "deleting"
     cloud.delete_instance(CREDS, "db1")  # repeated request while deleting is accepted
     with pytest.raises(CloudNotFound):
@@ -537,7 +537,10 @@ def test_client_lifecycle_pending_available_late_init(
 ) -> None:
     res = resource()
     creation = client.create(res)
-    assert creation == Creation(connection={"username": "admin", "password": PASSWORD})
+    assert creation.connection == {"username": "admin", "password": PASSWORD}
+    # The cloud's answer, as an observation: still creating.
+    assert creation.observation is not None and creation.observation.exists
+    assert creation.observation.status is ProviderStatus.PENDING
     assert cloud.password_of("db1") == PASSWORD
     assert cloud.creations("db1") == 1
     assert cloud.instances()["db1"]["state"] == "creating"
