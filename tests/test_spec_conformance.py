@@ -149,9 +149,9 @@ def test_skip_policy_does_not_late_initialise_the_spec() -> None:
 
 # --------------------------------------------------------- late initialisation
 def test_late_init_conflict_never_loses_the_users_write() -> None:
-    env, _ = make(create_polls=0)
+    env, _ = make(create_polls=1)
     env.apply(database_manifest("db"))
-    env.reconcile(KIND, "db")  # creates; the next observe reports the default version
+    env.reconcile(KIND, "db")  # creates (pending); the next observe reports the default version
     real_replace = env.api.replace
     raced: list[bool] = []
 
