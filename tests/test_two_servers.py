@@ -49,6 +49,8 @@ class Target:
     url: str
     client: Any
     namespace: str
+    #: Compacts the server's history (etcd's compaction; the embedded API's own).
+    compact: Callable[[], int]
     closers: list[Callable[[], None]] = attrs.field(factory=list)
 
     def custom(self) -> k8s.CustomObjectsApi:
@@ -111,7 +113,7 @@ def target(request: pytest.FixtureRequest) -> Iterator[Target]:
 
         server = embedded_cluster(KINDS, bookmark_interval=0.5)
         client = api_client(host=server.url)
-        found = Target("embedded", server.url, client, namespace)
+        found = Target("embedded", server.url, client, namespace, server.api.compact)
         found.closers += [server.stop, server.api.close]
     else:
         from lifecycle.cli.envtest import seed
@@ -119,7 +121,7 @@ def target(request: pytest.FixtureRequest) -> Iterator[Target]:
         real = request.getfixturevalue("real_cluster")
         client = real.api_client()
         seed(client, KINDS)
-        found = Target("real", real.url, client, namespace)
+        found = Target("real", real.url, client, namespace, real.compact)
     _namespace(client, namespace)
     _namespace(client, DEFAULT_RESOURCE_NAMESPACE)
     try:
@@ -356,6 +358,79 @@ def test_the_informer_lists_then_follows_the_watch(target: Target) -> None:
             return server == cached
 
         eventually(same, "the cache equal to the server's list")
+    finally:
+        informer.stop()
+
+
+class Gated:
+    """A list-watch source that can be cut off: while closed, the open watch ends at its next
+    event (which is lost) and new watches fail, as when the network between operator and
+    server goes away."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.closed = False
+        self.watch_rvs: list[str] = []
+
+    def list(self) -> tuple[list[dict[str, Any]], str]:
+        if self.closed:
+            raise ConnectionError("cut off")
+        return self.inner.list()
+
+    def watch(self, resource_version: str, *, timeout: float,
+              inactivity: float) -> Iterator[tuple[str, dict[str, Any]]]:
+        if self.closed:
+            raise ConnectionError("cut off")
+        self.watch_rvs.append(resource_version)
+        for event in self.inner.watch(resource_version, timeout=timeout,
+                                      inactivity=inactivity):
+            if self.closed:
+                raise ConnectionError("cut off")
+            yield event
+
+    def stop(self) -> None:
+        self.inner.stop()
+
+
+def test_an_informer_cut_off_past_a_compaction_relists_and_misses_nothing(
+        target: Target) -> None:
+    """An informer cut off from its server while ConfigMaps change and the history is
+    compacted comes back to 410 Gone on its old resourceVersion, relists, and ends with the
+    server's objects: the change, the addition and the deletion made in the gap included."""
+    core = target.core()
+    ns = target.namespace
+    for name in ("kept", "changed", "gone"):
+        core.create_namespaced_config_map(ns, {"metadata": {"name": name}})
+    source = Gated(target.cluster([]).list_watcher("v1", "ConfigMap", namespace=ns))
+    recorder = Recorder()
+    # Only a 410 relists (not a run of errors), so the relist below is the one under test.
+    options = attrs.evolve(FAST, relist_after_errors=0)
+    informer = Informer("configmaps", source, recorder, options).start()
+    try:
+        assert informer.wait_synced(10)
+        core.create_namespaced_config_map(ns, {"metadata": {"name": "seen"}})
+        eventually(lambda: ("add", "seen") in recorder.log, "the watch open")
+        source.closed = True
+        core.patch_namespaced_config_map("changed", ns, {"data": {"k": "v"}})
+        core.delete_namespaced_config_map("gone", ns)
+        core.create_namespaced_config_map(ns, {"metadata": {"name": "new"}})
+        # The open watch ends at the patch's event, dropped: the informer is cut off.
+        eventually(lambda: informer.stats.errors >= 1, "the informer cut off")
+        assert ("update", "changed") not in recorder.log
+        target.compact()
+        source.closed = False
+        eventually(lambda: informer.stats.relists_after_gone >= 1, "a relist after 410 Gone")
+
+        def same() -> bool:
+            listed = core.list_namespaced_config_map(ns).items
+            server = {c.metadata.name: c.metadata.resource_version for c in listed}
+            cached = {o["metadata"]["name"]: o["metadata"]["resourceVersion"]
+                      for o in informer.items()}
+            return server == cached
+
+        eventually(same, "the cache equal to the server's list")
+        assert ("delete", "gone") in recorder.log and ("add", "new") in recorder.log
+        assert ("update", "changed") in recorder.log
     finally:
         informer.stop()
 

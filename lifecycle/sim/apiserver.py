@@ -583,6 +583,13 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
         """The object a delete starts from (a CRD first gets its cleanup finalizer)."""
         return self._crds.deleting(stored) if rtype is CRD else stored
 
+    def compact(self) -> int:
+        """Forget the watch history before the current resourceVersion, as etcd's
+        compaction does; return that version. A watch (or an exact list) from an
+        older resourceVersion answers 410 Gone from now on."""
+        with self._lock:
+            return self._log.compact()
+
     def close(self) -> None:
         """End every open watch; watches opened afterwards end at once."""
         self._log.close()

@@ -75,6 +75,7 @@ class History:
         self.window = window
         self.bookmark_interval = bookmark_interval
         self.rv = 0
+        self.compacted = 0
         self.watches: set[Watch] = set()
         self.closed = False
         #: Hands stored objects to watchers (set by the server): copies unless shared.
@@ -82,8 +83,13 @@ class History:
         self._ring: list[Change | None] = [None] * window
 
     def oldest_retained(self) -> int:
-        """The oldest resourceVersion whose change is still in the ring."""
-        return max(1, self.rv - self.window + 1)
+        """The oldest resourceVersion whose change is still in the ring (and not compacted)."""
+        return max(1, self.rv - self.window + 1, self.compacted + 1)
+
+    def compact(self) -> int:
+        """Drop every change up to the current resourceVersion from what watches may replay."""
+        self.compacted = self.rv
+        return self.rv
 
     def record(
         self,
