@@ -370,3 +370,20 @@ def test_a_cached_manager_watches_connection_secrets_of_its_namespace(
         assert manager.closers == [cached.stop]
     finally:
         cached.stop()
+
+
+def test_writes_past_the_ttl_are_forgotten_at_the_next_write() -> None:
+    inner, store, now = Scripted(), Store(), [0.0]
+    cached = CachedCluster(inner, clock=lambda: now[0])  # type: ignore[arg-type]
+    cached.serve_from(API, KIND, store, complete=True)
+    for name in ("a", "b", "c"):
+        store.objects[("default", name)] = obj(name, "1")
+    for name, at in (("a", 0.0), ("b", 5.0)):
+        now[0] = at
+        inner.reply = obj(name, "2")
+        cached.replace(obj(name, "1"))
+    assert len(cached._written) == 2
+    now[0] = cache_module.WRITTEN_TTL + 1.0  # a's write is past the TTL, b's is not
+    inner.reply = obj("c", "2")
+    cached.replace(obj("c", "1"))
+    assert [ident[3] for ident in cached._written] == ["b", "c"]

@@ -13,7 +13,8 @@ Staleness is handled the way it must be with any cache:
   after a conflict the next read of that object goes to the API server, so
   the caller's retry starts from the truth;
 * an object this process just wrote is remembered until the informer has
-  caught up with it (for at most ``WRITTEN_TTL`` seconds), so the next read
+  caught up with it (for at most ``WRITTEN_TTL`` seconds, then forgotten at
+  the next write, so it never doubles the memory of the stores), so the next read
   (often the next pass, a moment later) never sees the version before the
   write; a write that released the last finalizer of a deleting object is
   not remembered (the object is gone);
@@ -292,11 +293,20 @@ class CachedCluster:
             with self._lock:
                 self._written.pop(ident, None)
             return
+        at = self.clock()
         with self._lock:
-            self._written[ident] = (obj, base, self.clock())
-            self._written.move_to_end(ident)
-            while len(self._written) > MAX_WRITTEN:
-                self._written.popitem(last=False)
+            written = self._written
+            written[ident] = (obj, base, at)
+            written.move_to_end(ident)
+            while len(written) > MAX_WRITTEN:
+                written.popitem(last=False)
+            # Oldest first: drop what is past WRITTEN_TTL, which no read would use any
+            # more, so the objects written lately are all that is kept beside the stores.
+            while written:
+                oldest = next(iter(written.values()))
+                if at - oldest[2] < WRITTEN_TTL:
+                    break
+                written.popitem(last=False)
 
     # ------------------------------------------------------- pass-through
     def list(self, api_version: str, kind: str, namespace: str | None = None,
