@@ -25,6 +25,7 @@ from lifecycle.providers.postgres.default_privileges import (
 from lifecycle.providers.postgres.extension import ExtensionClient, ExtensionParameters
 from lifecycle.providers.postgres.grant import GrantClient
 from lifecycle.providers.postgres.grant_spec import GrantParameters
+from lifecycle.providers.postgres.providerconfig import PostgresProviderConfigSpec as CONFIG
 from lifecycle.providers.postgres.role import RoleClient, RoleParameters
 from lifecycle.providers.postgres.schema import SchemaClient, SchemaParameters
 
@@ -61,12 +62,14 @@ class GrantMachine(ManagedResourceMachine):
 Role = Kind(group=GROUP, version="v1alpha1", kind="Role", plural="roles",
             machine=RoleMachine, parameters=RoleParameters, password=True,
             short_names=("pgrole",), external_name_max=63,
+            provider_config_spec=CONFIG,
             description="A PostgreSQL role (a user or a group) on the server of its "
                         "ProviderConfig: its attributes, memberships and password, which is "
                         "generated and written to the connection Secret.")
 Database = Kind(group=GROUP, version="v1alpha1", kind="Database", plural="databases",
                 machine=DatabaseMachine, parameters=DatabaseParameters,
                 short_names=("pgdb",), external_name_max=63,
+                provider_config_spec=CONFIG,
                 description="A PostgreSQL database on the server of its ProviderConfig: its "
                             "owner, encoding, locale, template and connection settings.")
 class SchemaMachine(ManagedResourceMachine):
@@ -89,21 +92,25 @@ class DefaultPrivilegesMachine(ManagedResourceMachine):
 
 Grant = Kind(group=GROUP, version="v1alpha1", kind="Grant", plural="grants",
              machine=GrantMachine, parameters=GrantParameters, short_names=("pggrant",),
+             provider_config_spec=CONFIG,
              description="Privileges of a PostgreSQL role on a database, a schema, or "
                          "tables, sequences, routines or columns in a schema.")
 Schema = Kind(group=GROUP, version="v1alpha1", kind="Schema", plural="schemas",
               machine=SchemaMachine, parameters=SchemaParameters, short_names=("pgschema",),
               external_name_max=63, name_scope=_in_database,
+              provider_config_spec=CONFIG,
               description="A schema in a PostgreSQL database: its owner and whether PUBLIC "
                           "keeps its default privileges on it.")
 Extension = Kind(group=GROUP, version="v1alpha1", kind="Extension", plural="extensions",
                  machine=ExtensionMachine, parameters=ExtensionParameters,
                  short_names=("pgext",), name_scope=_in_database,
+                 provider_config_spec=CONFIG,
                  description="An extension installed in a PostgreSQL database, at a version "
                              "and in a schema.")
 DefaultPrivileges = Kind(group=GROUP, version="v1alpha1", kind="DefaultPrivileges",
                          plural="defaultprivileges", machine=DefaultPrivilegesMachine,
                          parameters=DefaultPrivilegesParameters, short_names=("pgdefpriv",),
+                         provider_config_spec=CONFIG,
                          description="The privileges a PostgreSQL role gets on the objects "
                                      "another role creates later in a database or schema "
                                      "(ALTER DEFAULT PRIVILEGES).")

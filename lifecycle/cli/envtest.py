@@ -39,11 +39,13 @@ DEFAULT_KUBECONFIG = "envtest.kubeconfig"
 
 
 def seed(client: Any, kinds: list[Any]) -> None:
-    """Install ``kinds``' CRDs and a ``default`` ProviderConfig with its Secret (idempotent)."""
+    """Install ``kinds``' CRDs and a ``default`` ProviderConfig with its Secret (idempotent);
+    only of the ProviderConfig kinds whose spec needs nothing but credentials
+    (:func:`~lifecycle.driver.crds.default_config_fits`)."""
     from kubernetes import client as k8s
 
     from lifecycle.core.kind import PROVIDER_CONFIG_KIND
-    from lifecycle.driver.crds import crds, provider_config_apis
+    from lifecycle.driver.crds import crds, default_config_fits, provider_config_apis
     from lifecycle.sim.embedded import EXAMPLE_CREDENTIALS
     from lifecycle.testing.envtest import install
 
@@ -56,6 +58,8 @@ def seed(client: Any, kinds: list[Any]) -> None:
                        for k, v in EXAMPLE_CREDENTIALS.items()}}
     _create(lambda: core.create_namespaced_secret("default", secret))
     for api_version in provider_config_apis(kinds):
+        if not default_config_fits(kinds, api_version):
+            continue
         group, version = api_version.split("/")
         _create(lambda g=group, v=version, a=api_version: custom.create_cluster_custom_object(
             g, v, "providerconfigs",

@@ -1,8 +1,10 @@
 """The ``lifecycle serve`` subcommand: a local cluster to try the operator with kubectl.
 
 ``lifecycle serve`` starts the embedded Kubernetes API on a fixed loopback
-port, writes a kubeconfig for it, installs the CRDs of the kinds it runs and
-a ``default`` ProviderConfig, and runs the operator for those kinds in the
+port, writes a kubeconfig for it, installs the CRDs of the kinds it runs (and of
+the ProviderConfig kinds they name, typed by their providers' declarations), a
+``default`` ProviderConfig where one needs nothing but credentials (the simulated
+cloud's; a PostgreSQL one needs a server, so none is made), and runs the operator for those kinds in the
 same process (each with the connector its registration declares; for
 DatabaseInstance that is the simulated cloud). Point kubectl at it with the
 ``export KUBECONFIG=...`` line it prints.
@@ -217,7 +219,7 @@ def serve(args: argparse.Namespace) -> int:
         for doc in crds(kinds):
             _install_crd(api, doc)
         if saved is None:
-            seed_provider_config(api)
+            _seed_configs(api, kinds, seed_provider_config)
         face = _listen(api, host, args.port, args.allow_host or ())
         url = f"http://{_client_host(host)}:{face.port}"
         write_kubeconfig(Path(args.kubeconfig).absolute(), url)
@@ -230,6 +232,21 @@ def serve(args: argparse.Namespace) -> int:
         state.close(clean=finished if served else (saved is None or saved.clean))
         if created and not served:  # a start that failed leaves no file it made behind
             remove_state_file(path)
+
+
+def _seed_configs(api: Any, kinds: Sequence[Kind], seed: Any) -> None:
+    """A ``default`` ProviderConfig (simulated-cloud credentials) of each ProviderConfig kind
+    the served kinds name, where a config needs nothing but credentials; for the others
+    (PostgreSQL's needs a host), one line saying what to create."""
+    from lifecycle.driver.crds import default_config_fits, provider_config_apis
+
+    for api_version in provider_config_apis(kinds):
+        if default_config_fits(kinds, api_version):
+            seed(api, api_version=api_version)
+        else:
+            log.info("no default ProviderConfig of %s was made: its spec needs more than "
+                     "credentials (kubectl explain providerconfig.spec); create one named "
+                     "default, or name yours in spec.providerConfigRef", api_version)
 
 
 def allowed_adoption(namespaces: Sequence[str]) -> frozenset[str]:

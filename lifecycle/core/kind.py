@@ -93,6 +93,11 @@ class Kind:
     #: observation that shows anything else leaves the pass as it was (wait, then poll).
     observe_after_create: bool = False
     provider_config_api: str = PROVIDER_CONFIG_API
+    #: The attrs class declaring the spec of that ProviderConfig kind (a subclass of
+    #: :class:`lifecycle.core.providerconfig.ProviderConfigSpec`): its CRD is generated
+    #: from it, as the kind's from ``parameters``. None: the engine's credentials block,
+    #: other fields kept as written.
+    provider_config_spec: type | None = None
     name_scope: Callable[[Any], tuple[str, ...]] | None = attrs.field(default=None, eq=False)
     #: What an object of the kind manages, in plain text: the CRD's description, which
     #: ``kubectl explain`` prints (empty: a sentence naming the kind).

@@ -35,28 +35,54 @@ from typing import Any
 
 from lifecycle.core.claims import ClassKind
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
+from lifecycle.core.providerconfig import ProviderConfigSpec
 from lifecycle.driver.schemas import SchemaError, plain_text, schema_for_type
 from lifecycle.driver.structural import check_crd, check_structural
 from lifecycle.runtime.children import ParentKind
 
 __all__ = ["SchemaError", "check_crd", "check_structural", "claim_crd", "class_crd", "crd",
-           "crds", "is_claim", "kind_description", "parent_crd", "provider_config_apis",
-           "provider_config_crd", "schema_for_type"]
+           "crds", "default_config_fits", "is_claim", "kind_description", "parent_crd",
+           "provider_config_apis", "provider_config_crd", "provider_config_spec_schema",
+           "provider_config_specs", "schema_for_type"]
+
+#: ``apiVersion``, ``kind`` and ``metadata``, described as every object's are.
+_META: dict[str, Any] = {
+    "apiVersion": {"type": "string", "description": "The versioned schema of this "
+                                                    "representation of the object."},
+    "kind": {"type": "string", "description": "The REST resource this object represents."},
+    "metadata": {"type": "object", "description": "The object's name, namespace, labels, "
+                                                  "annotations and the like."},
+}
+
+
+def _text(description: str) -> dict[str, Any]:
+    return {"type": "string", "description": description}
+
+
+def _time(description: str) -> dict[str, Any]:
+    return {"type": "string", "format": "date-time", "description": description}
+
 
 def _ref(description: str, namespaced: bool = False) -> dict[str, Any]:
-    props = {f: {"type": "string"} for f in ("name", "namespace")[:2 if namespaced else 1]}
+    props = {"name": _text("The object's name.")}
+    if namespaced:
+        props["namespace"] = _text("The object's namespace.")
     return {"type": "object", "description": description, "properties": props,
             "required": ["name"]}
 
 
 def _condition_schema() -> dict[str, Any]:
-    return {"type": "object", "required": ["type", "status"], "properties": {
-        "type": {"type": "string"},
-        "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-        "reason": {"type": "string"},
-        "message": {"type": "string"},
-        "observedGeneration": {"type": "integer", "format": "int64"},
-        "lastTransitionTime": {"type": "string", "format": "date-time"},
+    return {"type": "object", "required": ["type", "status"],
+            "description": "One aspect of the object's state (Ready, Synced...).",
+            "properties": {
+        "type": _text("What the condition is about: Ready, Synced..."),
+        "status": {"type": "string", "enum": ["True", "False", "Unknown"],
+                   "description": "Whether the condition holds."},
+        "reason": _text("Why, as one CamelCase word."),
+        "message": _text("Why, in words."),
+        "observedGeneration": {"type": "integer", "format": "int64",
+                               "description": "The spec generation the condition is about."},
+        "lastTransitionTime": _time("When the status last changed."),
     }}
 
 
@@ -67,21 +93,35 @@ def status_schema(kind: Kind) -> dict[str, Any]:
             "properties": {
                 "state": {"type": "string", "enum": states,
                           "description": "Lifecycle machine state."},
-                "observedGeneration": {"type": "integer", "format": "int64"},
-                "phase": {"type": "string", "enum": ["Ready", "Progressing", "Terminating"]},
-                "stateSince": {"type": "string", "format": "date-time"},
+                "observedGeneration": {"type": "integer", "format": "int64",
+                                       "description": "The spec generation last acted on."},
+                "phase": {"type": "string", "enum": ["Ready", "Progressing", "Terminating"],
+                          "description": "The state in one word: Ready, Progressing or "
+                                         "Terminating."},
+                "stateSince": _time("When the object entered its state."),
                 "conditions": {"type": "array", "items": _condition_schema(),
+                               "description": "Ready (the external resource is usable) and "
+                                              "Synced (the last reconcile succeeded), with "
+                                              "their reasons.",
                                "x-kubernetes-list-type": "map",
                                "x-kubernetes-list-map-keys": ["type"]},
-                "history": {"type": "array", "items": {"type": "object", "properties": {
-                    "from": {"type": "string"}, "to": {"type": "string"},
-                    "event": {"type": "string"}, "reason": {"type": "string"},
-                    "time": {"type": "string", "format": "date-time"}}}},
+                "history": {"type": "array", "description": "The latest state transitions.",
+                            "items": {"type": "object",
+                                      "description": "One state transition.", "properties": {
+                    "from": _text("The state left."), "to": _text("The state entered."),
+                    "event": _text("The machine event that moved it."),
+                    "reason": _text("Why, as one CamelCase word."),
+                    "time": _time("When.")}}},
                 "failure": {"type": "object", "description": "The last failed operation.",
                             "properties": {
-                                "operation": {"type": "string"}, "reason": {"type": "string"},
-                                "severity": {"type": "string"},
-                                "generation": {"type": "integer", "format": "int64"}}},
+                                "operation": _text("The operation: create, update, delete, "
+                                                   "observe..."),
+                                "reason": _text("Why it failed, as one CamelCase word."),
+                                "severity": _text("Whether it is retried (transient) or "
+                                                  "waits for a spec change (terminal)."),
+                                "generation": {"type": "integer", "format": "int64",
+                                               "description": "The spec generation it "
+                                                              "failed at."}}},
                 "atProvider": {"type": "object",
                                "description": "What the provider reports about the resource.",
                                "x-kubernetes-preserve-unknown-fields": True},
@@ -107,16 +147,19 @@ def spec_schema(kind: Kind) -> dict[str, Any]:
     return {"type": "object", "description": "The desired state of the resource.",
             "properties": {
         "forProvider": empty_default(parameters),
-        "providerConfigRef": {**_ref("The ProviderConfig holding credentials."),
+        "providerConfigRef": {**_ref("The cluster-scoped ProviderConfig this object uses: "
+                                     "the server or account, and its credentials "
+                                     "(default: default)."),
                               "default": {"name": "default"}},
-        "writeConnectionSecretToRef": _ref("Where to write connection details.",
+        "writeConnectionSecretToRef": _ref("The Secret the connection details are written "
+                                           "to (in the object's namespace).",
                                            namespaced=True),
         "deletionPolicy": {"type": "string", "enum": ["Delete", "Orphan"],
                            "default": "Delete",
                            "description": "What deleting the object does to the external "
                                           "resource: Delete deletes it, Orphan leaves it."},
         "claimRef": {"type": "object", "description": "The claim this resource is bound to.",
-                     "properties": {k: {"type": "string"} for k in (
+                     "properties": {k: _text(f"The claim's {k}.") for k in (
                          "apiVersion", "kind", "namespace", "name", "uid")}},
         "reclaimPolicy": {"type": "string", "enum": ["Delete", "Retain"],
                           "description": "What releasing the bound claim does to it."},
@@ -167,8 +210,7 @@ def crd(kind: Kind | ClassKind | ParentKind) -> dict[str, Any]:
     if is_claim(kind):
         return claim_crd(kind)
     schema = {"type": "object", "description": kind_description(kind),
-              "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
-                             "metadata": {"type": "object"},
+              "properties": {**_META,
                              "spec": spec_schema(kind), "status": status_schema(kind)},
               "required": ["spec"]}
     return _definition(kind.group, kind.version, kind.kind, kind.plural, kind.namespaced,
@@ -187,19 +229,61 @@ def kind_description(kind: Kind) -> str:
             f"says what it should be, status reports what it is.")
 
 
-def provider_config_crd(api_version: str = PROVIDER_CONFIG_API) -> dict[str, Any]:
-    """The CRD of a cluster-scoped ProviderConfig of ``api_version`` (the engine's by default)."""
+def provider_config_spec_schema(specs: Sequence[type | None] = ()) -> dict[str, Any]:
+    """The schema of a ProviderConfig's ``spec`` for the spec classes its kinds declare.
+
+    One class: its schema, whole (an unknown field is refused). Several (kinds of
+    different providers sharing one ProviderConfig kind): every field of each, each
+    required only where all require it, a field two classes declare differently is a
+    :class:`SchemaError`, and the rules over a class's several fields are left out (the
+    provider checks them when it reads the config). A kind that declares none (None)
+    adds the engine's credentials block and keeps every other field as written.
+    """
+    declared = list(dict.fromkeys(s for s in specs if s is not None))
+    free = not declared or None in specs
+    schemas = [schema_for_type(cls, where="spec") for cls in declared or [ProviderConfigSpec]]
+    if len(schemas) == 1:
+        spec = schemas[0]
+    else:
+        properties: dict[str, Any] = {}
+        for cls, one in zip(declared, schemas, strict=True):
+            for name, node in one["properties"].items():
+                if properties.setdefault(name, node) != node:
+                    raise SchemaError(f"ProviderConfig spec.{name} is declared differently by "
+                                      f"{cls.__qualname__} and another kind's spec class")
+        required = set.intersection(*(set(one.get("required") or ()) for one in schemas))
+        spec = {"type": "object", "properties": properties}
+        if required:
+            spec["required"] = [n for n in properties if n in required]
+    if len(declared) != 1:
+        spec["description"] = ("How the operator reaches the provider and with which "
+                               "credentials.")
+    if free:
+        spec["x-kubernetes-preserve-unknown-fields"] = True
+        spec.pop("x-kubernetes-validations", None)
+    return spec
+
+
+def provider_config_crd(api_version: str = PROVIDER_CONFIG_API,
+                        specs: Sequence[type | None] = ()) -> dict[str, Any]:
+    """The CRD of a cluster-scoped ProviderConfig of ``api_version`` (the engine's by default),
+    its spec generated from the ``specs`` classes its kinds declare
+    (:func:`provider_config_spec_schema`)."""
     group, _, version = api_version.partition("/")
-    schema = {"type": "object", "properties": {
-        "apiVersion": {"type": "string"}, "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-        "spec": {"type": "object", "required": ["credentials"], "properties": {
-            "credentials": {"type": "object", "properties": {
-                "secretRef": _ref("The Secret holding the credentials.", namespaced=True)}}},
-            "x-kubernetes-preserve-unknown-fields": True},
-        "status": {"type": "object", "properties": {  # lifecycle.runtime.providerconfigs
-            "users": {"type": "integer", "minimum": 0},
-            "usedBy": {"type": "array", "items": {"type": "string"}}}}}}
+    schema = {"type": "object", "description": (
+        "How the operator reaches a provider, with which credentials, and what the objects "
+        "using it may ask for. Cluster-scoped: written by the platform administrator; a "
+        "namespaced object names it in spec.providerConfigRef."), "properties": {
+        **_META,
+        "spec": provider_config_spec_schema(specs),
+        "status": {"type": "object", "description": "Who uses this ProviderConfig, written "
+                                                      "by the operator.", "properties": {
+            "users": {"type": "integer", "minimum": 0,
+                      "description": "How many objects use this ProviderConfig; it is not "
+                                     "deleted while any does."},
+            "usedBy": {"type": "array", "items": {"type": "string"},
+                       "description": "The first users, as Kind namespace/name."}}}},
+        "required": ["spec"]}
     columns = [{"name": n, "type": t, "jsonPath": p} for n, t, p in (
         ("Users", "integer", ".status.users"), ("Age", "date", ".metadata.creationTimestamp"))]
     return _definition(group, version, PROVIDER_CONFIG_KIND, "providerconfigs", False, schema,
@@ -207,8 +291,10 @@ def provider_config_crd(api_version: str = PROVIDER_CONFIG_API) -> dict[str, Any
 
 
 def crds(kinds: Sequence[Kind | ClassKind | ParentKind]) -> list[dict[str, Any]]:
-    """The ProviderConfig CRD followed by one CRD per kind (managed, claim, class, parent)."""
-    return [*(provider_config_crd(api) for api in provider_config_apis(kinds)),
+    """The ProviderConfig CRDs the managed kinds name, followed by one CRD per kind
+    (managed, claim, class, parent)."""
+    specs = provider_config_specs(kinds)
+    return [*(provider_config_crd(api, specs[api]) for api in provider_config_apis(kinds)),
             *(crd(kind) for kind in kinds)]
 
 
@@ -219,11 +305,35 @@ def provider_config_apis(kinds: Sequence[Any]) -> list[str]:
     return list(dict.fromkeys(found)) or [PROVIDER_CONFIG_API]
 
 
+def provider_config_specs(kinds: Sequence[Any]) -> dict[str, list[type | None]]:
+    """The ProviderConfig spec classes the managed kinds among ``kinds`` declare, by
+    apiVersion (None for a kind declaring none)."""
+    found: dict[str, list[type | None]] = {api: [] for api in provider_config_apis(kinds)}
+    for kind in kinds:
+        if isinstance(kind, Kind) and not is_claim(kind):
+            found[kind.provider_config_api].append(kind.provider_config_spec)
+    return {api: specs or [None] for api, specs in found.items()}
+
+
+def default_config_fits(kinds: Sequence[Any], api_version: str) -> bool:
+    """Whether a ProviderConfig holding nothing but ``credentials.secretRef`` is valid for
+    the kinds naming ``api_version`` (a local cluster seeds such a ``default`` only then:
+    a PostgreSQL config needs a host nobody can guess)."""
+    spec = provider_config_spec_schema(provider_config_specs(kinds).get(api_version, [None]))
+    return set(spec.get("required") or ()) <= {"credentials"}
+
+
 def parent_crd(kind: ParentKind) -> dict[str, Any]:
     """A parent kind's CRD (no conversion webhook: the reconciler converts in memory)."""
     keep = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    schema = {"type": "object", "properties": {"apiVersion": {"type": "string"}, "kind": {
-        "type": "string"}, "metadata": {"type": "object"}, "spec": keep, "status": keep}}
+    schema = {"type": "object",
+              "description": f"{kind.kind}: a parent object whose children the operator "
+                             f"makes and keeps as its spec says.",
+              "properties": {**_META,
+                             "spec": {**keep, "description": "The desired state, as its "
+                                                             "version declares it."},
+                             "status": {**keep, "description": "Observed state, written by "
+                                                               "the operator."}}}
     doc = _definition(kind.group, kind.versions[-1].name, kind.kind, kind.plural,
                       kind.namespaced, schema, columns=_COLUMNS[:1] + _COLUMNS[4:5],
                       categories=("lifecycle",))
@@ -246,13 +356,18 @@ def _label_selector() -> dict[str, Any]:
     widen the selector to every class.
     """
     requirement = {"type": "object", "required": ["key", "operator"], "properties": {
-        "key": {"type": "string"}, "operator": {"type": "string"},
-        "values": {"type": "array", "items": {"type": "string"}}}}
+        "key": _text("The label's key."),
+        "operator": _text("In, NotIn, Exists or DoesNotExist."),
+        "values": {"type": "array", "items": {"type": "string"},
+                   "description": "The values the operator compares with."}},
+        "description": "One requirement on a label."}
     return {"type": "object",
             "description": "Chooses a class by its labels (matchLabels only); the first "
                            "matching class by name is used.",
             "properties": {
-                "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "matchLabels": {"type": "object", "additionalProperties": {"type": "string"},
+                                "description": "Labels a class must carry, each with this "
+                                               "value."},
                 "matchExpressions": {"type": "array", "items": requirement,
                                      "description": "Not supported: a claim using it is "
                                                     "refused."}},
@@ -277,7 +392,9 @@ def claim_spec_schema(kind: Kind) -> dict[str, Any]:
             "The Secret, in the claim's namespace, receiving the connection details "
             "(default: <claim>-connection)."),
     })
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    schema: dict[str, Any] = {"type": "object", "properties": properties,
+                              "description": "The resource asked for: its portable "
+                                             "parameters, and the class or resource to bind."}
     if portable.get("required"):
         schema["required"] = list(portable["required"])
     return schema
@@ -312,8 +429,7 @@ _CLAIM_COLUMNS: list[dict[str, Any]] = [
 def claim_crd(kind: Kind) -> dict[str, Any]:
     """The CustomResourceDefinition of a resource claim kind (always namespaced)."""
     schema = {"type": "object", "description": kind_description(kind),
-              "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
-                             "metadata": {"type": "object"},
+              "properties": {**_META,
                              "spec": empty_default(claim_spec_schema(kind)),
                              "status": claim_status_schema(kind)}}
     return _definition(kind.group, kind.version, kind.kind, kind.plural, True, schema,
@@ -363,7 +479,8 @@ def cross_namespace_schema() -> dict[str, Any]:
                     "type": "object",
                     "description": "Claim namespaces allowed by their labels ({} selects all).",
                     "properties": {"matchLabels": {
-                        "type": "object", "additionalProperties": {"type": "string"}}}},
+                        "type": "object", "additionalProperties": {"type": "string"},
+                        "description": "Labels a claim's namespace must carry."}}},
             }}
 
 
@@ -383,8 +500,7 @@ def class_crd(kind: ClassKind) -> dict[str, Any]:
     """
     schema = {"type": "object",
               "description": f"A template for resources provisioned for claims ({kind.kind}).",
-              "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
-                             "metadata": {"type": "object"},
+              "properties": {**_META,
                              "specTemplate": empty_default(class_template_schema()),
                              "crossNamespaceBinding": cross_namespace_schema()}}
     return _definition(kind.group, kind.version, kind.kind, kind.plural, False, schema,

@@ -23,7 +23,9 @@ an attrs class                    ``object`` with its fields (by alias)
 Each field of an attrs class is described by its ``metadata`` (see
 :func:`lifecycle.core.kind.spec_field`: ``description``, bounds, lengths,
 patterns, ``immutable``, CEL ``validations``) or, without a description
-there, by the docstring under it (or a ``#:`` comment above it). Descriptions
+there, by the docstring under it (or a ``#:`` comment above it). Rules over
+several fields of a class go in its ``__schema_validations__`` class variable
+(a sequence of ``{"rule": ..., "message": ...}``), checked on the object. Descriptions
 are written as plain text: reStructuredText markup is taken out. A type
 outside the table is refused with a :class:`SchemaError` naming the field.
 """
@@ -205,6 +207,8 @@ def _attrs_schema(cls: type, where: str) -> dict[str, Any]:
         schema["description"] = summary
     if required:
         schema["required"] = required
+    for rule in getattr(cls, "__schema_validations__", ()) or ():
+        parent_rules.append(_rule(rule, where or cls.__qualname__))
     if parent_rules:
         schema["x-kubernetes-validations"] = parent_rules
     return schema

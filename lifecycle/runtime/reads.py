@@ -16,7 +16,7 @@ from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.errors import NotFound
 from lifecycle.runtime.contract import ProviderConfig
-from lifecycle.runtime.secrets import decode, read_secret
+from lifecycle.runtime.credentials import resolve_credentials
 
 #: How long an operator reuses the supporting reads, in seconds (``ManagerOptions.reads_ttl``).
 DEFAULT_READS_TTL = 5.0
@@ -37,8 +37,9 @@ def provider_config(api: Cluster, name: str,
                     api_version: str = PROVIDER_CONFIG_API) -> ProviderConfig:
     """The provider config ``name`` (of ``api_version``) with its decoded credentials.
 
-    Raises :class:`CredentialsError` when the config, its
-    ``credentials.secretRef`` or the Secret it names is missing.
+    Raises :class:`CredentialsError` when the config or its credentials are missing
+    (:func:`~lifecycle.runtime.credentials.resolve_credentials` reads them from the
+    source ``credentials.source`` names).
     """
     try:
         config = api.get(api_version, PROVIDER_CONFIG_KIND, None, str(name))
@@ -46,17 +47,8 @@ def provider_config(api: Cluster, name: str,
         raise CredentialsError(f"provider config {name!r} not found",
                                reason="ProviderConfigMissing") from None
     cspec = objects.spec(config)
-    sref = objects.mapping(objects.mapping(cspec.get("credentials")).get("secretRef"))
-    if not isinstance(sref.get("name"), str) or not sref["name"]:
-        raise CredentialsError(f"provider config {name!r} has no credentials.secretRef",
-                               reason="CredentialsMissing")
-    sns = str(sref.get("namespace") or "default")
-    secret = read_secret(api, sns, sref["name"])
-    if secret is None:
-        raise CredentialsError(
-            f"credentials Secret {sns}/{sref['name']} of provider config {name!r} not found",
-            reason="CredentialsMissing")
-    return ProviderConfig(name=str(name), spec=cspec, credentials=decode(secret))
+    credentials = resolve_credentials(api, str(name), cspec)  # credentials.source, spec.tls
+    return ProviderConfig(name=str(name), spec=cspec, credentials=credentials)
 
 
 class TTLCache:

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
-from lifecycle.driver.crds import crds, provider_config_apis
+from lifecycle.driver.crds import crds, default_config_fits, provider_config_apis
 from lifecycle.kube.errors import AlreadyExists
 from lifecycle.kube.resources import ResourceType
 from lifecycle.sim.apiserver import EmbeddedAPI
@@ -75,13 +75,16 @@ def register_kinds(api: EmbeddedAPI, kinds: Sequence[Kind], *, seed_config: bool
 
     Each is created, or updated when it exists (re-applying the same CRDs
     changes nothing); ``seed_config`` also creates a default ProviderConfig of
-    every ProviderConfig kind the kinds name.
+    every ProviderConfig kind the kinds name whose spec needs nothing but credentials
+    (:func:`~lifecycle.driver.crds.default_config_fits`: not a PostgreSQL one, whose
+    server nobody can guess).
     """
     for doc in crds(kinds):
         apply_crd(api, doc)
     if seed_config:
         for api_version in provider_config_apis(kinds):
-            seed_provider_config(api, api_version=api_version)
+            if default_config_fits(kinds, api_version):
+                seed_provider_config(api, api_version=api_version)
 
 
 class EmbeddedListWatcher:

@@ -1,23 +1,28 @@
 """The provider config, the admin session and the connector shared by the three kinds.
 
-A ``lifecycle.dev/v1alpha1`` ProviderConfig points at a server::
+A ``lifecycle.dev/v1alpha1`` ProviderConfig points at a server; its spec is declared by
+:class:`lifecycle.providers.postgres.providerconfig.PostgresProviderConfigSpec` (the
+CRD is generated from it)::
 
     spec:
       host: db.example.internal
       port: 5432
-      sslmode: require          # libpq sslmode; default prefer
+      sslMode: require          # libpq sslmode; default prefer (sslmode: the older spelling)
       database: postgres        # the database the admin connects to; default postgres
       connectTimeout: 5         # seconds; default 5
       allowSuperuser: false     # whether Roles may ask for superUser; default false
       policy: {...}             # what tenants may ask for (see providers/postgres/policy.py)
       credentialKeys: {username: user}   # Secret key names, when not the defaults
+      tls: {caSecretRef: {name: pg-ca, namespace: crossplane-system, key: ca.crt}}
       credentials:
+        source: Secret          # or Environment, Filesystem (lifecycle.core.providerconfig)
         secretRef: {name: pg-admin, namespace: crossplane-system}
 
-and its Secret holds ``username`` and ``password`` of a role allowed to
+and its credentials hold ``username`` and ``password`` of a role allowed to
 create roles and databases, and optionally ``ca.crt`` (the CA bundle that
 ``verify-ca``/``verify-full`` check the server against), ``tls.crt`` and
-``tls.key`` (a client certificate and its key). The engine resolves both into a
+``tls.key`` (a client certificate and its key); ``spec.tls`` names Secrets holding
+the CA bundle and client certificate instead, and wins over those keys. The engine resolves both into a
 :class:`lifecycle.runtime.contract.ProviderConfig`;
 :class:`lifecycle.providers.postgres.connector.PostgresConnector` turns that into one admin
 connection per reconcile.
@@ -42,11 +47,11 @@ import psycopg
 from psycopg import sql
 
 from lifecycle.core.errors import CredentialsError, ExternalError, HandledError, TerminalError
+from lifecycle.core.providerconfig import TLS_KEYS
 from lifecycle.providers.postgres.policy import Policy, read_policy
+from lifecycle.providers.postgres.providerconfig import SSLMODES
 from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 
-#: libpq's sslmode values.
-SSLMODES = frozenset({"disable", "allow", "prefer", "require", "verify-ca", "verify-full"})
 #: PostgreSQL truncates identifiers longer than this many bytes (NAMEDATALEN - 1).
 MAX_IDENTIFIER_BYTES = 63
 #: The credentials Secret's default key for each value (``spec.credentialKeys`` renames them).
@@ -96,9 +101,13 @@ class ServerConfig:
             port = int(port)
         if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
             raise invalid("spec.port must be an integer between 1 and 65535")
-        sslmode = spec.get("sslmode", "prefer")
+        modes = {key: spec[key] for key in ("sslMode", "sslmode") if spec.get(key) is not None}
+        if len(set(map(str, modes.values()))) > 1:
+            raise invalid("spec.sslMode and spec.sslmode (its older spelling) disagree; "
+                          "set sslMode only")
+        sslmode = next(iter(modes.values()), "prefer")
         if sslmode not in SSLMODES:
-            raise invalid(f"spec.sslmode must be one of {', '.join(sorted(SSLMODES))}")
+            raise invalid(f"spec.sslMode must be one of {', '.join(sorted(SSLMODES))}")
         database = spec.get("database", "postgres")
         if not isinstance(database, str) or not database:
             raise invalid("spec.database must be a non-empty string")
@@ -123,7 +132,15 @@ class ServerConfig:
         secret_keys = _secret_keys(spec.get("connectionSecretKeys", {}), invalid)
         policy = read_policy(spec.get("policy"), allow_superuser=allow_superuser,
                              invalid=invalid)
-        cert, key = creds.get(keys["cert"]) or None, creds.get(keys["key"]) or None
+        ca = creds.get(TLS_KEYS["ca"]) or creds.get(keys["ca"]) or None
+        cert = creds.get(TLS_KEYS["cert"]) or creds.get(keys["cert"]) or None
+        key = creds.get(TLS_KEYS["key"]) or creds.get(keys["key"]) or None
+        if sslmode in ("verify-ca", "verify-full") and ca is None:
+            raise CredentialsError(
+                f"provider config {config.name!r}: sslMode {sslmode} checks the server's "
+                f"certificate against a CA bundle, and there is none: name it in "
+                f"spec.tls.caSecretRef (or put it under {keys['ca']!r} in the credentials)",
+                reason="ProviderConfigInvalid")
         if (cert is None) != (key is None):
             raise CredentialsError(
                 f"provider config {config.name!r} credentials hold a client certificate "
@@ -132,7 +149,7 @@ class ServerConfig:
         return cls(host=host, port=port, sslmode=sslmode, database=database,
                    connect_timeout=timeout, allow_superuser=allow_superuser,
                    username=creds[keys["username"]], password=creds[keys["password"]],
-                   ca=creds.get(keys["ca"]) or None, cert=cert, key=key,
+                   ca=ca, cert=cert, key=key,
                    secret_keys=secret_keys, config_name=config.name, policy=policy)
 
     @contextlib.contextmanager
