@@ -49,9 +49,6 @@ class Pass:
     #: finalizer, the external name); deferred changes alone (a journal entry
     #: closed) wait for the next write that happens anyway.
     pressing: bool = False
-    #: Provider defaults (spec keys) to fill into unset parameters with the next
-    #: object write: known before a create, they ride on the write that precedes it.
-    defaults: dict[str, Any] = attrs.Factory(dict)
     #: The generation this pass's late-initialisation write produced, when the
     #: observation also holds for it (only provider defaults were filled in).
     observed: int | None = None
@@ -84,7 +81,6 @@ class Pass:
     def committed(self) -> None:
         """Forget the staged changes: an object write just carried them."""
         self.staged.clear()
-        self.defaults = {}
         self.pressing = False
 
     def annotations(self) -> Mapping[str, Any]:

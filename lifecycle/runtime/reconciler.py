@@ -420,11 +420,6 @@ class Reconciler:
         """Decide, carry the decision out, conclude and write the conclusion."""
         machine = self.kind.machine
         decision = decide(machine, facts)
-        observation = facts.observation
-        if (acted(decision) == "create" and observation is not None and observation.late_init
-                and facts.policy.allows_modify):
-            # Defaults the provider told before the create ride on the write preceding it.
-            run.defaults = dict(self.kind.to_spec(observation.late_init))
         if decision.actions:
             # The journal's object writes fail as the pass's own writes do.
             decision, notices = run_actions(

@@ -43,16 +43,12 @@ class ObjectWrites:
 
     def mutate(self, run: Pass, change: Callable[[dict[str, Any]], Any]) -> None:
         """Apply the staged changes and ``change`` to metadata and commit them in one write,
-        with the provider defaults staged for the spec (:meth:`Pass.fill`), retrying 409s
-        from a fresh read."""
+        retrying 409s from a fresh read."""
         def attempt() -> None:
             body = dict(run.obj)
             body["metadata"] = staged_meta(run)
             change(body["metadata"])
-            missing = _missing(run.obj, run.defaults)
-            if missing:
-                self._write_spec(run, body, missing)
-            elif body["metadata"] != run.obj["metadata"]:
+            if body["metadata"] != run.obj["metadata"]:
                 try:
                     run.obj = self.api().replace(body)
                 except NotFound:
@@ -83,7 +79,7 @@ class ObjectWrites:
         that prunes the field is reported, not retried in a loop.
         """
         def attempt() -> None:
-            missing = _missing(run.obj, {**run.defaults, **fields})
+            missing = _missing(run.obj, fields)
             if missing:
                 body = dict(run.obj)
                 body["metadata"] = staged_meta(run)

@@ -844,20 +844,6 @@ class DatabaseClient:
         return self._observation(desc, resource)
 
     @staticmethod
-    def _absent(resource: ManagedResource) -> Observation:
-        """Absent, with the default a create would apply to an unset version (the
-        engine's documented default), so that it is written into the spec before
-        the create rather than after."""
-        if not isinstance(resource.parameters, DatabaseParameters | Mapping):
-            return Observation.absent()  # a deletion with a broken spec: nothing to default
-        wanted = _parameters_dict(resource.parameters)
-        engine = ENGINES.get(wanted.get("engine"))  # type: ignore[arg-type]
-        if "version" in wanted or engine is None:
-            return Observation.absent()
-        return Observation(exists=False, up_to_date=False,
-                           late_init={"version": engine["default_version"]})
-
-    @staticmethod
     def _observation(desc: Mapping[str, Any], resource: ManagedResource) -> Observation:
         """What an instance's description says, compared with the resource's parameters."""
         wanted = _parameters_dict(resource.parameters)
