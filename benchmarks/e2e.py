@@ -449,7 +449,9 @@ def run(config: Config = Config(), progress: Callable[[str], None] | None = None
             for which in config.operators:
                 say(f"memory: {which}, N = {config.memory_n}")
                 with server_for("database") as server:
-                    memory[which] = one(which, server, config, workdir, f"{which}-{stamp}-mem",
+                    sized = attrs.evolve(config, timeout=max(config.timeout,
+                                                             0.12 * config.memory_n))
+                    memory[which] = one(which, server, sized, workdir, f"{which}-{stamp}-mem",
                                         n=config.memory_n, steady=False, delete=False)
                 loads.append(load_average())
         pg = (e2e_pg.run(config, server_for, workdir, say)

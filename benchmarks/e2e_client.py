@@ -95,6 +95,9 @@ def _connection(where: Endpoint, timeout: float) -> http.client.HTTPConnection:
 
 
 RESETS = (ConnectionError, ssl.SSLEOFError)
+#: Seconds after which the benchmark's client opens a new connection instead of reusing one
+#: (an idle keep-alive connection a server closed is not a reset).
+IDLE = 5.0
 
 
 class Client:
@@ -102,7 +105,8 @@ class Client:
 
     A request that meets a reset, a refusal or a connection the server closed
     without answering is counted in :attr:`resets` and sent again on a new
-    connection (five tries); one answered 429 (a real server's new CRD
+    connection (five tries); a connection idle for :data:`IDLE` seconds is
+    not reused. One answered 429 (a real server's new CRD
     still starting its storage) is sent again for up to 30 s.
     """
 
@@ -111,6 +115,7 @@ class Client:
         self.timeout = timeout
         self.resets = 0
         self._conn: http.client.HTTPConnection | None = None
+        self._used = 0.0
 
     def call(self, method: str, path: str, body: Any = None, *,
              content_type: str = "application/json", missing: Any = ...) -> Any:
@@ -119,6 +124,8 @@ class Client:
         headers = {**self.where.headers, "Content-Type": content_type,
                    "Accept": "application/json"}
         attempt, busy = 0, 0
+        if self._conn is not None and time.monotonic() - self._used > IDLE:
+            self.close()  # the server may have closed it meanwhile, as servers do
         while attempt < 5:
             if self._conn is None:
                 self._conn = _connection(self.where, self.timeout)
@@ -126,6 +133,7 @@ class Client:
                 self._conn.request(method, path, body=data, headers=headers)
                 response = self._conn.getresponse()
                 raw = response.read()
+                self._used = time.monotonic()
             except RESETS:
                 self.resets += 1
                 attempt += 1
