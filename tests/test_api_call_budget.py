@@ -21,6 +21,7 @@ only decides when to count.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
@@ -228,15 +229,16 @@ def test_the_postgres_kinds_stay_within_budget(
     def prepare(api: EmbeddedAPI) -> None:
         from lifecycle.core.kind import PROVIDER_CONFIG_KIND
         config_api = Role.provider_config_api
-        api.delete(config_api, PROVIDER_CONFIG_KIND, None, "default")
-        api.delete("v1", "Secret", "default", CREDENTIALS)
+        from lifecycle.kube.errors import NotFound
+        for deleting in ((config_api, PROVIDER_CONFIG_KIND, None, "default"),
+                         ("v1", "Secret", "default", CREDENTIALS)):
+            with contextlib.suppress(NotFound):  # none is seeded for the PostgreSQL kinds
+                api.delete(*deleting)
         seed_provider_config(api, credentials={"username": admin.user,
                                                "password": admin.password},
-                             namespace="default", api_version=config_api)
-        config = api.get(config_api, PROVIDER_CONFIG_KIND, None, "default")
-        config["spec"] = {**config["spec"], "host": pg.host, "port": pg.port,
-                          "sslmode": "disable", "database": "postgres"}
-        api.replace(config)
+                             namespace="default", api_version=config_api,
+                             spec={"host": pg.host, "port": pg.port, "sslmode": "disable",
+                                   "database": "postgres"})
 
     pairs = [(k, c) for k, c in kinds() if k in (Role, Database, Grant)]
     counted = operator(pairs, prepare)

@@ -38,7 +38,8 @@ def openapi(kind: Any, version: int = 0) -> dict[str, Any]:
 def ref(description: str, namespaced: bool = False) -> dict[str, Any]:
     fields = ("name", "namespace") if namespaced else ("name",)
     return {"type": "object", "description": description,
-            "properties": {f: {"type": "string"} for f in fields}, "required": ["name"]}
+            "properties": {f: {"type": "string", "description": f"The object's {f}."}
+                           for f in fields}, "required": ["name"]}
 
 
 SELECTOR = {
@@ -46,12 +47,17 @@ SELECTOR = {
     "description": "Chooses a class by its labels (matchLabels only); the first matching "
                    "class by name is used.",
     "properties": {
-        "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "matchLabels": {"type": "object", "additionalProperties": {"type": "string"},
+                        "description": "Labels a class must carry, each with this value."},
         "matchExpressions": {
             "type": "array",
             "items": {"type": "object", "required": ["key", "operator"], "properties": {
-                "key": {"type": "string"}, "operator": {"type": "string"},
-                "values": {"type": "array", "items": {"type": "string"}}}},
+                "key": {"type": "string", "description": "The label's key."},
+                "operator": {"type": "string",
+                             "description": "In, NotIn, Exists or DoesNotExist."},
+                "values": {"type": "array", "items": {"type": "string"},
+                           "description": "The values the operator compares with."}},
+                "description": "One requirement on a label."},
             "description": "Not supported: a claim using it is refused."}},
     "x-kubernetes-map-type": "atomic",
 }
@@ -86,9 +92,9 @@ def test_the_claim_status_declares_binding_phase_and_resource() -> None:
     assert props["resourceRef"] == ref(
         "The managed resource the claim is binding or bound to.", namespaced=True)
     assert set(schema["properties"]) == {"apiVersion", "kind", "metadata", "spec", "status"}
-    assert schema["properties"]["apiVersion"] == {"type": "string"}
-    assert schema["properties"]["kind"] == {"type": "string"}
-    assert schema["properties"]["metadata"] == {"type": "object"}
+    for name, kind in (("apiVersion", "string"), ("kind", "string"), ("metadata", "object")):
+        assert schema["properties"][name]["type"] == kind
+        assert schema["properties"][name]["description"]
 
 
 def test_the_claim_crd_names_columns_and_subresource() -> None:

@@ -46,8 +46,10 @@ EXAMPLE_CREDENTIALS = {"accessKeyId": "AKIDEXAMPLE", "secretAccessKey": "s3cr3t"
 def seed_provider_config(api: EmbeddedAPI, name: str = "default",
                          credentials: Mapping[str, str] = EXAMPLE_CREDENTIALS,
                          namespace: str = "default",
-                         api_version: str = PROVIDER_CONFIG_API) -> None:
-    """Create a ProviderConfig (of ``api_version``) and its credentials Secret in ``api``."""
+                         api_version: str = PROVIDER_CONFIG_API,
+                         spec: Mapping[str, Any] | None = None) -> None:
+    """Create a ProviderConfig (of ``api_version``, ``spec`` merged into its spec) and its
+    credentials Secret in ``api``."""
     secret = f"{name}-credentials"
     with contextlib.suppress(AlreadyExists):  # shared by the configs of several groups
         api.create({"apiVersion": "v1", "kind": "Secret",
@@ -56,7 +58,8 @@ def seed_provider_config(api: EmbeddedAPI, name: str = "default",
                              for k, v in credentials.items()}})
     api.create({"apiVersion": api_version, "kind": PROVIDER_CONFIG_KIND,
                 "metadata": {"name": name},
-                "spec": {"credentials": {"secretRef": {"name": secret,
+                "spec": {**(spec or {}),
+                         "credentials": {"secretRef": {"name": secret,
                                                        "namespace": namespace}}}})
 
 

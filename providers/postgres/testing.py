@@ -127,14 +127,13 @@ class PostgresServer:
 
     def start(self) -> None:
         """Initialise (first time) and start the server; wait until it accepts connections."""
-        if self.base is None:
-            self._initialise()
+        base = self.base if self.base is not None else self._initialise()
         if self.running:
             return
         attempts = 1 if self.port else 3
         for _ in range(attempts):
             self.port = self.port or free_port()
-            result = self._pg_ctl("-l", str(self.base / "server.log"), "-o", f"-p {self.port}",
+            result = self._pg_ctl("-l", str(base / "server.log"), "-o", f"-p {self.port}",
                                   "-t", "30", "start", check=False)
             if result.returncode == 0:
                 return
@@ -175,7 +174,8 @@ class PostgresServer:
                 os.chown(directory, self._runas.pw_uid, self._runas.pw_gid)
         return path
 
-    def _initialise(self) -> None:
+    def _initialise(self) -> Path:
+        """Make the data directory in a new temporary base directory; the base."""
         base = Path(tempfile.mkdtemp(prefix="lifecycle-pg-"))
         self.base = base
         pwfile = base / "pwfile"
@@ -191,6 +191,7 @@ class PostgresServer:
             raise PostgresUnavailable(f"initdb failed: {_tail(result.stderr)}")
         with open(base / "data" / "postgresql.conf", "a") as conf:
             conf.write(_SETTINGS)
+        return base
 
     def _pg_ctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         result = self._run([str(self.bindir / "pg_ctl"), "-D", str(self.data), "-w", *args])
@@ -265,11 +266,9 @@ def postgres_environment(host: str, port: int, user: str, password: str,
     clock = VirtualClock()
     api = EmbeddedAPI(clock=clock.now, seed=secrets.randbits(64) if seed is None else seed)
     env = Environment(kinds(), api=api, clock=clock, **options)
-    env.provider_config(credentials={"username": user, "password": password})
-    config = env.api.get(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None, "default")
-    config["spec"] = {**config["spec"], "host": host, "port": port, "sslmode": sslmode,
-                      "database": database}
-    env.api.replace(config)
+    env.provider_config(credentials={"username": user, "password": password},
+                        spec={"host": host, "port": port, "sslmode": sslmode,
+                              "database": database})
     return env
 
 
