@@ -104,7 +104,7 @@ def build(log: Any = None) -> Path:
         started, cpu = time.monotonic(), _children_cpu()
         with tempfile.TemporaryDirectory(prefix="build-", dir=home.parent) as scratch:
             out = Path(scratch) / "sqlpeer"
-            command = [go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(out), "."]
+            command = [go, "build", "-ldflags=-s -w", "-o", str(out), "."]
             if shutil.which("nice"):
                 command = ["nice", "-n", "10", *command]
             env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
