@@ -147,6 +147,6 @@ def _diagrams_command(args: argparse.Namespace) -> int:
             again = " ".join(["lifecycle diagrams", *args.modules])
             print(f"run `{again}` to regenerate", file=sys.stderr)
         return 1 if stale else 0
-    for path in write_generated(root, machines, kinds):
-        print(path.relative_to(root))
+    for written in write_generated(root, machines, kinds):
+        print(written.relative_to(root))
     return 0

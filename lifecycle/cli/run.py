@@ -69,7 +69,7 @@ class _KeyValueFormatter(logging.Formatter):
         return f"{base} {extras}" if extras else base
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StderrHandler(logging.StreamHandler[Any]):
     """Writes to whatever ``sys.stderr`` is when a record is emitted.
 
     A stream captured at configuration time may be replaced and closed later
@@ -81,7 +81,7 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         super().__init__(sys.stderr)
 
     @property
-    def stream(self) -> Any:  # type: ignore[override]
+    def stream(self) -> Any:
         """The current ``sys.stderr``."""
         return sys.stderr
 
@@ -142,7 +142,7 @@ def _registrations(specs: Sequence[str], *,
 
 
 def _connector(spec: str) -> Connector:
-    return check_connector(load(spec), spec)  # type: ignore[no-any-return]
+    return check_connector(load(spec), spec)
 
 
 def _pairs(registrations: Sequence[registry.Registration],
@@ -220,6 +220,7 @@ def _journal_key(args: argparse.Namespace, cluster: Any, log: logging.Logger) ->
 
     if args.journal_key_file and args.journal_key_secret:
         raise UsageError("give --journal-key-file or --journal-key-secret, not both")
+    key: bytes | None
     try:
         if args.journal_key_file:
             key = key_from_file(args.journal_key_file)

@@ -98,7 +98,7 @@ def stale_files(
 
 def _leftovers(root: Path, files: Mapping[Path, bytes]) -> list[Path]:
     """Generated-looking files under diagrams/ and docs/reference/ that nothing generates."""
-    found = []
+    found: list[Path] = []
     for folder, suffixes in ((root / "diagrams", {".dot", ".mmd", ".svg"}),
                              (root / "docs" / "reference", {".md"})):
         if folder.is_dir():

@@ -111,8 +111,13 @@ MAX_BYTES = 8 * 1024 * 1024
 
 
 def _kind_name(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string"}.get(
-        type(value), type(value).__name__)
+    names: dict[type, str] = {dict: "a mapping", list: "a list", str: "a string"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a mapping, else an empty one."""
+    return value if isinstance(value, Mapping) else {}
 
 
 def _shape_problem(obj: Mapping[str, Any]) -> str | None:
@@ -127,8 +132,8 @@ def _shape_problem(obj: Mapping[str, Any]) -> str | None:
         ("apiVersion", obj.get("apiVersion"), str), ("kind", obj.get("kind"), str),
         ("metadata", obj.get("metadata"), Mapping), ("spec", obj.get("spec"), Mapping),
         ("status", obj.get("status"), Mapping)]
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    meta: Mapping[str, Any] = _mapping(obj.get("metadata"))
+    status: Mapping[str, Any] = _mapping(obj.get("status"))
     expected += [(f"metadata.{key}", meta.get(key), str)
                  for key in ("name", "namespace", "uid", "resourceVersion")]
     expected += [(f"metadata.{key}", meta.get(key), Mapping) for key in ("annotations", "labels")]

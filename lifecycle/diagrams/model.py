@@ -275,15 +275,15 @@ def layout(machine: type[LifecycleMachine]) -> Layout:
             single.extend(members)
     bundles: list[Bundle] = []
     edges: list[Edge] = []
-    for (sources, in_deletion), members in sorted(
+    for (bundle_sources, in_deletion), members in sorted(
         bundled.items(), key=lambda item: (item[0][1], [order.index(s) for s in item[0][0]])
     ):
-        excluded = tuple(s for s in live if s not in sources)
+        left_out = tuple(s for s in live if s not in bundle_sources)
         suffix = "deletion" if in_deletion else "_".join(
             dict.fromkeys(t.target for t in members))
         hint = next((BUNDLE_HINTS[t.event] for t in members if t.event in BUNDLE_HINTS), "")
-        bundle = Bundle(f"any_{suffix}" + ("_except_" + "_".join(excluded) if excluded else ""),
-                        sources, excluded, in_deletion, hint)
+        bundle = Bundle(f"any_{suffix}" + ("_except_" + "_".join(left_out) if left_out else ""),
+                        bundle_sources, left_out, in_deletion, hint)
         bundles.append(bundle)
         edges.extend(_merge(bundle.id, members, table))
     by_source: dict[str, list[TransitionSpec]] = {}

@@ -99,7 +99,7 @@ def machine_page(machine: type[LifecycleMachine], kinds: Sequence[Any] = (),
         ("history kept in status", f"{machine.history_limit} transitions"),
     ))
     out += ["", "## States", ""]
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for state, spec in table.states.items():
         marks = [m for m, on in (("initial", spec.initial), ("final", spec.final)) if on]
         rows.append((_code(state), spec.name, ", ".join(marks), conditions_text(table, state),

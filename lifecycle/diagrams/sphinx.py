@@ -82,7 +82,7 @@ class LifecycleDiagram(SphinxDirective):
         fragment = embedded.html
         document = self.state.document
         if embedded.mermaid and not getattr(document, "lifecycle_mermaid", False):
-            document.lifecycle_mermaid = True  # type: ignore[attr-defined]
+            document.lifecycle_mermaid = True
             fragment += "\n" + mermaid_script(self.config.lifecycle_diagram_mermaid_url)
         return [nodes.raw("", fragment, format="html")]
 

@@ -247,7 +247,7 @@ class ProbeServer:
     @property
     def url(self) -> str:
         """``http://HOST:PORT``."""
-        host, port = self._server.server_address[:2]
+        host, port = self._server.socket.getsockname()[:2]
         return f"http://{host}:{port}"
 
     def start(self) -> ProbeServer:

@@ -99,10 +99,10 @@ def _merged(uses: Mapping[tuple[str, str], set[str]], *, finalizers: Iterable[tu
     for (group, plural), names in sorted(uses.items()):
         found: dict[str, set[str]] = {}
         for use in names:
-            for sub, verbs in verbs_for(use).items():
-                found.setdefault(sub, set()).update(verbs)
-        for sub, verbs in found.items():
-            grouped.setdefault((group, sub, tuple(sorted(verbs))), []).append(plural)
+            for sub, use_verbs in verbs_for(use).items():
+                found.setdefault(sub, set()).update(use_verbs)
+        for sub, all_verbs in found.items():
+            grouped.setdefault((group, sub, tuple(sorted(all_verbs))), []).append(plural)
     out = []
     for group in sorted({g for g, _, _ in grouped}):
         for (g, sub, verbs), plurals in sorted(grouped.items(),

@@ -210,12 +210,12 @@ class DatabaseClient(SqlClient):
                 sql.SQL("ALTER DATABASE {} WITH CONNECTION LIMIT {}").format(
                     target, sql.Literal(want.connection_limit)),
                 f"changing the connection limit of database {name!r}")
-        for keyword, value in (("ALLOW_CONNECTIONS", want.allow_connections),
-                               ("IS_TEMPLATE", want.is_template)):
-            if value is not None:
+        for keyword, flag in (("ALLOW_CONNECTIONS", want.allow_connections),
+                              ("IS_TEMPLATE", want.is_template)):
+            if flag is not None:
                 self.session.execute(
                     sql.SQL("ALTER DATABASE {} WITH " + keyword + " {}").format(
-                        target, sql.Literal(value)),
+                        target, sql.Literal(flag)),
                     f"setting {keyword} of database {name!r}")
         if want.tablespace is not None and row is not None and row[3] != want.tablespace:
             check_name("tablespace", want.tablespace)

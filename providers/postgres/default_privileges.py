@@ -39,6 +39,7 @@ from lifecycle.providers.postgres.grant_spec import (
     TABLE_PRIVILEGES,
     privilege_list,
     recorded,
+    required_name,
     with_grant_option,
 )
 from lifecycle.providers.postgres.schema import in_database
@@ -65,6 +66,10 @@ def _object_type(value: Any) -> str:
     return key
 
 
+def _privileges(value: Any) -> tuple[str, ...]:
+    return privilege_list(value)
+
+
 def _name(_: Any, attribute: attrs.Attribute, value: Any) -> None:
     fields.check_name_value(f"'{attribute.alias or attribute.name}'", value)
 
@@ -79,16 +84,16 @@ class DefaultPrivilegesParameters:
     revoked).
     """
 
-    role: str = fields.name(required=True)
+    role: str = attrs.field(validator=required_name)
     """The PostgreSQL role that receives the privileges on future objects."""
     target_role: str = attrs.field(validator=_name, alias="targetRole")
     """The role whose future objects get these privileges: the defaults apply to objects it
     creates."""
-    database: str = fields.name(required=True)
+    database: str = attrs.field(validator=required_name)
     """The database the default privileges apply in."""
     object_type: str = attrs.field(converter=_object_type, alias="objectType")
     """The type of the future objects: table, sequence, function, type or schema."""
-    privileges: tuple[str, ...] = attrs.field(converter=privilege_list)
+    privileges: tuple[str, ...] = attrs.field(converter=_privileges)
     """The privileges to grant on each future object, such as SELECT or USAGE, or ALL for every
     privilege of the type."""
     schema: str | None = fields.name()

@@ -88,6 +88,13 @@ def with_grant_option(_: Any, attribute: attrs.Attribute, value: Any) -> None:
                          "which a Role's memberOf declares)")
 
 
+def required_name(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """Validator of a name field without a default: any value but None must be a valid
+    PostgreSQL name (written as ``attrs.field`` in the class, so the field has no default)."""
+    if value is not None:
+        fields.check_name_value(f"'{attribute.name}'", value)
+
+
 def _object_names(alias: str) -> Any:
     """An optional list of object names in the schema, or ``["*"]`` for every one."""
     def convert(value: Any) -> tuple[str, ...] | None:
@@ -188,9 +195,9 @@ class GrantParameters:
     keeps PUBLIC without privileges on the database.
     """
 
-    role: str = fields.name(required=True)
+    role: str = attrs.field(validator=required_name)
     """The PostgreSQL role that receives the privileges."""
-    database: str = fields.name(required=True)
+    database: str = attrs.field(validator=required_name)
     """The database the privileges are on, or in which the schema or its objects live."""
     privileges: tuple[str, ...] = attrs.field(converter=privilege_list)
     """The privileges to grant, such as CONNECT, CREATE, SELECT, USAGE, or ALL for every privilege

@@ -370,8 +370,10 @@ class Claims:
     def release(self, config: str, resource: ManagedResource) -> None:
         """Give up the resource's key (its delete ran)."""
         key = target_key(resource)
+        if key is None:
+            return
         with self._lock:
-            held = self._held.get((config, key)) if key is not None else None
+            held = self._held.get((config, key))
             if held is not None and held[0] == resource.uid:
                 del self._held[(config, key)]
 

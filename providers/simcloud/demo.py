@@ -186,8 +186,8 @@ def run_demo(out: TextIO = sys.stdout, *, pace: float = 0.4, live: bool | None =
     ok &= not leaked
     print("\nsummary", file=out)
     print(f"  {'RESOURCE':<10} {'FINAL':<8} {'RESULT':<8} PATH", file=out)
-    for name, final, path, verdict in rows:
-        print(f"  {name:<10} {final:<8} {verdict:<8} {path}", file=out)
+    for name, final, visited, verdict in rows:
+        print(f"  {name:<10} {final:<8} {verdict:<8} {visited}", file=out)
     creates = cloud.count("create", ok=True)
     print(f"\n  external creates: {creates} for {len(RESOURCES)} resources; "
           f"left in the cloud: {len(leaked)}; reconciles: {env.steps.total}", file=out)

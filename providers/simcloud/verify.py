@@ -97,7 +97,7 @@ def claim_target(kind: Kind, binding: ClaimBinding, label: str = "") -> Target:
         claims = ClaimEnvironment(env, binding)
         claims.reconciler.api = api
         informed = env.reconcilers[kind.kind]
-        informed.inner = TracedReconciler(claims.reconciler, recorder)  # type: ignore[attr-defined]
+        informed.inner = TracedReconciler(claims.reconciler, recorder)
 
     def setup(env: Environment, system: ExternalSystem) -> None:
         env.api.create(class_manifest("standard", default=True, class_kind=binding.resource_class))
