@@ -31,6 +31,24 @@ import attrs
 
 from lifecycle.core.errors import LifecycleError
 
+__all__ = [
+    "DEMOS_GROUP",
+    "ENVIRONMENTS_GROUP",
+    "KINDS_GROUP",
+    "PluginFailure",
+    "Registration",
+    "RegistryError",
+    "demo",
+    "demos",
+    "environment",
+    "failures",
+    "find",
+    "for_object",
+    "load",
+    "refresh",
+    "registrations",
+]
+
 #: Entry-point group of kind registrations.
 KINDS_GROUP = "lifecycle.kinds"
 #: Entry-point group of ``lifecycle demo`` scenarios: ``scenario(out, options) -> bool``.

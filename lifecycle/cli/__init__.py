@@ -22,6 +22,22 @@ from lifecycle import registry
 from lifecycle.core.errors import LifecycleError
 from lifecycle.core.machine import LifecycleMachine
 
+__all__ = [
+    "CLIENT_METHODS",
+    "COMMANDS",
+    "EPILOG",
+    "EXTRAS",
+    "INTERNAL_ERROR",
+    "POSTGRES_KIND_NAMES",
+    "UsageError",
+    "build_parser",
+    "check_connector",
+    "extra_hint",
+    "load",
+    "machine_of",
+    "main",
+]
+
 #: Modules that contribute subcommands, in help order.
 COMMANDS = (
     "lifecycle.cli.demo",

@@ -18,6 +18,8 @@ from typing import Any
 from lifecycle import registry
 from lifecycle.cli import UsageError
 
+__all__ = ["register"]
+
 
 def _scenario_names() -> list[str]:
     return sorted({ep.name for ep in entry_points(group=registry.DEMOS_GROUP)})

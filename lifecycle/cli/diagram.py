@@ -17,6 +17,8 @@ from lifecycle.diagrams.model import LiveObject
 from lifecycle.diagrams.offline import standalone_html
 from lifecycle.diagrams.render import FORMATS, SUFFIXES, render
 
+__all__ = ["CLI_FORMATS", "CLI_SUFFIXES", "output_format", "register"]
+
 #: What ``lifecycle diagram`` writes: the formats of :func:`render`, and ``html``, a page
 #: drawing the Mermaid diagram with the bundled Mermaid script (offline).
 CLI_FORMATS = (*FORMATS, "html")

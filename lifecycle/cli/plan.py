@@ -14,6 +14,8 @@ from lifecycle.core.errors import HandledError
 from lifecycle.core.plan import OBSERVATIONS, Plan, describe, plan
 from lifecycle.core.values import now
 
+__all__ = ["OUTPUTS", "as_json", "register"]
+
 #: Output formats of ``lifecycle plan``.
 OUTPUTS = ("text", "json")
 

@@ -48,6 +48,36 @@ from lifecycle.core.status import (
 )
 from lifecycle.core.values import Condition, ConditionStatus, HistoryEntry, rfc3339
 
+__all__ = [
+    "CLAIM_NAME",
+    "CLAIM_NAMESPACE",
+    "CLASS_NAME",
+    "DEFAULT_CLASS",
+    "DEFAULT_RESOURCE_NAMESPACE",
+    "PROPAGATED_FROM",
+    "REFUSALS",
+    "RELEASED",
+    "ClaimBinding",
+    "ClaimFacts",
+    "ClassKind",
+    "ClassSelection",
+    "Configurator",
+    "ReclaimPolicy",
+    "ResourceClass",
+    "ResourceView",
+    "choose_claim_event",
+    "claim_reference",
+    "claim_secret_name",
+    "class_problem",
+    "class_ref",
+    "configure_from_class",
+    "configure_object_meta",
+    "dynamic_name",
+    "resource_ref",
+    "select_class",
+    "settle_claim",
+]
+
 #: Class annotation: ``"true"`` makes the class the default for claims without a selector.
 DEFAULT_CLASS = "lifecycle.dev/default-class"
 #: Managed-resource annotation set when a Retain reclaim releases it: ``namespace/name`` of

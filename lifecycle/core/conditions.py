@@ -15,6 +15,18 @@ from typing import Any
 
 from lifecycle.core.values import Condition, ConditionStatus
 
+__all__ = [
+    "ACTIVITY_TYPES",
+    "READY",
+    "SYNCED",
+    "by_type",
+    "camel_reason",
+    "get",
+    "initial",
+    "merge",
+    "phase",
+]
+
 READY = "Ready"
 SYNCED = "Synced"
 

@@ -25,6 +25,26 @@ from lifecycle.core.kind import FINALIZER, OPERATION, OWNER, PAUSED, RECONCILE_P
 from lifecycle.core.machine import LifecycleMachine, Timing, TransitionSpec
 from lifecycle.core.values import Condition, ConditionStatus, Observation, ProviderStatus, Result
 
+__all__ = [
+    "OPERATION_OF_STATE",
+    "Choice",
+    "Decision",
+    "DeletionPolicy",
+    "Facts",
+    "Gate",
+    "ReconcilePolicy",
+    "choose_event",
+    "decide",
+    "fail_edge",
+    "gate",
+    "guard_of",
+    "poll_interval",
+    "requeue",
+    "restore",
+    "transit",
+    "unreachable",
+]
+
 
 class ReconcilePolicy(enum.StrEnum):
     """What the operator may do to the external resource.

@@ -14,6 +14,18 @@ from __future__ import annotations
 
 import enum
 
+__all__ = [
+    "CredentialsError",
+    "ExternalError",
+    "HandledError",
+    "LifecycleError",
+    "MachineDefinitionError",
+    "Severity",
+    "TerminalError",
+    "Throttled",
+    "UnhandledError",
+]
+
 
 class Severity(enum.Enum):
     """How the engine treats a handled error."""

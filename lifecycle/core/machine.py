@@ -34,6 +34,18 @@ from statemachine.factory import StateMachineMetaclass
 
 from lifecycle.core.errors import MachineDefinitionError
 
+__all__ = [
+    "LifecycleMachine",
+    "LifecycleMeta",
+    "MachineTable",
+    "StateSpec",
+    "Timing",
+    "TransitionSpec",
+    "camel",
+    "compile_table",
+    "validate",
+]
+
 
 def _frozen_map(value: Mapping[str, float]) -> Mapping[str, float]:
     return types.MappingProxyType(dict(value))

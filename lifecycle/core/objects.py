@@ -10,6 +10,19 @@ reading ``status`` or ``metadata`` never repeats the ``isinstance`` checks.
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
+__all__ = [
+    "annotations",
+    "finalizers",
+    "generation",
+    "is_mapping",
+    "labels",
+    "mapping",
+    "metadata",
+    "nesting_depth",
+    "spec",
+    "status",
+]
+
 
 def mapping(value: Any) -> Mapping[str, Any]:
     """``value`` if it is a mapping, else an empty one (for reading untrusted objects)."""

@@ -19,6 +19,22 @@ from lifecycle.core.decide import Decision, ReconcilePolicy
 from lifecycle.core.machine import LifecycleMachine, TransitionSpec, camel
 from lifecycle.core.values import Condition, ConditionStatus, HistoryEntry, rfc3339
 
+__all__ = [
+    "ENGINE_KEYS",
+    "NOTE_TYPES",
+    "STALE",
+    "Outcome",
+    "Settled",
+    "held_ready",
+    "kept_history",
+    "paused",
+    "settle",
+    "stored_conditions",
+    "stuck",
+    "unreachable_since",
+    "valid_timestamp",
+]
+
 T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
 _STATUS = {s.value: s for s in ConditionStatus}
 

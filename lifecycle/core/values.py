@@ -13,6 +13,21 @@ from typing import Any
 
 import attrs
 
+__all__ = [
+    "Completion",
+    "Condition",
+    "ConditionStatus",
+    "Creation",
+    "HistoryEntry",
+    "Intent",
+    "Observation",
+    "ProviderStatus",
+    "Result",
+    "ResultKind",
+    "now",
+    "rfc3339",
+]
+
 
 def now() -> datetime:
     """The current time in UTC, truncated to seconds as Kubernetes stores it."""

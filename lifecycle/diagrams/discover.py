@@ -20,6 +20,15 @@ from lifecycle.core.machine import LifecycleMachine
 from lifecycle.diagrams.model import DiagramError
 from lifecycle.registry import registrations
 
+__all__ = [
+    "bundled_kinds",
+    "bundled_machines",
+    "has_table",
+    "import_modules",
+    "kinds_in",
+    "machines_in",
+]
+
 
 def has_table(value: object) -> bool:
     """True for a :class:`LifecycleMachine` class that declares states of its own."""

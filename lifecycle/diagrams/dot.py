@@ -27,6 +27,8 @@ from lifecycle.diagrams.model import (
     layout,
 )
 
+__all__ = ["to_dot"]
+
 
 def _h(text: str) -> str:
     return html.escape(text, quote=True)

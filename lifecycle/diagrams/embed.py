@@ -39,6 +39,25 @@ from lifecycle.diagrams.offline import BUNDLED, inline_script
 from lifecycle.diagrams.render import FORMATS, render
 from lifecycle.registry import RegistryError, find, load
 
+__all__ = [
+    "CSS_CLASS",
+    "FIT_STYLE",
+    "MERMAID_URL",
+    "OPTIONS",
+    "PNG_DPI",
+    "ZOOM_STYLE",
+    "DiagramRequest",
+    "Embedded",
+    "diagram_html",
+    "dot_available",
+    "highlighted",
+    "mermaid_script",
+    "parse_block",
+    "png_size",
+    "resolve",
+    "zoomable",
+]
+
 #: Options of a diagram, as written in a page: ``format``, ``highlight``,
 #: ``object`` (a YAML/JSON dump) and ``object-name`` (``--name`` of the command).
 OPTIONS = ("format", "highlight", "object", "object-name")

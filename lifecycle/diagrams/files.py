@@ -21,6 +21,8 @@ from lifecycle.diagrams.model import DiagramError
 from lifecycle.diagrams.reference import reference_pages
 from lifecycle.diagrams.render import mark_svg, render_dot, source_digest, svg_digest
 
+__all__ = ["generated_files", "project_root", "stale_files", "write_generated"]
+
 
 def project_root() -> Path:
     """The default project root: the current directory.

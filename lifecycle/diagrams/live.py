@@ -22,6 +22,15 @@ from lifecycle.diagrams.render import render
 from lifecycle.registry import RegistryError, for_object, registrations
 from lifecycle.sim import yamlsafe
 
+__all__ = [
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "cluster_diagram",
+    "load_object",
+    "machine_for",
+    "object_diagram",
+]
+
 
 def object_diagram(
     obj: Mapping[str, Any],

@@ -18,6 +18,8 @@ from lifecycle.diagrams.model import (
     layout,
 )
 
+__all__ = ["to_mermaid"]
+
 _MERMAID_RESERVED = frozenset({"end", "state", "note", "class", "classdef", "direction"})
 
 

@@ -52,6 +52,8 @@ from lifecycle.diagrams.embed import (
 )
 from lifecycle.diagrams.model import DiagramError
 
+__all__ = ["FENCE_WORD", "DiagramPreprocessor", "LifecycleDiagramExtension", "makeExtension"]
+
 # Under the "mkdocs" logger, so that ``mkdocs build --strict`` counts the warnings.
 log = logging.getLogger("mkdocs.extensions.lifecycle_diagram")
 

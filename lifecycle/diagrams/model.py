@@ -29,6 +29,29 @@ import attrs
 from lifecycle.core.errors import LifecycleError
 from lifecycle.core.machine import LifecycleMachine, MachineTable, TransitionSpec
 
+__all__ = [
+    "BUNDLE_HINTS",
+    "DEFAULT_COLOUR",
+    "EVENT_COLOURS",
+    "FAIL_EVENT",
+    "FILL",
+    "HIGHLIGHT",
+    "HISTORY_COLOUR",
+    "Bundle",
+    "DiagramError",
+    "Edge",
+    "Layout",
+    "Line",
+    "LiveObject",
+    "backoff_states",
+    "conditions_text",
+    "deletion_states",
+    "duration",
+    "layout",
+    "requeue_text",
+    "transition_text",
+]
+
 #: The event the engine fires for every handled error; its target backs off.
 FAIL_EVENT = "fail"
 

@@ -24,6 +24,15 @@ from lifecycle.core.machine import LifecycleMachine
 from lifecycle.diagrams.mermaid import to_mermaid
 from lifecycle.diagrams.model import DiagramError, LiveObject
 
+__all__ = [
+    "BUNDLED",
+    "MERMAID_SHA256",
+    "MERMAID_VERSION",
+    "inline_script",
+    "mermaid_js",
+    "standalone_html",
+]
+
 #: The npm ``mermaid`` release whose ``dist/mermaid.min.js`` is bundled.
 MERMAID_VERSION = "11.12.0"
 #: SHA-256 of that file as published (checked when it is read).

@@ -16,6 +16,18 @@ from lifecycle.diagrams.dot import to_dot
 from lifecycle.diagrams.mermaid import to_mermaid
 from lifecycle.diagrams.model import DiagramError, LiveObject
 
+__all__ = [
+    "FORMATS",
+    "SOURCE_MARK",
+    "SUFFIXES",
+    "mark_svg",
+    "render",
+    "render_dot",
+    "source_digest",
+    "svg_digest",
+    "with_dpi",
+]
+
 #: Output formats of ``lifecycle diagram``.
 FORMATS = ("dot", "mermaid", "svg", "png")
 #: File suffix -> format, used when ``-f`` is not given.

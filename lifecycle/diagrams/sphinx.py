@@ -43,6 +43,8 @@ from lifecycle.diagrams.embed import (
 )
 from lifecycle.diagrams.model import DiagramError
 
+__all__ = ["LifecycleDiagram", "setup"]
+
 logger = logging.getLogger(__name__)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+__all__ = ["Cluster"]
+
 
 class Cluster(Protocol):
     """Object and status reads and writes, plus Events."""

@@ -13,6 +13,8 @@ from typing import TypeVar
 
 from lifecycle.kube.errors import Conflict
 
+__all__ = ["CONFLICT_ATTEMPTS", "ConflictsExhausted", "on_conflict"]
+
 T = TypeVar("T")
 
 #: Attempts one write makes before giving up (the first try plus four retries).

@@ -10,6 +10,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+__all__ = [
+    "AlreadyExists",
+    "ApiError",
+    "BadRequest",
+    "Conflict",
+    "EntityTooLarge",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "MethodNotAllowed",
+    "NotAcceptable",
+    "NotFound",
+    "ResourceVersionTooLarge",
+    "ServerError",
+    "TooManyRequests",
+    "UnsupportedMediaType",
+    "error_from_status",
+]
+
 
 class ApiError(Exception):
     """An error answer of the API server, with the fields of a ``metav1.Status``.

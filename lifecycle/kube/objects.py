@@ -5,6 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+__all__ = [
+    "add_finalizer",
+    "clone",
+    "controlled_by",
+    "merge_patch",
+    "owned_by",
+    "owner_reference",
+    "remove_finalizer",
+]
+
 _ATOMS = frozenset({str, int, float, bool, type(None)})
 
 

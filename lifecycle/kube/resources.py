@@ -6,6 +6,8 @@ from typing import Any
 
 import attrs
 
+__all__ = ["BUILTIN_TYPES", "CONFIG_MAP", "EVENT", "LEASE", "NAMESPACE", "SECRET", "ResourceType"]
+
 
 @attrs.frozen
 class ResourceType:

@@ -10,6 +10,14 @@ import attrs
 
 from lifecycle.kube.errors import Invalid
 
+__all__ = [
+    "LabelSelector",
+    "Requirement",
+    "parse_label_selector",
+    "valid_label_key",
+    "valid_label_value",
+]
+
 _NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
 _KEY = rf"(?:[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?/)?{_NAME}"
 _KEY_RE = re.compile(rf"^{_KEY}$")

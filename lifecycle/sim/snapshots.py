@@ -19,6 +19,8 @@ from lifecycle.sim.crds import CRD, CRDController, resource_types
 from lifecycle.sim.validation import object_key, type_key
 from lifecycle.sim.watch import History
 
+__all__ = ["Snapshots"]
+
 
 class Snapshots:
     """``snapshot()`` and ``restore()`` over the store's tables (a mixin)."""

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+__all__ = ["build_environment", "lifecycle_env", "real_cluster"]
+
 
 def build_environment(*, environment: str = "simcloud", **options: Any) -> Any:
     """Build what ``lifecycle_env(**options)`` returns: an Environment.
