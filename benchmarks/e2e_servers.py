@@ -20,13 +20,14 @@ from ``/proc``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -304,6 +305,22 @@ def write_kubeconfig(path: Path, server: str, user: dict[str, Any],
     return path
 
 
+@contextlib.contextmanager
+def _one_line(doing: str) -> Iterator[None]:
+    """Turn the official client's errors into a :class:`BenchError` of one line."""
+    from kubernetes import client as k8s
+
+    try:
+        yield
+    except k8s.ApiException as exc:
+        try:
+            message = json.loads(exc.body).get("message", "")
+        except (TypeError, ValueError):
+            message = str(exc.reason)
+        raise BenchError(f"{doing} on the API server failed: HTTP {exc.status}: "
+                         f"{message[:300]}") from None
+
+
 class EmbeddedServer:
     """A fresh embedded API server in a process of its own, counting at its HTTP face."""
 
@@ -364,10 +381,11 @@ class RealServer:
         from lifecycle.driver.crds import crds
         from lifecycle.testing.envtest import install
 
-        if kindset == "database":
-            seed(self.api_client(), kinds_of(kindset))
-        else:
-            install(self.api_client(), crds(kinds_of(kindset)))
+        with _one_line("installing the CRDs"):
+            if kindset == "database":
+                seed(self.api_client(), kinds_of(kindset))
+            else:
+                install(self.api_client(), crds(kinds_of(kindset)))
 
     @staticmethod
     def user(name: str) -> str:
@@ -378,6 +396,10 @@ class RealServer:
         """A kubeconfig acting as ServiceAccount ``name`` (created, bound to cluster-admin)."""
         if name in self._configs:
             return self._configs[name]
+        with _one_line(f"making the ServiceAccount {ACCOUNTS_NAMESPACE}/{name}"):
+            return self._account(name)
+
+    def _account(self, name: str) -> Path:
         from kubernetes import client as k8s
 
         api = self.api_client()
