@@ -23,7 +23,8 @@ def build_environment(*, environment: str = "simcloud", **options: Any) -> Any:
     ``env.cloud``, with a default ProviderConfig). Pass
     ``kinds=[(Kind, connector), ...]`` to build your own: it gets the same
     default ProviderConfig (``env.provider_config()``, one per ProviderConfig
-    kind its kinds name), so a manifest that names none is served at once.
+    kind its kinds name whose spec needs nothing but credentials), so a manifest
+    that names none is served at once.
     Every other option goes to :class:`~lifecycle.testing.Environment` (``history=``, ``backoff=``,
     ``seed=``, ...).
     """
@@ -32,10 +33,14 @@ def build_environment(*, environment: str = "simcloud", **options: Any) -> Any:
 
     kinds = options.get("kinds")
     if kinds and isinstance(kinds[0], tuple):
+        from lifecycle.driver.crds import default_config_fits
+
         custom = Environment(**options)
         for api_version in dict.fromkeys(
                 getattr(k, "provider_config_api", None) for k, _ in kinds):
-            if api_version:  # each ProviderConfig kind the kinds name gets a default one
+            # each ProviderConfig kind the kinds name gets a default one, where credentials
+            # alone make a valid one (a PostgreSQL config needs a server)
+            if api_version and default_config_fits([k for k, _ in kinds], api_version):
                 custom.provider_config(api_version=api_version)
         return custom
     env, _ = registry.environment(environment)(**options)
