@@ -241,7 +241,9 @@ def provider_config_spec_schema(specs: Sequence[type | None] = ()) -> dict[str, 
     """
     declared = list(dict.fromkeys(s for s in specs if s is not None))
     free = not declared or None in specs
-    schemas = [schema_for_type(cls, where="spec") for cls in declared or [ProviderConfigSpec]]
+    if free:
+        declared.append(ProviderConfigSpec)
+    schemas = [schema_for_type(cls, where="spec") for cls in declared]
     if len(schemas) == 1:
         spec = schemas[0]
     else:
@@ -255,7 +257,7 @@ def provider_config_spec_schema(specs: Sequence[type | None] = ()) -> dict[str, 
         spec = {"type": "object", "properties": properties}
         if required:
             spec["required"] = [n for n in properties if n in required]
-    if len(declared) != 1:
+    if len(declared) != 1 or free:
         spec["description"] = ("How the operator reaches the provider and with which "
                                "credentials.")
     if free:
