@@ -176,6 +176,7 @@ def test_role_database_grant_become_ready_repair_drift_and_go(peer: Peer) -> Non
     from psycopg import sql
 
     role, database, grant = _names()
+    grantee = f"{role}-grantee"
     password = uuid.uuid4().hex
     peer.put_secret(f"{role}-password", {"password": password})
     peer.create("roles", role, {
@@ -183,17 +184,21 @@ def test_role_database_grant_become_ready_repair_drift_and_go(peer: Peer) -> Non
                         "passwordSecretRef": {"namespace": peer.namespace,
                                               "name": f"{role}-password", "key": "password"}},
         "writeConnectionSecretToRef": {"namespace": peer.namespace, "name": f"{role}-conn"}})
+    # A role without a password Secret gets a generated one.
+    peer.create("roles", grantee, {"forProvider": {"privileges": {"login": True}}})
     peer.create("databases", database, {"forProvider": {"owner": role, "connectionLimit": 7}})
-    peer.create("grants", grant, {"forProvider": {"role": role, "database": database,
+    peer.create("grants", grant, {"forProvider": {"role": grantee, "database": database,
                                                   "privileges": ["CONNECT", "TEMP"]}})
-    for plural, name in (("roles", role), ("databases", database), ("grants", grant)):
+    for plural, name in (("roles", role), ("roles", grantee), ("databases", database),
+                         ("grants", grant)):
         eventually(lambda p=plural, n=name: peer.ready(p, n), f"{plural}/{name} Ready and Synced")
 
     server = peer.server
     assert _role_row(server, role) == (5, True, False)
     assert can_login(server, role, password)
     assert _db_row(server, database) == (role, 7)
-    assert _granted(server, database, role) == ["CONNECT", "TEMPORARY"]
+    assert _granted(server, database, grantee) == ["CONNECT", "TEMPORARY"]
+    assert _role_row(server, grantee) == (-1, True, False)
     published = peer.secret(f"{role}-conn")
     assert published is not None
     assert published["username"] == role and published["password"] == password
@@ -208,10 +213,10 @@ def test_role_database_grant_become_ready_repair_drift_and_go(peer: Peer) -> Non
     execute(server, sql.SQL("ALTER DATABASE {} CONNECTION LIMIT 2").format(
         sql.Identifier(database)))
     execute(server, sql.SQL("REVOKE TEMPORARY ON DATABASE {} FROM {}").format(
-        sql.Identifier(database), sql.Identifier(role)))
+        sql.Identifier(database), sql.Identifier(grantee)))
     eventually(lambda: _role_row(server, role) == (5, True, False), "the role's repair")
     eventually(lambda: _db_row(server, database) == (role, 7), "the database's repair")
-    eventually(lambda: _granted(server, database, role) == ["CONNECT", "TEMPORARY"],
+    eventually(lambda: _granted(server, database, grantee) == ["CONNECT", "TEMPORARY"],
                "the grant's repair")
 
     # A changed field is applied.
@@ -219,12 +224,14 @@ def test_role_database_grant_become_ready_repair_drift_and_go(peer: Peer) -> Non
                                             {"spec": {"forProvider": {"connectionLimit": 9}}})
     eventually(lambda: _role_row(server, role) == (9, True, False), "the changed limit")
 
-    for plural, name in (("grants", grant), ("databases", database), ("roles", role)):
+    for plural, name in (("grants", grant), ("databases", database), ("roles", role),
+                         ("roles", grantee)):
         peer.delete(plural, name)
         eventually(lambda p=plural, n=name: peer.get(p, n) is None, f"{plural}/{name} to go")
-    assert _granted(server, database, role) == []
+        if plural == "grants":
+            assert _granted(server, database, grantee) == []
     assert _db_row(server, database) is None
-    assert _role_row(server, role) is None
+    assert _role_row(server, role) is None and _role_row(server, grantee) is None
     assert password not in peer.process.log.read_text(errors="replace")
 
 
