@@ -390,3 +390,10 @@ def test_serve_installs_the_providerconfig_of_the_kinds_it_runs(tmp_path: Path) 
         assert "host" not in schema["properties"]  # nothing of PostgreSQL's
         names = server.kubectl("get", "providerconfigs", "-o", "name").stdout.split()
         assert names == ["providerconfig.lifecycle.dev/default"]
+
+
+def test_the_checker_refuses_a_described_root_metadata_as_the_api_server_does() -> None:
+    doc = pg_config_crd()
+    assert openapi(doc)["properties"]["metadata"] == {"type": "object"}
+    openapi(doc)["properties"]["metadata"]["description"] = "Standard metadata."
+    assert any("properties[metadata].description" in p for p in check_crd(doc))

@@ -45,13 +45,14 @@ __all__ = ["SchemaError", "check_crd", "check_structural", "claim_crd", "class_c
            "provider_config_apis", "provider_config_crd", "provider_config_spec_schema",
            "provider_config_specs", "schema_for_type"]
 
-#: ``apiVersion``, ``kind`` and ``metadata``, described as every object's are.
+#: ``apiVersion`` and ``kind``, described as every object's are, and ``metadata``.
 _META: dict[str, Any] = {
     "apiVersion": {"type": "string", "description": "The versioned schema of this "
                                                     "representation of the object."},
     "kind": {"type": "string", "description": "The REST resource this object represents."},
-    "metadata": {"type": "object", "description": "The object's name, namespace, labels, "
-                                                  "annotations and the like."},
+    # The API server refuses anything but type (and name/generateName) on the root's
+    # metadata: kubectl explain describes it from ObjectMeta.
+    "metadata": {"type": "object"},
 }
 
 

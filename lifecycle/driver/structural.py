@@ -157,7 +157,7 @@ def _check_metadata(node: Any, path: str, problems: list[str]) -> None:
     if not isinstance(node, dict):
         return
     for key in node:
-        if key not in ("type", "properties", "description"):
+        if key not in ("type", "properties"):  # the API server refuses a description too
             problems.append(f"{path}.{key}: only restrictions on name and generateName "
                             f"are allowed in metadata")
     for name in node.get("properties") or {}:
