@@ -135,7 +135,7 @@ def check_connector(value: object, what: str) -> Any:
     (``observe``, ``create``, ``update``, ``delete``). ``what`` names the
     connector in messages (``--connector app.kinds:make``).
     """
-    connector = value
+    connector: Any = value  # a user's object: checked by what it has, below
     if isinstance(value, type) or not callable(getattr(value, "connect", None)):
         if not callable(value):
             raise UsageError(f"{what} is neither a connector nor a factory returning one "
@@ -148,7 +148,7 @@ def check_connector(value: object, what: str) -> Any:
         if not callable(getattr(connector, "connect", None)):
             raise UsageError(f"{what} returned {type(connector).__name__}, which has no "
                              f"connect() method")
-    client = _returned_class(connector.connect)  # type: ignore[attr-defined]
+    client = _returned_class(connector.connect)
     if client is not None:
         missing = [m for m in CLIENT_METHODS if not callable(getattr(client, m, None))]
         if missing:

@@ -239,9 +239,9 @@ class ProbeServer:
         self.metrics = metrics
         self.healthy = healthy
         self.ready = ready
-        self._server = ThreadingHTTPServer((host, port), _ProbeHandler)
+        handler = type("ProbeHandler", (_ProbeHandler,), {"probe": self})
+        self._server = ThreadingHTTPServer((host, port), handler)
         self._server.daemon_threads = True
-        self._server.probe = self  # type: ignore[attr-defined]
         self._thread: threading.Thread | None = None
 
     @property
@@ -265,14 +265,17 @@ class ProbeServer:
 
 
 class _ProbeHandler(BaseHTTPRequestHandler):
+    """Answers probes for :attr:`probe` (each server's subclass sets it)."""
+
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
+    probe: ProbeServer
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug(format, *args)
 
     def do_GET(self) -> None:
-        probe: ProbeServer = self.server.probe  # type: ignore[attr-defined]
+        probe = self.probe
         path = self.path.split("?")[0]
         content_type = "text/plain; charset=utf-8"
         try:

@@ -89,8 +89,9 @@ class ClaimInformer:
                 continue
             if before is None or before[1] != now_[1] or before[2] != now_[2]:
                 self.enqueue(managed.kind, key[1], key[0] or None)
-            for c in {claim, before[3] if before else None} - {None}:
-                self.enqueue(claim_kind, c[1], c[0])  # type: ignore[index]
+            for c in {claim, before[3] if before else None}:
+                if c is not None:
+                    self.enqueue(claim_kind, c[1], c[0])
         for key, before in self._resources.items():
             if key not in seen and before[3] is not None:
                 self.enqueue(claim_kind, before[3][1], before[3][0])

@@ -90,6 +90,7 @@ class History(Sequence[T], Generic[T]):
             return list(self._entries) == other
         return NotImplemented
 
+    # Unhashable, as Python spells it; typeshed declares object.__hash__ a method only.
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:

@@ -56,6 +56,11 @@ def issue(directory: Path) -> Credentials:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from cryptography.hazmat.primitives.asymmetric.types import (
+        CertificateIssuerPrivateKeyTypes,
+        CertificatePublicKeyTypes,
+        PrivateKeyTypes,
+    )
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     files = Credentials.under(directory)
@@ -73,11 +78,12 @@ def issue(directory: Path) -> Credentials:
             parts.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
         return x509.Name(parts)
 
-    def certificate(subject: x509.Name, public: object, issuer: x509.Name, signer: object,
-                    *, ca: bool = False, usage: list[object] | None = None,
+    def certificate(subject: x509.Name, public: CertificatePublicKeyTypes, issuer: x509.Name,
+                    signer: CertificateIssuerPrivateKeyTypes, *, ca: bool = False,
+                    usage: list[x509.ObjectIdentifier] | None = None,
                     sans: list[x509.GeneralName] | None = None) -> x509.Certificate:
         builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
-                   .public_key(public).serial_number(x509.random_serial_number())  # type: ignore[arg-type]
+                   .public_key(public).serial_number(x509.random_serial_number())
                    .not_valid_before(now).not_valid_after(now + VALIDITY)
                    .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
         if ca:
@@ -86,13 +92,13 @@ def issue(directory: Path) -> Credentials:
                 content_commitment=False, key_encipherment=False, data_encipherment=False,
                 key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
         if usage:
-            builder = builder.add_extension(x509.ExtendedKeyUsage(usage), critical=False)  # type: ignore[arg-type]
+            builder = builder.add_extension(x509.ExtendedKeyUsage(usage), critical=False)
         if sans:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        return builder.sign(signer, hashes.SHA256())  # type: ignore[arg-type]
+        return builder.sign(signer, hashes.SHA256())
 
-    def write_key(path: Path, private: object) -> None:
-        path.write_bytes(private.private_bytes(  # type: ignore[attr-defined]
+    def write_key(path: Path, private: PrivateKeyTypes) -> None:
+        path.write_bytes(private.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption()))
         path.chmod(0o600)
