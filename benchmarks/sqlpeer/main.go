@@ -28,6 +28,8 @@ import (
 )
 
 func main() {
+	// A flag set of its own: controller-runtime registers --kubeconfig on the default one.
+	flag := flag.NewFlagSet("sqlpeer", flag.ExitOnError)
 	var (
 		kubeconfig   = flag.String("kubeconfig", "", "Path of the kubeconfig of the API server (required).")
 		poll         = flag.Duration("poll", 10*time.Minute, "How often each resource is checked for drift.")
@@ -40,7 +42,7 @@ func main() {
 			"Report every Role as drifted on every poll, as the provider this peer stands in for does.")
 		policies = flag.Bool("enable-management-policies", true, "Honour spec.managementPolicies.")
 	)
-	flag.Parse()
+	_ = flag.Parse(os.Args[1:])
 	if *kubeconfig == "" {
 		fail("--kubeconfig is required")
 	}
