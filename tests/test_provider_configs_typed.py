@@ -397,3 +397,23 @@ def test_the_checker_refuses_a_described_root_metadata_as_the_api_server_does() 
     assert openapi(doc)["properties"]["metadata"] == {"type": "object"}
     openapi(doc)["properties"]["metadata"]["description"] = "Standard metadata."
     assert any("properties[metadata].description" in p for p in check_crd(doc))
+
+
+@pytest.mark.postgres
+def test_ssl_mode_require_against_a_server_without_tls_is_a_clear_condition(
+        server: Any) -> None:
+    """provider-sql's spelling is honoured, not ignored: the Role fails saying why."""
+    from lifecycle.providers.postgres.testing import manifest, postgres_environment
+
+    env = postgres_environment(server.host, server.port, server.user, server.password,
+                               "disable")
+    stored = env.api.get(PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, None, "default")
+    spec = {k: v for k, v in stored["spec"].items() if k != "sslmode"}
+    env.api.replace({**stored, "spec": {**spec, "sslMode": "require"}})
+    env.apply(manifest("Role", "r"))
+    env.reconcile("Role", "r")
+    assert env.condition("Role", "r", "Synced").status == "False"
+    failed = env.condition("Role", "r", "Failed")
+    assert failed.reason == "ServerUnavailable"
+    assert "server does not support SSL, but SSL was required" in failed.message
+    assert server.password not in failed.message
