@@ -46,7 +46,7 @@ secret from a library's message can leak into a condition.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -115,11 +115,40 @@ class ExternalClient(Protocol):
 
 
 class Connector(Protocol):
-    """Builds an :class:`ExternalClient` for one reconcile."""
+    """Builds an :class:`ExternalClient` for one reconcile.
+
+    A connector may also have an ``admit(resource, config)`` method
+    (:class:`Admits`): the engine then asks it, once, before it takes
+    ownership of an object (before the finalizer, the external name and a
+    generated password are committed), whether the provider refuses the
+    object's spec. It raises the refusal as a
+    :class:`~lifecycle.core.errors.HandledError` (terminal for a spec that can
+    never be accepted, retryable when the answer could not be had) and
+    returns None to let the object through; it must change nothing in the
+    external system. The ``resource`` it gets carries no password. A refused
+    object keeps no finalizer and stays deletable; objects that already hold
+    ownership are not asked again (their clients refuse in ``observe``,
+    ``create`` and ``update`` as before).
+    """
 
     def connect(self, resource: ManagedResource, config: ProviderConfig) -> ExternalClient:
         """Return a client for ``resource`` using ``config``'s credentials."""
         ...
+
+
+class Admits(Protocol):
+    """The optional part of a :class:`Connector`: the check before ownership is taken."""
+
+    def admit(self, resource: ManagedResource, config: ProviderConfig) -> None:
+        """Raise the provider's refusal of ``resource`` (a handled error), changing
+        nothing; return when the provider would accept it."""
+        ...
+
+
+def admission(connector: object) -> Callable[[ManagedResource, ProviderConfig], None] | None:
+    """The connector's optional ``admit`` (see :class:`Connector`), or None without one."""
+    admit = getattr(connector, "admit", None)
+    return admit if callable(admit) else None
 
 
 def close_client(client: ExternalClient) -> None:

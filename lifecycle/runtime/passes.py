@@ -58,6 +58,9 @@ class Pass:
     #: The credential values read from the provider config's Secret in this pass: none
     #: of them is written into a condition or an Event (:mod:`lifecycle.runtime.redaction`).
     redact: tuple[str, ...] = ()
+    #: The provider config read for this pass (by the admission check or the
+    #: observation, whichever comes first): read once per pass.
+    config: Any = None
 
     def credentials(self, config: Any) -> Any:
         """Note the credential values of ``config`` (a ProviderConfig) for redaction; return it."""

@@ -11,7 +11,10 @@ this module only adds the I/O around them:
 3. validate, then take ownership: the references, the connection Secret's
    namespace and owner, the spec and the external name are checked first (a
    refusal is a terminal condition, with no finalizer and no external call),
-   then the finalizer and the external name are staged: they are committed
+   then the connector's optional ``admit`` is asked whether the provider refuses
+   the object (a refusal, or a failure to ask, is a condition only: nothing is
+   committed or created), then the finalizer and the external name are staged:
+   they are committed
    with the first object write of the pass, which precedes any mutating
    external call (the pending intent-journal entry's), or at the latest
    before the status write (skipped by an orphaning deletion, which calls
@@ -75,7 +78,14 @@ from lifecycle.core.plan import Plan, acted, after_action, conclude, gather, hel
 from lifecycle.core.values import Observation, Result, now
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.errors import ApiError, NotFound, TooManyRequests
-from lifecycle.runtime.contract import Connector, ExternalClient, ManagedResource, close_client
+from lifecycle.runtime.contract import (
+    Connector,
+    ExternalClient,
+    ManagedResource,
+    ProviderConfig,
+    admission,
+    close_client,
+)
 from lifecycle.runtime.effects import Effects, guarded, run_actions
 from lifecycle.runtime.journalkey import Journal, subject_of
 from lifecycle.runtime.names import NameIndex
@@ -205,6 +215,8 @@ class Reconciler:
                 # Another object holds the name: leave its resource alone.
                 return self._run(run, gather(g, objects.status(run.obj),
                                              observation=Observation.absent()), None)
+            if refused is None and not (run.holds or g.deleting) and g.policy.allows_modify:
+                refused = self._admit(run)
             if refused is None and creating and not run.holds:
                 refused = self._first_password(run)
         if refused is not None:
@@ -229,6 +241,28 @@ class Reconciler:
         found = meta.get("finalizers")  # as objects.finalizers(), without building a list
         return isinstance(found, list) and FINALIZER in found and bool(
             objects.mapping(meta.get("annotations")).get(EXTERNAL_NAME))
+
+    def _admit(self, run: Pass) -> HandledError | None:
+        """Ask the connector's optional ``admit`` (:class:`~lifecycle.runtime.contract.Connector`)
+        whether the provider refuses an object not claimed yet: the refusal, or None.
+
+        Runs before anything is committed or created: the resource carries no
+        password (no Secret is read or made) and the name about to be taken.
+        On a refusal (terminal, or a failure to get the answer) the name claimed
+        for the pass is given back; the pass ends with the condition only.
+        """
+        admit = admission(self.connector)
+        if admit is None:
+            return None
+        name = self.kind.external_name(run.obj)
+        try:
+            config = self._config(run)
+            resource = self._managed(run, name, self.kind.parse_parameters(run.obj.get("spec")))
+            self.guarded_call(lambda: admit(resource, config))
+        except HandledError as exc:
+            self.names.release(run.obj, name)
+            return exc
+        return None
 
     def _first_password(self, run: Pass) -> TerminalError | None:
         """Persist the password of an object not claimed yet, before anything is committed.
@@ -357,10 +391,7 @@ class Reconciler:
         client: ExternalClient | None = None
         try:
             resource = self._resource(run, g.deleting, g.policy)
-            ref = objects.mapping(objects.spec(run.obj).get("providerConfigRef"))
-            name = str(ref.get("name") or "default")
-            config = run.credentials(self.reads.get(("config", name), lambda: provider_config(
-                self.api, name, self.kind.provider_config_api)))
+            config = self._config(run)
             client = self.guarded_call(lambda: self.connector.connect(resource, config))
             observation = self.guarded_call(lambda: client.observe(resource))
             if not isinstance(observation, Observation):
@@ -385,8 +416,17 @@ class Reconciler:
             raise
         return gather(g, old, observation=observation), effects
 
+    def _config(self, run: Pass) -> ProviderConfig:
+        """The object's provider config with its credentials (noted for redaction): read
+        once per pass, through the supporting reads' cache."""
+        if run.config is None:
+            ref = objects.mapping(objects.spec(run.obj).get("providerConfigRef"))
+            name = str(ref.get("name") or "default")
+            run.config = run.credentials(self.reads.get(("config", name), lambda: (
+                provider_config(self.api, name, self.kind.provider_config_api))))
+        return run.config
+
     def _resource(self, run: Pass, deleting: bool, policy: ReconcilePolicy) -> ManagedResource:
-        meta = run.obj["metadata"]
         run.external_name = managed_name(run)
         try:
             parameters = self.kind.parse_parameters(run.obj.get("spec"))
@@ -398,18 +438,18 @@ class Reconciler:
         if self.kind.password:
             password = run.secrets.password(run.obj, deleting or not policy.allows_modify,
                                             run.forced, deleting=deleting)
+        return self._managed(run, run.external_name, parameters, password)
+
+    def _managed(self, run: Pass, external_name: str, parameters: Any,
+                 password: str | None = None) -> ManagedResource:
+        """The :class:`ManagedResource` of the pass's object under ``external_name``."""
+        meta = run.obj["metadata"]
         return ManagedResource(
-            kind=self.kind.kind,
-            namespace=meta.get("namespace", ""),
-            name=meta["name"],
-            uid=meta["uid"],
-            generation=run.generation,
-            external_name=run.external_name,
-            parameters=parameters,
-            password=password,
+            kind=self.kind.kind, namespace=meta.get("namespace", ""), name=meta["name"],
+            uid=meta["uid"], generation=run.generation, external_name=external_name,
+            parameters=parameters, password=password,
             owner_mark=owner_mark(self.operator_id or "lifecycle", meta["uid"]),
-            observed=objects.mapping(objects.status(run.obj).get("atProvider")),
-        )
+            observed=objects.mapping(objects.status(run.obj).get("atProvider")))
 
     def guarded_call(self, call: Callable[[], Any]) -> Any:
         """Run provider or kind code, as :func:`~lifecycle.runtime.effects.guarded` does."""

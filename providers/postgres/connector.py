@@ -5,7 +5,8 @@ behind the provider config's tenancy policy.
 (:meth:`lifecycle.providers.postgres.config.ServerConfig.from_provider_config`, the one
 place it is read), opens the admin session and hands the engine the kind's client wrapped
 in a :class:`lifecycle.providers.postgres.tenancy.PolicyGate`, which refuses what the
-policy refuses before any statement that changes the server. The connector keeps the
+policy refuses before any statement that changes the server; :meth:`PostgresConnector.admit`
+asks the same policy before the engine takes ownership of an object. The connector keeps the
 one-owner record of the Grant-like kinds (:class:`~lifecycle.providers.postgres.tenancy.Claims`)
 across the reconciles of its kind.
 """
@@ -38,8 +39,13 @@ class PostgresConnector:
     def admit(self, resource: ManagedResource, config: ProviderConfig) -> None:
         """Raise the refusal of ``resource`` (terminal ``PolicyDenied`` or
         ``TargetConflict``) without changing anything on the server, or return when the
-        policy lets it through: for an engine that asks before it takes ownership (the
-        reconciler today meets the refusal through ``observe`` and ``create``)."""
+        policy lets it through.
+
+        The engine asks once, before it takes ownership of an object (see
+        :class:`lifecycle.runtime.contract.Connector`): a refused object never gets a
+        finalizer, an external name or a connection Secret. It costs one admin session,
+        on that first pass only; a failure to connect is the retryable error of
+        ``connect`` and the object is asked again on its next pass."""
         gate = self.connect(resource, config)
         try:
             gate.admit(resource)

@@ -26,11 +26,15 @@ changes the server runs for a refused spec:
 * **extensions**: only ``allowedExtensions`` (trusted contrib ones by default);
 * **revokePublicOnDb**: only on the namespace's own database (or ``never``).
 
-A refusal is a terminal ``PolicyDenied`` naming the rule. The gate refuses before any
-statement that changes the server: ``observe`` of a refused object reports nothing of it
-(absent), so the pass that would create it fails in ``create`` with the refusal, and
-deleting it calls nothing; only a resource the object itself made and marked (before the
-policy refused it) is still reported, not up to date, so that deleting the object drops it.
+A refusal is a terminal ``PolicyDenied`` naming the rule. The engine asks first
+(:meth:`PolicyGate.admit`, through the connector's ``admit``) before it takes ownership of
+an object, so a refused new object gets no finalizer, external name or Secret and is
+deleted at once. The gate also refuses before any statement that changes the server, for
+objects that already hold ownership (a spec changed later, a policy tightened):
+``observe`` of a refused object reports nothing of it (absent), so a pass that would
+create it fails in ``create`` with the refusal, and deleting it calls nothing; only a
+resource the object itself made and marked (before the policy refused it) is still
+reported, not up to date, so that deleting the object drops it.
 """
 
 from __future__ import annotations
