@@ -208,6 +208,16 @@ _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
+def allowed_adoption(namespaces: Sequence[str]) -> frozenset[str]:
+    """The ``--allow-adoption`` namespaces (``*``: all); a :class:`UsageError` for one that
+    is neither ``*`` nor a namespace name."""
+    for namespace in namespaces:
+        if namespace != "*" and not _NAMESPACE.match(namespace):
+            raise UsageError(f"--allow-adoption {namespace!r} is neither '*' nor a namespace "
+                             "name (RFC 1123 label)")
+    return frozenset(namespaces)
+
+
 def _journal_key(args: argparse.Namespace, cluster: Any, log: logging.Logger) -> bytes | None:
     """The journal key: ``--journal-key-file``, ``--journal-key-secret``, then
     ``$LIFECYCLE_JOURNAL_KEY``; None (a key of this process) when none is given."""
@@ -257,7 +267,7 @@ def _embedded_kubeconfig(path: str, url: str) -> Any:
     """Write a kubeconfig for the embedded API at ``url`` to ``path``; the absolute path."""
     from pathlib import Path
 
-    from lifecycle.cli.serve import write_kubeconfig
+    from lifecycle.cli.kubeconfigs import write_kubeconfig
 
     written = Path(path).absolute()
     write_kubeconfig(written, url)
@@ -278,7 +288,6 @@ def _stop_embedded(server: Any, kubeconfig: Any) -> None:
 # ---------------------------------------------------------------------- run
 def run(args: argparse.Namespace) -> int:
     """``lifecycle run``: run the operator until SIGTERM/SIGINT."""
-    from lifecycle.cli.serve import allowed_adoption
     from lifecycle.driver.cache import cached_manager
     from lifecycle.driver.cluster import KubeCluster, api_client
     from lifecycle.driver.informer import InformerOptions
@@ -294,7 +303,7 @@ def run(args: argparse.Namespace) -> int:
     if args.embedded and args.kubeconfig:
         from pathlib import Path
 
-        from lifecycle.cli.serve import check_kubeconfig_target
+        from lifecycle.cli.kubeconfigs import check_kubeconfig_target
 
         check_kubeconfig_target(Path(args.kubeconfig).absolute())  # before anything starts
     if not _SUBDOMAIN.match(args.lease_name) or len(args.lease_name) > 253:

@@ -4,8 +4,8 @@
 port, writes a kubeconfig for it, installs the CRDs of the kinds it runs (and of
 the ProviderConfig kinds they name, typed by their providers' declarations), a
 ``default`` ProviderConfig where one needs nothing but credentials (the simulated
-cloud's; a PostgreSQL one needs a server, so none is made), and runs the operator for those kinds in the
-same process (each with the connector its registration declares; for
+cloud's; a PostgreSQL one needs a server, so none is made), and runs the operator
+for those kinds in the same process (each with the connector its registration declares; for
 DatabaseInstance that is the simulated cloud). Point kubectl at it with the
 ``export KUBECONFIG=...`` line it prints.
 
@@ -40,7 +40,6 @@ import errno
 import ipaddress
 import json
 import logging
-import os
 import random
 import signal
 import socket
@@ -50,15 +49,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from lifecycle.cli import UsageError
+from lifecycle.cli.kubeconfigs import (
+    DEFAULT_KUBECONFIG,
+    check_kubeconfig_target,
+    write_kubeconfig,
+)
 from lifecycle.core.kind import Kind
 from lifecycle.kube.errors import ApiError
 
-__all__ = ["DEFAULT_KUBECONFIG", "DEFAULT_PORT", "DEFAULT_STATE", "allowed_adoption",
-           "check_kubeconfig_target", "kubeconfig", "register", "remove_state_file", "serve",
-           "write_kubeconfig", "written_by_lifecycle"]
+__all__ = ["DEFAULT_PORT", "DEFAULT_STATE", "register", "remove_state_file", "serve"]
 
 log = logging.getLogger("lifecycle.serve")
 
@@ -67,7 +67,6 @@ DEFAULT_PORT = 6443
 #: The state file, relative to the working directory.
 DEFAULT_STATE = "lifecycle-state.db"
 #: The kubeconfig written, relative to the working directory.
-DEFAULT_KUBECONFIG = "lifecycle.kubeconfig"
 
 
 # ----------------------------------------------------------------- addresses
@@ -101,60 +100,6 @@ def _client_host(bound: str) -> str:
     return "127.0.0.1" if ipaddress.ip_address(bound).is_unspecified else bound
 
 
-def kubeconfig(url: str, namespace: str = "default") -> dict[str, Any]:
-    """A kubeconfig for ``url`` (no credentials: the embedded API does not check any)."""
-    return {
-        "apiVersion": "v1", "kind": "Config", "preferences": {},
-        "current-context": "lifecycle",
-        "clusters": [{"name": "lifecycle", "cluster": {"server": url}}],
-        "users": [{"name": "lifecycle", "user": {}}],
-        "contexts": [{"name": "lifecycle", "context": {
-            "cluster": "lifecycle", "user": "lifecycle", "namespace": namespace}}],
-    }
-
-
-def written_by_lifecycle(path: Path) -> bool:
-    """Whether ``path`` is missing or holds a kubeconfig of the shape :func:`kubeconfig`
-    writes (one ``lifecycle`` cluster, user and context), so writing over it loses nothing."""
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return True
-    except (OSError, UnicodeError, yaml.YAMLError):
-        return False
-    if not isinstance(doc, dict):
-        return doc is None
-    names = {key: [item.get("name") for item in doc.get(key) or () if isinstance(item, dict)]
-             for key in ("clusters", "users", "contexts")}
-    return all(value == ["lifecycle"] for value in names.values())
-
-
-def check_kubeconfig_target(path: Path) -> None:
-    """A :class:`UsageError` with one line when ``path`` holds a kubeconfig lifecycle did not
-    write (``~/.kube/config`` given by mistake), which must not be overwritten."""
-    if not written_by_lifecycle(path):
-        raise UsageError(f"--kubeconfig {path} exists and is not a kubeconfig lifecycle "
-                         f"wrote; it is left untouched: name a new file (e.g. "
-                         f"./{DEFAULT_KUBECONFIG})")
-
-
-def write_kubeconfig(path: Path, url: str) -> None:
-    """Write a kubeconfig for ``url`` to ``path`` atomically.
-
-    A :class:`UsageError` with one line when it cannot be written, or when ``path``
-    already holds another kubeconfig (``~/.kube/config`` given by mistake): that file is
-    never overwritten.
-    """
-    check_kubeconfig_target(path)
-    temporary = path.with_name(f".{path.name}.tmp")
-    try:
-        temporary.write_text(yaml.safe_dump(kubeconfig(url), sort_keys=False),
-                             encoding="utf-8")
-        os.replace(temporary, path)
-    except OSError as exc:
-        raise UsageError(f"cannot write the kubeconfig {path}: {exc.strerror or exc}") from None
-
-
 # ----------------------------------------------------------------------- CRDs
 def _install_crd(api: Any, doc: dict[str, Any]) -> None:
     """Create a CRD in the store, or bring a stored one up to date (as ``kubectl apply``)."""
@@ -177,7 +122,7 @@ def _persisted(pairs: Sequence[tuple[Kind, Any]]) -> dict[str, Any]:
 
 def serve(args: argparse.Namespace) -> int:
     """``lifecycle serve``: serve the API (and run the operator) until SIGTERM/SIGINT."""
-    from lifecycle.cli.run import _pairs, _registrations, configure_logging
+    from lifecycle.cli.run import _pairs, _registrations, allowed_adoption, configure_logging
     from lifecycle.driver.crds import crds
     from lifecycle.sim.apiserver import EmbeddedAPI
     from lifecycle.sim.embedded import seed_provider_config
@@ -247,18 +192,6 @@ def _seed_configs(api: Any, kinds: Sequence[Kind], seed: Any) -> None:
             log.info("no default ProviderConfig of %s was made: its spec needs more than "
                      "credentials (kubectl explain providerconfig.spec); create one named "
                      "default, or name yours in spec.providerConfigRef", api_version)
-
-
-def allowed_adoption(namespaces: Sequence[str]) -> frozenset[str]:
-    """The ``--allow-adoption`` namespaces (``*``: all); a :class:`UsageError` for one that
-    is neither ``*`` nor a namespace name."""
-    from lifecycle.cli.run import _NAMESPACE
-
-    for namespace in namespaces:
-        if namespace != "*" and not _NAMESPACE.match(namespace):
-            raise UsageError(f"--allow-adoption {namespace!r} is neither '*' nor a namespace "
-                             "name (RFC 1123 label)")
-    return frozenset(namespaces)
 
 
 def remove_state_file(path: Path) -> None:
