@@ -16,12 +16,17 @@ from lifecycle.machines.claim import DATABASE_BINDING, DatabaseClaim, DatabaseIn
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.registry import Registration
 
-try:
-    from lifecycle.machines.postgres import kinds as postgres_kinds
-except ModuleNotFoundError as missing:  # the optional ``postgres`` extra is not installed
-    if missing.name != "psycopg":
-        raise
-    postgres_kinds = None
+
+def _postgres_kinds() -> list[tuple[Kind, Any]]:
+    """The PostgreSQL kinds with their connectors; none without psycopg (the optional
+    ``postgres`` extra)."""
+    try:
+        from lifecycle.machines.postgres import kinds
+    except ModuleNotFoundError as missing:
+        if missing.name != "psycopg":
+            raise
+        return []
+    return kinds()
 
 
 def _constant(connector: Any) -> Callable[[], Any]:
@@ -69,9 +74,9 @@ DATABASE = (Registration(DatabaseInstance, connector=simulated_connector,
 
 #: The PostgreSQL kinds, each with its connector (none without psycopg, the ``postgres``
 #: extra); the crash explorer covers every one of them.
-POSTGRES = () if postgres_kinds is None else tuple(
+POSTGRES = tuple(
     Registration(kind, connector=_constant(connector), verify_target=_postgres_target)
-    for kind, connector in postgres_kinds())
+    for kind, connector in _postgres_kinds())
 
 #: The DatabaseClaim, bound to DatabaseInstances made from DatabaseInstanceClasses, and
 #: the class kind itself (no connector: ``lifecycle crds`` serves it, ``run`` refuses it).

@@ -366,9 +366,8 @@ def _precious(current: dict[str, Any], password: str, *,
         cloud.describe_instance(owner, "precious")
     current["cloud"], current["log"] = cloud, _CallLog(DatabaseConnector(cloud))
     current["before"] = cloud.instances()["precious"]
-    extra = {"password": cloud.password_of} if with_password else {}
     return ExternalSystem(current["log"], lambda: set(cloud.instances()) - {"precious"},
-                          cloud.creations, **extra)
+                          cloud.creations, password=cloud.password_of if with_password else None)
 
 
 def _untouched(current: dict[str, Any], password: str) -> list[str]:
