@@ -239,7 +239,8 @@ def test_broken_inputs_say_why_without_the_password(peer: Peer) -> None:
     role, _, grant = _names()
     password = uuid.uuid4().hex
     peer.put_secret(f"{role}-other", {"password": password})
-    peer.create("roles", role, {"forProvider": {"passwordSecretRef": {
+    peer.create("roles", role, {"forProvider": {"privileges": {"login": True},
+                                                "passwordSecretRef": {
         "namespace": peer.namespace, "name": f"{role}-missing", "key": "password"}}})
     peer.create("grants", grant, {"forProvider": {"role": role,
                                                   "privileges": ["CONNECT"]}})
