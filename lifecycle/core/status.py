@@ -16,8 +16,16 @@ import attrs
 
 from lifecycle.core import conditions as cond
 from lifecycle.core.decide import Decision, ReconcilePolicy
+from lifecycle.core.errors import Severity
 from lifecycle.core.machine import LifecycleMachine, TransitionSpec, camel
-from lifecycle.core.values import Condition, ConditionStatus, HistoryEntry, rfc3339
+from lifecycle.core.values import (
+    Condition,
+    ConditionStatus,
+    HistoryEntry,
+    Observation,
+    ProviderStatus,
+    rfc3339,
+)
 
 __all__ = [
     "ENGINE_KEYS",
@@ -28,6 +36,8 @@ __all__ = [
     "held_ready",
     "kept_history",
     "paused",
+    "ready_as_observed",
+    "refused_change",
     "settle",
     "stored_conditions",
     "stuck",
@@ -86,7 +96,8 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
     """The new status after one pass, and the Events to record (pure).
 
     Conditions: Ready from the target state (Unknown while a new generation
-    could not be observed), Synced from the error or policy, the activity
+    could not be observed; as observed when a change of a resource observed
+    available was refused, :func:`refused_change`), Synced from the error or policy, the activity
     conditions, notes, and Stuck; then phase, history, failure, the external
     name and what the provider reported. Keys of ``old`` the engine does not
     own are kept.
@@ -108,7 +119,10 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
     unobserved = gen != observed_before or (
         stored_ready is not None
         and str(stored_ready.get("reason", "")) == "GenerationNotObserved")
-    if observation is None and error is not None and unobserved:
+    if refused_change(facts, decision):
+        # The spec change was refused; the resource stays as observed: Ready says so.
+        updates.append(ready_as_observed(machine, stored, gen))
+    elif observation is None and error is not None and unobserved:
         # A new generation that could not be observed: Ready is unknown, not stale.
         updates.append(Condition(cond.READY, U, "GenerationNotObserved", error.message, gen))
     elif decision.hold and error is not None:
@@ -119,7 +133,7 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
         message = error.message if error else (choice.message if transition else "")
         updates.append(Condition(cond.READY, _STATUS[spec.ready[0]], spec.ready[1],
                                  message, gen))
-    if error is not None and decision.hold:
+    if error is not None and (decision.hold or refused_change(facts, decision)):
         updates.append(Condition(cond.SYNCED, F, "ReconcileError",
                                  f"{decision.failed_operation} failed ({error.reason}): "
                                  f"{error.message}", gen))
@@ -192,6 +206,38 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
     elif "atProvider" in old:
         status["atProvider"] = old["atProvider"]
     return Settled(status, tuple(events))
+
+
+def refused_change(facts: Any, decision: Decision) -> bool:
+    """Whether the pass's error refused a change of a resource that is there and usable.
+
+    True when the pass chose to ``update`` an external resource it observed
+    existing and available (not pending, not failed), not while deleting,
+    and the update (or the guard of its event) raised a terminal error: a
+    change to an immutable parameter, a change the provider says it cannot
+    make, a policy's refusal. Nothing was changed, so the resource is as it
+    was observed: Ready reports that (:func:`ready_as_observed`) and only
+    Synced reports the refusal, as in Crossplane's managed resources (Ready
+    describes the external resource, Synced the last reconcile).
+    """
+    error, observation = decision.error, getattr(facts, "observation", None)
+    return (error is not None and error.severity is Severity.TERMINAL
+            and decision.choice.event == "update" and not getattr(facts, "deleting", False)
+            and isinstance(observation, Observation) and observation.exists
+            and observation.status is ProviderStatus.AVAILABLE)
+
+
+def ready_as_observed(machine: type[LifecycleMachine], stored: Sequence[Mapping[str, Any]],
+                      gen: int) -> Condition:
+    """Ready for a resource observed available: the stored Ready when it is True (as
+    last reported), else the Ready of the machine's first state that reports it True
+    (``Available`` when none does)."""
+    ready = cond.get(stored, cond.READY)
+    if ready is not None and ready.status is T:
+        return Condition(cond.READY, T, ready.reason, ready.message, gen)
+    declared = next((s.ready for s in machine.table().states.values()
+                     if s.ready[0] == T.value), (T.value, "Available"))
+    return Condition(cond.READY, T, declared[1], "", gen)
 
 
 #: Ready's reason once connect or observe has failed for longer than the grace.
