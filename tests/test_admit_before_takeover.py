@@ -204,3 +204,26 @@ def test_an_owned_object_is_not_asked_again(
     env.enqueue("Role", "owned", NS)
     env.reconcile("Role", "owned", NS)
     assert asked == []
+
+
+def test_a_refused_change_of_an_owned_role_leaves_it_ready(
+        env: Environment, server: PostgresServer) -> None:
+    """Owned already, the Role meets the policy in its client: the update is refused
+    (Synced False naming the rule), and Ready stays True while the role is there."""
+    env.apply(manifest("Role", "grown", namespace=NS, login=True))
+    env.run_until_idle()
+    assert env.state("Role", "grown", NS) == "ready"
+    role = env.get("Role", "grown", NS)["metadata"]["annotations"][EXTERNAL_NAME]
+
+    env.apply(manifest("Role", "grown", namespace=NS, login=True, createrole=True))
+    env.run_until_idle()
+
+    failed = env.condition("Role", "grown", "Failed", NS)
+    assert failed is not None and failed.reason == "PolicyDenied", failed
+    synced = env.condition("Role", "grown", "Synced", NS)
+    assert synced is not None and synced.status.value == "False"
+    assert "(rule allowedRoleAttributes)" in synced.message
+    ready = env.condition("Role", "grown", "Ready", NS)
+    assert ready is not None and ready.status.value == "True", ready
+    assert query(server, "SELECT rolcreaterole FROM pg_roles WHERE rolname = %s", role) == [
+        (False,)]
