@@ -180,3 +180,28 @@ def test_an_impossible_version_change_leaves_ready_true(lifecycle_env: Any) -> N
     assert env.state(KIND, "db") == "ready"
     synced = env.condition(KIND, "db", "Synced")
     assert synced is not None and synced.status.value == "True"
+
+
+@pytest.mark.postgres
+def test_a_refused_encoding_change_leaves_the_database_ready(env: Any, server: Any) -> None:
+    """The issue's second example on the real server (``env``: both admin kinds): a
+    Database created UTF8 asked for LATIN1 is refused (``ImmutableField``) and stays the
+    UTF8 database it is, Ready True."""
+    from lifecycle.providers.postgres.testing import manifest
+
+    env.apply(manifest("Database", "enc"))
+    env.run_until_idle()
+    assert env.state("Database", "enc") == "ready"
+    env.apply(manifest("Database", "enc", encoding="LATIN1"))
+    env.run_until_idle()
+
+    failed = env.condition("Database", "enc", "Failed")
+    assert failed is not None and failed.reason == "ImmutableField", failed
+    synced = env.condition("Database", "enc", "Synced")
+    assert synced is not None and synced.status.value == "False"
+    assert "ImmutableField" in synced.message and "cannot change" in synced.message
+    ready = env.condition("Database", "enc", "Ready")
+    assert ready is not None and ready.status.value == "True", ready
+    env.delete("Database", "enc")
+    env.run_until_idle()
+    assert not env.exists("Database", "enc")
