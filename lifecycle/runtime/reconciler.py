@@ -208,7 +208,7 @@ class Reconciler:
             return self._run(run, gather(g, objects.status(run.obj)), None)
         # A pass that will persist a password creates a missing Secret rather than read it.
         creating = self.kind.password and not g.deleting and g.policy.allows_modify
-        refused = None if g.deleting else self._validate(run, creating)
+        refused: HandledError | None = None if g.deleting else self._validate(run, creating)
         if refused is None:
             refused = self._claim(run, g.deleting)
             if refused is not None and g.deleting:
