@@ -6,7 +6,14 @@ the spec schema comes from the kind's attrs parameters class
 schema declares every status field the engine writes, with ``state``
 restricted to the machine's states. It has the status subresource, printer
 columns Ready, Synced, State, External-Name and Age (Phase in wide output),
-the kind's short names, the ``managed`` category and the kind's scope.
+the kind's short names, the ``managed`` category and the kind's scope. Every
+field the engine adds is described, so ``kubectl explain`` describes them all.
+
+:func:`provider_config_crd` builds the cluster-scoped ProviderConfig CRD of a
+ProviderConfig kind from the spec classes its kinds declare
+(``Kind.provider_config_spec``, see :mod:`lifecycle.core.providerconfig`), as
+:func:`crd` does from parameters; :func:`crds` emits one per ProviderConfig kind
+the given kinds name, and only those.
 
 Two other shapes of object get CRDs of their own (see :mod:`lifecycle.core.claims`):
 
