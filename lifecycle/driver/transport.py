@@ -387,7 +387,7 @@ def _read_body(reader: Any, method: str, status: int, length: int | None,
     if method == "HEAD" or status in (204, 304):
         return b""
     if chunked:
-        parts = []
+        parts: list[bytes] = []
         while True:
             size = int(reader.readline(_MAX_LINE).split(b";", 1)[0], 16)
             if size == 0:
