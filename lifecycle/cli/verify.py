@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
@@ -135,9 +137,17 @@ def _server(args: argparse.Namespace, chosen: Sequence[Target],
     return server
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 @contextlib.contextmanager
 def _stopped_by(server: RealServer | None) -> Iterator[None]:
-    """A lost or refusing real server ends the command with one line."""
+    """A lost or refusing real server ends the command with one line; on a real server a
+    SIGTERM interrupts as Ctrl-C does, so the current run still cleans up after itself."""
+    previous = None
+    if server is not None and threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         yield
     except ServerRefused as exc:
@@ -148,6 +158,9 @@ def _stopped_by(server: RealServer | None) -> Iterator[None]:
             raise
         raise UsageError(f"the API server at {server.host} answered {exc.status} "
                          f"{exc.reason}: {str(exc)[:200]}; nothing more was explored") from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _server_summary(out: TextIO, server: RealServer) -> None:
