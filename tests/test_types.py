@@ -33,8 +33,6 @@ BUSY = (
     "lifecycle/driver/manager.py",
     "lifecycle/driver/crds.py",
     "lifecycle/driver/schemas.py",
-    "lifecycle/sim/http.py",
-    "lifecycle/sim/embedded.py",
     "lifecycle/verify/",
     "lifecycle/cli/bench.py",
     "lifecycle/cli/verify.py",

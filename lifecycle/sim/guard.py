@@ -33,14 +33,25 @@ import ipaddress
 import json
 import socket
 import time
-from collections.abc import Iterable, Mapping
-from typing import BinaryIO
+from collections.abc import Iterable
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from lifecycle.kube.errors import ApiError, Forbidden, UnsupportedMediaType
 
-__all__ = ["BACKLOG", "IDLE_TIMEOUT", "MAX_CONNECTIONS", "READ_TIMEOUT", "Deadline",
-           "HostCheck", "RequestTimeout", "busy_answer", "require_body_type"]
+__all__ = [
+    "BACKLOG",
+    "IDLE_TIMEOUT",
+    "MAX_CONNECTIONS",
+    "READ_TIMEOUT",
+    "Deadline",
+    "Headers",
+    "HostCheck",
+    "Reader",
+    "RequestTimeout",
+    "busy_answer",
+    "require_body_type",
+]
 
 #: Seconds a kept-alive connection may wait for its next request line (or a header line).
 IDLE_TIMEOUT = 60.0
@@ -135,14 +146,34 @@ class HostCheck:
                             f"{', '.join(sorted(self.names))}")
 
 
-def from_browser(headers: Mapping[str, str]) -> bool:
+class Headers(Protocol):
+    """A request's headers, as a mapping or ``http.server``'s message object offers them."""
+
+    def get(self, name: str, /) -> str | None:
+        """The header's value, or None."""
+        ...
+
+
+class Reader(Protocol):
+    """A byte stream a request body is read from."""
+
+    def read(self, size: int, /) -> bytes:
+        """Up to ``size`` bytes."""
+        ...
+
+    def readline(self, limit: int, /) -> bytes:
+        """One line of at most ``limit`` bytes."""
+        ...
+
+
+def from_browser(headers: Headers) -> bool:
     """Whether a request carries what browsers add to theirs (``Origin``, ``Sec-Fetch-*``)."""
     return any(headers.get(name) is not None
                for name in ("Origin", "Sec-Fetch-Site", "Sec-Fetch-Mode"))
 
 
 def require_body_type(method: str, raw: bytes, content_type: str,
-                      headers: Mapping[str, str]) -> None:
+                      headers: Headers) -> None:
     """A write's body must be JSON or YAML, and a browser's must say so: 415 otherwise."""
     if method not in ("POST", "PUT", "DELETE") or not raw.strip():
         return
@@ -163,7 +194,7 @@ class Deadline:
     :class:`RequestTimeout` once ``seconds`` have passed.
     """
 
-    def __init__(self, stream: BinaryIO, connection: socket.socket, seconds: float) -> None:
+    def __init__(self, stream: Reader, connection: socket.socket, seconds: float) -> None:
         self.stream = stream
         self.connection = connection
         self.deadline = time.monotonic() + seconds

@@ -181,7 +181,8 @@ class APIServerHTTP:
     @property
     def url(self) -> str:
         """``http://127.0.0.1:PORT``."""
-        return f"http://{self._server.server_address[0]}:{self.port}"
+        host = self._server.server_address[0]
+        return f"http://{host.decode() if isinstance(host, bytes) else host}:{self.port}"
 
     def start(self) -> APIServerHTTP:
         """Start serving in a daemon thread; returns ``self``."""
@@ -272,7 +273,9 @@ class _Handler(BaseHTTPRequestHandler):
         return self.server.face  # type: ignore[attr-defined]
 
     def setup(self) -> None:
-        self.timeout = self.face.idle_timeout  # the wait for each request (and header) line
+        # The wait for each request (and header) line: the handler class declares the
+        # attribute for all connections; this one sets its own.
+        self.timeout = self.face.idle_timeout  # type: ignore[misc]
         super().setup()
         self.face._opened(self.connection)
 
@@ -357,7 +360,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _read(self) -> bytes:
         stream = guard.Deadline(self.rfile, self.connection, self.face.read_timeout)
         try:
-            raw = read_body(self.headers, stream)  # type: ignore[arg-type]
+            raw = read_body(self.headers, stream)
         except ApiError:
             self.close_connection = True  # the unread rest of the body cannot be skipped
             raise

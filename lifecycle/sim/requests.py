@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, BinaryIO
+from typing import Any
 
 import attrs
 import yaml
@@ -23,6 +23,7 @@ from lifecycle.kube.errors import (
     Invalid,
     NotAcceptable,
 )
+from lifecycle.sim.guard import Headers, Reader
 
 __all__ = ["MAX_BODY", "MAX_DEPTH", "Options", "accepts", "decode_body", "parse_options",
            "read_body"]
@@ -37,7 +38,7 @@ _BOOL_VALUES = ("true", "false", "1", "0", "")
 _POLICIES = ("Foreground", "Background", "Orphan")
 
 
-def read_body(headers: Mapping[str, str], stream: BinaryIO) -> bytes:
+def read_body(headers: Headers, stream: Reader) -> bytes:
     """Read the body by ``Content-Length`` or chunked transfer coding.
 
     A malformed length is a 400 and one over :data:`MAX_BODY` a 413; either
@@ -59,7 +60,7 @@ def read_body(headers: Mapping[str, str], stream: BinaryIO) -> bytes:
     return data
 
 
-def _read_chunked(stream: BinaryIO) -> bytes:
+def _read_chunked(stream: Reader) -> bytes:
     data = bytearray()
     while True:
         line = stream.readline(1024).strip().split(b";")[0]
