@@ -9,9 +9,11 @@ and N Grants (CONNECT and CREATE on database *i* for role *i+1*):
 2. **change**: one field of each changed (connection limits 10 -> 20, the
    Grant gains TEMPORARY); the time until PostgreSQL shows every change;
 3. **drift**: the same three made by hand in PostgreSQL (``ALTER ROLE ...
-   CONNECTION LIMIT 5``, ``ALTER DATABASE ...``, ``REVOKE CREATE ...``); per
-   object the time until the operator has put it back (it only notices at
-   its poll, so this is bounded by the poll interval, the same for both);
+   CONNECTION LIMIT 5``, ``ALTER DATABASE ...``, ``REVOKE CREATE ...``), the
+   objects' drifts spread evenly over one poll interval so that each falls
+   at its own moment of the operator's cycle; per object the time from its
+   drift until the operator has put it back (it notices at its poll, so this
+   is bounded by the poll interval, the same for both);
 4. **delete**: all 3N deleted; the time until they are gone from the API.
 
 The operators: ``lifecycle run --kinds Role Database Grant`` (the kinds as
@@ -157,12 +159,19 @@ class Catalog:
                 found[("Grant", index)] = frozenset(privileges)
         return found
 
-    def drift(self) -> None:
-        """Make one change by hand to every object."""
+    def drift(self, spread: float = 0.0) -> dict[int, float]:
+        """Make one change by hand to every object, object *i* ``i * spread / n`` seconds
+        after the first, so each falls at its own moment of the operators' poll interval;
+        return when each object's changes were made (``time.perf_counter``)."""
         from psycopg import sql
 
+        made: dict[int, float] = {}
+        started = time.perf_counter()
         with self.server.connect() as conn:
             for i in range(self.n):
+                pause = started + i * spread / self.n - time.perf_counter()
+                if pause > 0:
+                    time.sleep(pause)
                 role, db = self.flavor.pg_name("r", i), self.flavor.pg_name("d", i)
                 grantee = self.flavor.pg_name("r", (i + 1) % self.n)
                 conn.execute(sql.SQL("ALTER ROLE {} CONNECTION LIMIT 5").format(
@@ -171,6 +180,8 @@ class Catalog:
                     sql.Identifier(db)))
                 conn.execute(sql.SQL("REVOKE CREATE ON DATABASE {} FROM {}").format(
                     sql.Identifier(db), sql.Identifier(grantee)))
+                made[i] = time.perf_counter()
+        return made
 
 
 def _wants(limit: int, privileges: frozenset[str]) -> Callable[[str, Any], bool]:
@@ -181,18 +192,19 @@ def _wants(limit: int, privileges: frozenset[str]) -> Callable[[str, Any], bool]
     return ok
 
 
-def _until(catalog: Catalog, ok: Callable[[str, Any], bool], timeout: float
-           ) -> dict[tuple[str, int], float]:
-    """Poll the catalog until every object satisfies ``ok``; when each first did (s)."""
+def _until(catalog: Catalog, ok: Callable[[str, Any], bool], timeout: float,
+           since: dict[int, float] | None = None) -> dict[tuple[str, int], float]:
+    """Poll the catalog until every object satisfies ``ok``; when each first did, in seconds
+    from now (or from ``since[i]``, when object *i*'s drift was made)."""
     started = time.perf_counter()
     done: dict[tuple[str, int], float] = {}
     keys = [(kind, i) for kind, _ in KINDS for i in range(catalog.n)]
     while len(done) < len(keys) and time.perf_counter() - started < timeout:
         state = catalog.state()
-        now = time.perf_counter() - started
+        clock = time.perf_counter()
         for key in keys:
             if key not in done and ok(key[0], state.get(key)):
-                done[key] = now
+                done[key] = clock - (since[key[1]] if since else started)
         time.sleep(0.2)
     return done
 
@@ -339,8 +351,9 @@ def one(flavor: Flavor, server: Any, config: Any, pg: Any, workdir: Path, tag: s
         calls["change"] = settle(lambda: server.counts(flavor.operator), config.timeout)
 
         server.reset()
-        catalog.drift()
-        repaired = _until(catalog, _wants(20, frozenset({"CREATE", "TEMPORARY"})), window)
+        made = catalog.drift(spread=poll_interval())
+        repaired = _until(catalog, _wants(20, frozenset({"CREATE", "TEMPORARY"})), window,
+                          since=made)
         row["drift_repair_median_seconds"] = (statistics.median(repaired.values())
                                               if repaired else None)
         row["drift_repair_max_seconds"] = max(repaired.values()) if repaired else None
