@@ -13,8 +13,8 @@ Staleness is handled the way it must be with any cache:
   after a conflict the next read of that object goes to the API server, so
   the caller's retry starts from the truth;
 * an object this process just wrote is remembered until the informer has
-  caught up with it (for at most ``WRITTEN_TTL`` seconds, then forgotten at
-  the next write, so it never doubles the memory of the stores), so the next read
+  caught up with it (forgotten as the informer's event arrives; at most
+  ``WRITTEN_TTL`` seconds, so it never doubles the memory of the stores), so the next read
   (often the next pass, a moment later) never sees the version before the
   write; a write that released the last finalizer of a deleting object is
   not remembered (the object is gone);
@@ -124,8 +124,36 @@ class CachedCluster:
     # -------------------------------------------------------------- stores
     def serve_from(self, api_version: str, kind: str, store: Store, *,
                    complete: bool = False) -> None:
-        """Answer reads of ``kind`` from ``store``; ``complete``: it holds every object."""
+        """Answer reads of ``kind`` from ``store``; ``complete``: it holds every object.
+
+        A store that tells of the objects it takes in (an informer's
+        ``observers``) also ends the remembering of a write as soon as it has
+        caught up with it, so the written objects kept beside the stores are
+        only those still in flight.
+        """
         self._stores[(api_version, kind)] = (store, complete)
+        observers = getattr(store, "observers", None)
+        if isinstance(observers, list):
+            namespaced = self.cluster.info(api_version, kind).namespaced
+            observers.append(lambda obj: self._caught_up_with(api_version, kind, namespaced,
+                                                              obj))
+
+    def _caught_up_with(self, api_version: str, kind: str, namespaced: bool,
+                        obj: dict[str, Any]) -> None:
+        """Forget the write of ``obj``'s object once the store shows it (or later)."""
+        meta = metadata(obj)
+        ident = (api_version, kind, meta.get("namespace") if namespaced else None,
+                 str(meta.get("name", "")))
+        if ident not in self._written:
+            return
+        with self._lock:
+            found = self._written.get(ident)
+            if found is None:
+                return
+            written, base, _ = found
+            if (metadata(written).get("uid") == meta.get("uid")
+                    and _caught_up(obj, written, base)):
+                del self._written[ident]
 
     def use_informers(self, manager: Manager) -> None:
         """Serve each kind the manager reconciles from the manager's own informer."""
@@ -293,6 +321,9 @@ class CachedCluster:
             with self._lock:
                 self._written.pop(ident, None)
             return
+        store = self._stores[(ident[0], ident[1])][0]
+        if _caught_up(store.get((ident[2], ident[3])), obj, base):
+            return  # the informer's event came first: the store answers already
         at = self.clock()
         with self._lock:
             written = self._written

@@ -142,6 +142,9 @@ class Informer:
         self._resource_version: str | None = None
         self._delivered = False  # whether the current watch delivered an event
         self._wait = sleep or (lambda event, seconds: event.wait(seconds))
+        #: Called with each object a watch event stores (or removes), after the store
+        #: holds it and before the handler hears of it; from the informer thread.
+        self.observers: list[Callable[[dict[str, Any]], None]] = []
 
     # --------------------------------------------------------------- cache
     def get(self, key: Key) -> dict[str, Any] | None:
@@ -292,6 +295,8 @@ class Informer:
                 self._cache.pop(key, None)
             else:
                 self._cache[key] = obj
+        for observe in self.observers:
+            observe(obj)
         if kind == "DELETED":
             self.handler.on_delete(obj)
         elif before is None:
