@@ -22,8 +22,8 @@ and its credentials hold ``username`` and ``password`` of a role allowed to
 create roles and databases, and optionally ``ca.crt`` (the CA bundle that
 ``verify-ca``/``verify-full`` check the server against), ``tls.crt`` and
 ``tls.key`` (a client certificate and its key); ``spec.tls`` names Secrets holding
-the CA bundle and client certificate instead, and wins over those keys. The engine resolves both into a
-:class:`lifecycle.runtime.contract.ProviderConfig`;
+the CA bundle and client certificate instead, and wins over those keys. The engine
+resolves both into a :class:`lifecycle.runtime.contract.ProviderConfig`;
 :class:`lifecycle.providers.postgres.connector.PostgresConnector` turns that into one admin
 connection per reconcile.
 
