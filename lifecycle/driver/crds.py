@@ -52,15 +52,18 @@ __all__ = ["SchemaError", "check_crd", "check_structural", "claim_crd", "class_c
            "provider_config_apis", "provider_config_crd", "provider_config_spec_schema",
            "provider_config_specs", "schema_for_type"]
 
-#: ``apiVersion`` and ``kind``, described as every object's are, and ``metadata``.
-_META: dict[str, Any] = {
-    "apiVersion": {"type": "string", "description": "The versioned schema of this "
-                                                    "representation of the object."},
-    "kind": {"type": "string", "description": "The REST resource this object represents."},
-    # The API server refuses anything but type (and name/generateName) on the root's
-    # metadata: kubectl explain describes it from ObjectMeta.
-    "metadata": {"type": "object"},
-}
+def _meta() -> dict[str, Any]:
+    """``apiVersion`` and ``kind``, described as every object's are, and ``metadata`` (new
+    dicts each time: a caller may change the document it gets)."""
+    return {
+        "apiVersion": {"type": "string", "description": "The versioned schema of this "
+                                                        "representation of the object."},
+        "kind": {"type": "string",
+                 "description": "The REST resource this object represents."},
+        # The API server refuses anything but type (and name/generateName) on the root's
+        # metadata: kubectl explain describes it from ObjectMeta.
+        "metadata": {"type": "object"},
+    }
 
 
 def _text(description: str) -> dict[str, Any]:
@@ -218,7 +221,7 @@ def crd(kind: Kind | ClassKind | ParentKind) -> dict[str, Any]:
     if is_claim(kind):
         return claim_crd(kind)
     schema = {"type": "object", "description": kind_description(kind),
-              "properties": {**_META,
+              "properties": {**_meta(),
                              "spec": spec_schema(kind), "status": status_schema(kind)},
               "required": ["spec"]}
     return _definition(kind.group, kind.version, kind.kind, kind.plural, kind.namespaced,
@@ -284,7 +287,7 @@ def provider_config_crd(api_version: str = PROVIDER_CONFIG_API,
         "How the operator reaches a provider, with which credentials, and what the objects "
         "using it may ask for. Cluster-scoped: written by the platform administrator; a "
         "namespaced object names it in spec.providerConfigRef."), "properties": {
-        **_META,
+        **_meta(),
         "spec": provider_config_spec_schema(specs),
         "status": {"type": "object", "description": "Who uses this ProviderConfig, written "
                                                       "by the operator.", "properties": {
@@ -339,7 +342,7 @@ def parent_crd(kind: ParentKind) -> dict[str, Any]:
     schema = {"type": "object",
               "description": f"{kind.kind}: a parent object whose children the operator "
                              f"makes and keeps as its spec says.",
-              "properties": {**_META,
+              "properties": {**_meta(),
                              "spec": {**keep, "description": "The desired state, as its "
                                                              "version declares it."},
                              "status": {**keep, "description": "Observed state, written by "
@@ -439,7 +442,7 @@ _CLAIM_COLUMNS: list[dict[str, Any]] = [
 def claim_crd(kind: Kind) -> dict[str, Any]:
     """The CustomResourceDefinition of a resource claim kind (always namespaced)."""
     schema = {"type": "object", "description": kind_description(kind),
-              "properties": {**_META,
+              "properties": {**_meta(),
                              "spec": empty_default(claim_spec_schema(kind)),
                              "status": claim_status_schema(kind)}}
     return _definition(kind.group, kind.version, kind.kind, kind.plural, True, schema,
@@ -510,7 +513,7 @@ def class_crd(kind: ClassKind) -> dict[str, Any]:
     """
     schema = {"type": "object",
               "description": f"A template for resources provisioned for claims ({kind.kind}).",
-              "properties": {**_META,
+              "properties": {**_meta(),
                              "specTemplate": empty_default(class_template_schema()),
                              "crossNamespaceBinding": cross_namespace_schema()}}
     return _definition(kind.group, kind.version, kind.kind, kind.plural, False, schema,
