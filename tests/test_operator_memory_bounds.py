@@ -128,3 +128,20 @@ def test_a_write_the_informer_already_shows_is_not_remembered() -> None:
         assert len(cached._written) == 0
     finally:
         informer.stop()
+
+
+def test_the_shared_leaf_table_is_bounded_and_keeps_no_pair_tuples() -> None:
+    import json
+
+    from lifecycle.driver import store
+
+    for i in range(store.SHARED_LIMIT + 100):
+        decoded = store.decode(json.dumps({"metadata": {"name": f"o{i}"},
+                                           "status": {"conditions": [
+                                               {"type": "Ready", "status": "True",
+                                                "lastTransitionTime": f"t{i}"}]}}))
+        assert decoded["status"]["conditions"][0]["lastTransitionTime"] == f"t{i}"
+    assert 0 < len(store._shared) <= store.SHARED_LIMIT
+    for signature, shared in store._shared.items():
+        assert not any(isinstance(item, tuple) for item in signature)
+        assert dict(zip(signature[::2], signature[1::2], strict=True)) == shared

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import sys
+from itertools import chain
 from typing import Any
 
 __all__ = ["DROPPED", "INTERN_LIMIT", "compact", "decode"]
@@ -34,12 +35,15 @@ INTERN_LIMIT = 24
 DROPPED = ("managedFields",)
 
 _intern = sys.intern
+_flatten = chain.from_iterable
 
 
 #: Leaf dicts remembered for sharing, at most (the table is emptied when full).
 SHARED_LIMIT = 4096
 _SCALARS = frozenset({str, int, type(None)})
-_shared: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
+#: Keyed by the pairs flattened into one tuple (key, value, key, value, ...): the
+#: decoder's pair tuples are not kept alive by the table.
+_shared: dict[tuple[Any, ...], dict[str, Any]] = {}
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -58,7 +62,7 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             flat = False
     if not flat:
         return {_intern(key): value for key, value in pairs}
-    signature = tuple(pairs)
+    signature = tuple(_flatten(pairs))
     found = _shared.get(signature)
     if found is None:
         found = {_intern(key): value for key, value in pairs}
