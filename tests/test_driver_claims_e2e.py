@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -222,12 +223,15 @@ def _read(core: k8s.CoreV1Api, name: str, namespace: str) -> k8s.V1Secret | None
         raise
 
 
-def test_lifecycle_run_serves_and_runs_a_claim_kind() -> None:
+def test_lifecycle_run_serves_and_runs_a_claim_kind(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # The debug log goes to a file: a pipe nobody reads until the end would fill and
+    # block the operator (and the embedded API in its process) on a log write.
+    log_file = (tmp_path / "operator.log").open("w+")
     proc = subprocess.Popen(
         [sys.executable, "-m", "lifecycle.cli", "run", "--embedded", "--kinds",
          "DatabaseClaim", "DatabaseInstance", "--resync", "5", "--log-level", "debug"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        stdout=subprocess.PIPE, stderr=log_file, text=True, env=env)
     try:
         assert proc.stdout is not None
         match = re.search(r"(http://127\.0\.0\.1:\d+)", proc.stdout.readline())
@@ -251,7 +255,8 @@ def test_lifecycle_run_serves_and_runs_a_claim_kind() -> None:
         assert core.read_namespaced_secret("web-connection", "default").data
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
-        logs = proc.stderr.read() if proc.stderr else ""
+        log_file.seek(0)
+        logs = log_file.read()
         assert "operator started" in logs and "operator stopped" in logs
         assert re.search(r"reconciled: .* controller=databaseclaim object=default/web "
                          r".*reconcileID=[0-9a-f]{8}", logs), logs[-2000:]
@@ -260,6 +265,7 @@ def test_lifecycle_run_serves_and_runs_a_claim_kind() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        log_file.close()
 
 
 # ---------------------------------------------------------------------------

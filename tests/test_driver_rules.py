@@ -233,12 +233,17 @@ def test_junctor_branches_must_restate_fields_and_items_specified_outside() -> N
 
 
 def test_metadata_may_restrict_only_name_and_generate_name() -> None:
-    allowed = {"type": "object", "description": "d",
+    allowed = {"type": "object",
                "properties": {"name": {"type": "string", "maxLength": 5},
                               "generateName": {"type": "string"}}}
     schema = {"type": "object", "properties": {"metadata": allowed}}
     assert check_structural(schema) == []
     where = "openAPIV3Schema.properties[metadata]"
+    # Not even a description (kube-apiserver v1.37 refuses one there).
+    described = {"type": "object", "properties": {"metadata": {**allowed, "description": "d"}}}
+    assert check_structural(described) == [
+        f"{where}.description: only restrictions on name and generateName are allowed in "
+        "metadata"]
     bad = {"type": "object", "required": ["name"],
            "properties": {"labels": {"type": "object"}}}
     problems = check_structural({"type": "object", "properties": {"metadata": bad}})

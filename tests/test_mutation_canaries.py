@@ -80,8 +80,8 @@ CANARIES: tuple[Canary, ...] = (
     Canary(
         "journal-never-resumes",
         "runtime/effects.py",
-        "    if (previous is not None and previous.outcome == \"pending\"\n",
-        "    if (previous is not None and previous.outcome == \"never resumed\"\n",
+        "    if (not settled and previous is not None and previous.outcome == \"pending\"\n",
+        "    if (not settled and previous is not None and previous.outcome == \"never resumed\"\n",
         ("tests/test_journal.py::"
          "test_a_create_lost_before_it_reached_the_cloud_is_retried_with_the_same_key",),
     ),

@@ -242,13 +242,10 @@ class ProbeServer:
         handler = type("ProbeHandler", (_ProbeHandler,), {"probe": self})
         self._server = ThreadingHTTPServer((host, port), handler)
         self._server.daemon_threads = True
+        bound_host, bound_port = self._server.socket.getsockname()[:2]
+        #: ``http://HOST:PORT`` (kept after :meth:`stop`, for messages and checks).
+        self.url = f"http://{bound_host}:{bound_port}"
         self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        """``http://HOST:PORT``."""
-        host, port = self._server.socket.getsockname()[:2]
-        return f"http://{host}:{port}"
 
     def start(self) -> ProbeServer:
         """Serve in a daemon thread."""
