@@ -523,7 +523,21 @@ class Reconciler:
             name = current_name(run.obj)
             if isinstance(name, str) and name:
                 self.names.release(run.obj, name)
+        self._log_transition(run, made.source if made is not None else concluded.source,
+                             concluded)
         return concluded.result
+
+    def _log_transition(self, run: Pass, source: str, concluded: Plan) -> None:
+        """One INFO line when the pass moved the object to another state: kind, object,
+        from, to and the reason (a code, never a provider's message)."""
+        if concluded.target == source:
+            return
+        meta = objects.metadata(run.obj)
+        key = "/".join(str(p) for p in (meta.get("namespace"), meta.get("name")) if p)
+        log.info("%s %s: %s -> %s (%s)", self.kind.kind, key, source, concluded.target,
+                 concluded.choice.reason,
+                 extra={"kind": self.kind.kind, "object": key, "from": source,
+                        "to": concluded.target, "reason": concluded.choice.reason})
 
     def _follow(self, facts: Facts, decision: Decision,
                 effects: Effects) -> tuple[Facts, Decision] | None:
