@@ -25,8 +25,10 @@ def test_the_two_opening_commands_come_first_and_ci_runs_the_second() -> None:
     assert first_block is not None
     lines = first_block.group(1).splitlines()
     assert len(lines) == 2 and lines[0] == "pip install -e . && lifecycle demo"
-    assert lines[1].startswith("apt-get update && ") and lines[1].endswith("python -m pytest")
+    assert lines[1].startswith("apt-get update && ") and " && python -m pytest" in lines[1]
     assert "pip install -e '.[dev]'" in lines[1]  # the test command: one line, run by CI
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1]
+    assert ci == lines[1]  # CI runs exactly the README's test command
     assert README.index(first_block.group(0)) < README.index("## ")
 
 
