@@ -41,10 +41,11 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from lifecycle.core.kind import CONNECTION_SECRET_LABEL, Kind
+from lifecycle.core.kind import CONNECTION_SECRET_LABEL
 from lifecycle.core.objects import metadata
 from lifecycle.driver.cluster import KubeCluster
 from lifecycle.driver.informer import Informer, InformerOptions
+from lifecycle.driver.kinds import Target
 from lifecycle.driver.manager import Manager, ManagerOptions
 from lifecycle.kube.errors import AlreadyExists, Conflict, NotFound
 from lifecycle.kube.sharing import MutationDetector
@@ -360,7 +361,7 @@ class CachedCluster:
         return getattr(self.cluster, name)
 
 
-def cached_manager(cluster: KubeCluster, pairs: Sequence[tuple[Kind, Connector]],
+def cached_manager(cluster: KubeCluster, pairs: Sequence[tuple[Target, Connector | None]],
                    options: ManagerOptions | None = None, *, secrets: bool = False,
                    **kwargs: Any) -> Manager:
     """A :class:`~lifecycle.driver.manager.Manager` whose reconcilers read through a cache.

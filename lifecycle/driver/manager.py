@@ -37,7 +37,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -245,7 +245,7 @@ class Controller:
             if key is None:
                 return
             try:
-                self.process(key)
+                self.process(cast(Key, key))  # the queue holds only this controller's keys
             finally:
                 self.queue.done(key)
 

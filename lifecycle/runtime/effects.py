@@ -82,7 +82,7 @@ def run_actions(
     """
     try:
         for action in decision.actions:
-            guarded(lambda a=action: getattr(host, a)(effects), passthrough)
+            guarded(functools.partial(getattr(host, action), effects), passthrough)
     except HandledError as exc:
         if exc.severity is Severity.INFORMATIONAL:
             return decision, (exc,)

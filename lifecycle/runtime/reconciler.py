@@ -49,7 +49,7 @@ to it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -581,7 +581,7 @@ class Reconciler:
         except NotFound:
             return None
 
-    def _event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+    def _event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         try:
             self.api.record_event(obj, type_, reason, message)
         except ApiError as exc:  # events are best effort, as in client-go's recorder
