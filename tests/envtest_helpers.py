@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -21,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from serve_helpers import Serve, eventually, free_port
 
 #: The two servers every parametrised test runs on.
@@ -138,3 +140,34 @@ def _delete_every(server: Serve, plural: str) -> None:
 def unique(prefix: str = "t") -> str:
     """A fresh DNS-1123 name."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def kubectl_kubeconfig(request: Any, tmp_path: Path) -> Iterator[Path]:
+    """A kubeconfig for the server ``request.param`` names: ``embedded`` (a fresh embedded
+    API over HTTP, closed afterwards) or ``envtest`` (the session's real API server).
+
+    For a module fixture parametrised over both servers: ``yield from`` it.
+    """
+    import yaml
+
+    from lifecycle.sim.apiserver import EmbeddedAPI
+    from lifecycle.sim.http import APIServerHTTP
+
+    if shutil.which("kubectl") is None:  # a missing client is a failure to fix, not a skip
+        pytest.fail("kubectl is not on PATH (install the kubectl package)")
+    if request.param == "envtest":
+        yield Path(request.getfixturevalue("real_cluster").kubeconfig)
+        return
+    api = EmbeddedAPI()
+    with APIServerHTTP(api) as server:
+        config = tmp_path / "kubeconfig"
+        config.write_text(yaml.safe_dump(server.kubeconfig()))
+        yield config
+    api.close()
+
+
+def kubectl(config: Path, *args: str,
+            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``kubectl --kubeconfig CONFIG ARGS`` with its output captured (60 s at most)."""
+    return subprocess.run(["kubectl", "--kubeconfig", str(config), *args], input=stdin,
+                          capture_output=True, text=True, timeout=60)

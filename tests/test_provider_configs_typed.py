@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import os
-import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from typing import Any
 import attrs
 import pytest
 import yaml
+from envtest_helpers import kubectl, kubectl_kubeconfig
 from serve_helpers import Serve
 
 from lifecycle.core.errors import CredentialsError
@@ -37,7 +37,6 @@ from lifecycle.runtime.credentials import resolve_credentials
 from lifecycle.runtime.reads import provider_config
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.embedded import register_kinds
-from lifecycle.sim.http import APIServerHTTP
 
 pytest.importorskip("psycopg")
 
@@ -320,37 +319,23 @@ def test_a_config_from_the_environment_reaches_the_provider(api: EmbeddedAPI) ->
 # ------------------------------------------------------- both servers, through kubectl
 @pytest.fixture(params=["embedded", "envtest"])
 def kubeconfig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
-    if shutil.which("kubectl") is None:  # a missing client is a failure to fix, not a skip
-        pytest.fail("kubectl is not on PATH (install the kubectl package)")
-    if request.param == "envtest":
-        yield Path(request.getfixturevalue("real_cluster").kubeconfig)
-        return
-    embedded = EmbeddedAPI()
-    with APIServerHTTP(embedded) as server:
-        path = tmp_path / "kubeconfig"
-        path.write_text(yaml.safe_dump(server.kubeconfig()))
-        yield path
-    embedded.close()
-
-
-def _kubectl(path: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["kubectl", "--kubeconfig", str(path), *args], input=stdin,
-                          capture_output=True, text=True, timeout=60)
+    """A kubeconfig for each server in turn: the embedded API, then the real one."""
+    yield from kubectl_kubeconfig(request, tmp_path)
 
 
 def test_both_servers_refuse_a_bad_postgres_providerconfig(kubeconfig: Path) -> None:
     # A group of its own, so the shared real cluster's lifecycle.dev CRD is left alone.
     group = f"pc{uuid.uuid4().hex[:6]}.example.org"
     doc = provider_config_crd(f"{group}/v1alpha1", [PostgresProviderConfigSpec])
-    installed = _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(doc))
+    installed = kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(doc))
     assert installed.returncode == 0, installed.stderr
-    ready = _kubectl(kubeconfig, "wait", "--for", "condition=established", "--timeout", "60s",
+    ready = kubectl(kubeconfig, "wait", "--for", "condition=established", "--timeout", "60s",
                      f"crd/providerconfigs.{group}")
     assert ready.returncode == 0, ready.stderr
 
     def apply(**spec: Any) -> subprocess.CompletedProcess:
         body = {**config(f"c{uuid.uuid4().hex[:6]}", **spec), "apiVersion": f"{group}/v1alpha1"}
-        return _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(body))
+        return kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(body))
 
     good = apply(sslMode="verify-full", tls={"caSecretRef": {"name": "pg-ca"}})
     assert good.returncode == 0, good.stderr
@@ -366,10 +351,10 @@ def test_both_servers_refuse_a_bad_postgres_providerconfig(kubeconfig: Path) -> 
         refused = apply(**spec)
         assert refused.returncode != 0, spec
         assert field in refused.stderr, refused.stderr
-    explained = _kubectl(kubeconfig, "explain", f"providerconfigs.{group}.spec.sslMode")
+    explained = kubectl(kubeconfig, "explain", f"providerconfigs.{group}.spec.sslMode")
     assert explained.returncode == 0, explained.stderr
     assert "verify-full" in explained.stdout
-    _kubectl(kubeconfig, "delete", "crd", f"providerconfigs.{group}", "--wait=false")
+    kubectl(kubeconfig, "delete", "crd", f"providerconfigs.{group}", "--wait=false")
 
 
 # ------------------------------------------------------------------ lifecycle serve

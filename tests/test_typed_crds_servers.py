@@ -10,7 +10,6 @@ real server accepts and evaluates as the embedded API does.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -19,41 +18,26 @@ from typing import Any
 
 import pytest
 import yaml
+from envtest_helpers import kubectl, kubectl_kubeconfig
 from test_typed_crds import Topic, topic
 
 from lifecycle.driver.crds import crd
-from lifecycle.sim.apiserver import EmbeddedAPI
-from lifecycle.sim.http import APIServerHTTP
 
 
 @pytest.fixture(params=["embedded", "envtest"])
 def kubeconfig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
-    if shutil.which("kubectl") is None:  # a missing client is a failure to fix, not a skip
-        pytest.fail("kubectl is not on PATH (install the kubectl package)")
-    if request.param == "envtest":
-        yield Path(request.getfixturevalue("real_cluster").kubeconfig)
-        return
-    api = EmbeddedAPI()
-    with APIServerHTTP(api) as server:
-        config = tmp_path / "kubeconfig"
-        config.write_text(yaml.safe_dump(server.kubeconfig()))
-        yield config
-    api.close()
-
-
-def _kubectl(config: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["kubectl", "--kubeconfig", str(config), *args], input=stdin,
-                          capture_output=True, text=True, timeout=60)
+    """A kubeconfig for each server in turn: the embedded API, then the real one."""
+    yield from kubectl_kubeconfig(request, tmp_path)
 
 
 def test_the_crd_explains_and_refuses_the_same_on_both_servers(kubeconfig: Path) -> None:
-    installed = _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(crd(Topic)))
+    installed = kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(crd(Topic)))
     assert installed.returncode == 0, installed.stderr
-    ready = _kubectl(kubeconfig, "wait", "--for", "condition=established", "--timeout", "60s",
+    ready = kubectl(kubeconfig, "wait", "--for", "condition=established", "--timeout", "60s",
                      "crd/topics.broker.example.org")
     assert ready.returncode == 0, ready.stderr
     namespace = f"typed-{uuid.uuid4().hex[:8]}"
-    assert _kubectl(kubeconfig, "create", "namespace", namespace).returncode == 0
+    assert kubectl(kubeconfig, "create", "namespace", namespace).returncode == 0
 
     def manifest(name: str, **fields: Any) -> str:
         doc = topic(name, **fields)
@@ -62,7 +46,7 @@ def test_the_crd_explains_and_refuses_the_same_on_both_servers(kubeconfig: Path)
 
     explained = ""
     for _ in range(30):  # the real server publishes the OpenAPI of a new CRD a moment later
-        done = _kubectl(kubeconfig, "explain", "topics.spec.forProvider")
+        done = kubectl(kubeconfig, "explain", "topics.spec.forProvider")
         explained = " ".join(done.stdout.split())
         if "How many partitions the topic has." in explained:
             break
@@ -75,15 +59,15 @@ def test_the_crd_explains_and_refuses_the_same_on_both_servers(kubeconfig: Path)
                           ({"cleanup": "shred"}, "spec.forProvider.cleanup"),
                           ({"retention": "1y"}, "spec.forProvider.retention"),
                           ({"region": "EU"}, "spec.forProvider.region")):
-        bad = _kubectl(kubeconfig, "apply", "-f", "-", stdin=manifest("bad", **fields))
+        bad = kubectl(kubeconfig, "apply", "-f", "-", stdin=manifest("bad", **fields))
         assert bad.returncode != 0 and f"{field}:" in bad.stderr, (fields, bad.stderr)
-    good = _kubectl(kubeconfig, "apply", "-f", "-", stdin=manifest("t", region="eu-1"))
+    good = kubectl(kubeconfig, "apply", "-f", "-", stdin=manifest("t", region="eu-1"))
     assert good.returncode == 0, good.stderr
-    moved = _kubectl(kubeconfig, "apply", "-f", "-", stdin=manifest("t", region="us-1"))
+    moved = kubectl(kubeconfig, "apply", "-f", "-", stdin=manifest("t", region="us-1"))
     assert moved.returncode != 0
     assert "spec.forProvider.region: Invalid value" in moved.stderr
     assert "region is immutable" in moved.stderr
-    owned = _kubectl(kubeconfig, "apply", "-f", "-", stdin=manifest("t", owner="me"))
+    owned = kubectl(kubeconfig, "apply", "-f", "-", stdin=manifest("t", owner="me"))
     assert owned.returncode != 0 and "owner is immutable" in owned.stderr, owned.stderr
-    grown = _kubectl(kubeconfig, "apply", "-f", "-", stdin=manifest("t", partitions=8))
+    grown = kubectl(kubeconfig, "apply", "-f", "-", stdin=manifest("t", partitions=8))
     assert grown.returncode == 0, grown.stderr  # a mutable field changes
