@@ -1,4 +1,4 @@
-"""The help of every subcommand but the benchmark runner is complete: a description,
+"""The help of every subcommand is complete: a description,
 help on every option, each default said (a flag's as on/off), plain text without
 reStructuredText markup."""
 
@@ -11,7 +11,7 @@ import pytest
 from lifecycle.cli import build_parser
 
 COMMANDS = ("demo", "diagram", "diagrams", "plan", "verify", "run", "crds", "manifests",
-            "serve", "envtest")
+            "serve", "envtest", "bench")
 
 
 def _subparser(name: str) -> argparse.ArgumentParser:
@@ -50,6 +50,12 @@ def test_every_option_is_explained_with_its_default(name: str) -> None:
 def test_help_is_plain_text(name: str) -> None:
     text = _subparser(name).format_help()
     assert "`" not in text and ":class:" not in text and "``" not in text
+
+
+def test_every_subcommand_is_checked() -> None:
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert sorted(action.choices) == sorted(COMMANDS)
 
 
 def test_the_check_finds_a_missing_default() -> None:

@@ -70,21 +70,26 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "bench",
         help="measure the engine: hot path, throughput, scaling, memory",
-        description="Run the benchmark suite and report medians with spread.",
+        description="Run the benchmark suite and report medians with spread: the engine's "
+                    "hot path, throughput, scaling and memory, or with --e2e the operator "
+                    "end to end beside its peers.",
     )
     parser.add_argument("--quick", action="store_true",
-                        help="a reduced suite that takes under a minute")
+                        help="a reduced suite that takes under a minute (default: off, the "
+                             "full suite)")
     parser.add_argument("--json", action="store_true",
-                        help="print one JSON object instead of the summary")
+                        help="print one JSON object instead of the summary (default: off)")
     parser.add_argument("--out", metavar="DIR", type=Path,
-                        help="also write bench.json and the PNG plots into DIR")
+                        help="also write bench.json and the PNG plots into DIR (default: "
+                             "none, nothing written)")
     parser.add_argument("--suite-dir", metavar="DIR", type=Path,
                         help="the source checkout holding benchmarks/ (default: the current "
                              "directory, then the checkout lifecycle runs from)")
     parser.add_argument("--e2e", action="store_true",
                         help="end to end beside the peers: API server and operators in "
                              "processes of their own; API calls, CPU, wall time, memory and "
-                             "connection resets to Ready, at rest and to delete")
+                             "connection resets to Ready, at rest and to delete (default: "
+                             "off, the engine's suite in this process)")
     parser.add_argument("-n", type=int, default=200, metavar="N",
                         help="objects per round with --e2e (default: 200)")
     parser.add_argument("--rounds", type=int, default=5,
@@ -96,22 +101,24 @@ def register(subparsers: Any) -> None:
                         choices=["lifecycle", "kopf", "lifecycle-direct",
                                  "lifecycle-uncached-secrets"],
                         help="operators to compare with --e2e (default: lifecycle kopf; "
-                             "lifecycle is the `lifecycle run` command line; lifecycle-direct: "
+                             "lifecycle is the 'lifecycle run' command line; lifecycle-direct: "
                              "without the cached reader; lifecycle-uncached-secrets: the "
                              "cached reader without its Secret informer)")
     parser.add_argument("--peers", nargs="+", metavar="PEER", choices=["kopf", "provider-sql"],
                         help="with --e2e: kopf runs DatabaseInstance beside lifecycle; "
                              "provider-sql adds the PostgreSQL workload (Role, Database, "
-                             "Grant) beside the Go peer")
+                             "Grant) beside the Go peer (default: none, the --operators "
+                             "comparison)")
     parser.add_argument("--server", choices=["embedded", "envtest"], default=None,
                         help="API server of --e2e: embedded (default) or a real kube-apiserver "
                              "started for the run")
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="with --e2e: run on the server this admin kubeconfig names "
-                             "(e.g. from lifecycle envtest); needs --audit-log")
+                             "(e.g. from lifecycle envtest); needs --audit-log (default: "
+                             "none, a server is started for the run)")
     parser.add_argument("--audit-log", metavar="FILE",
                         help="that server's audit log, where API calls are counted "
-                             "(lifecycle envtest --dir D writes D/audit.log)")
+                             "(lifecycle envtest --dir D writes D/audit.log; default: none)")
     parser.add_argument("--memory-n", type=int, default=5000, metavar="N",
                         help="objects of the memory round with --e2e (0 skips it; "
                              "default: 5000)")
