@@ -27,14 +27,14 @@ readers. :func:`served_kinds` lists every kind a set of targets needs served
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
 from lifecycle.core.claims import CLAIM_NAME, CLAIM_NAMESPACE, ClaimBinding, ClassKind
 from lifecycle.core.kind import Kind
 from lifecycle.core.objects import labels, metadata, spec
-from lifecycle.core.values import Result
+from lifecycle.core.requeue import Reconciles
 from lifecycle.driver.cluster import KubeCluster, ResourceInfo
 from lifecycle.runtime.children import ParentKind, ParentReconciler
 from lifecycle.runtime.claims import ClaimReconciler
@@ -47,14 +47,6 @@ __all__ = ["ControllerSpec", "Reconciles", "Target", "Watch", "controller_spec",
 Key = tuple[str | None, str]
 #: What a controller runs for: a managed kind, a claim binding or a parent kind.
 Target = Kind | ClaimBinding | ParentKind
-
-
-class Reconciles(Protocol):
-    """What a controller calls: one reconcile of ``namespace/name``."""
-
-    def reconcile(self, namespace: str | None, name: str) -> Result:
-        """One reconcile of ``namespace/name``."""
-        ...
 
 
 def engine_reconciler(cluster: Any, kind: Kind, connector: Connector,

@@ -3,18 +3,9 @@
 A :class:`Controller` feeds a :class:`~lifecycle.driver.queue.WorkQueue` from
 an :class:`~lifecycle.driver.informer.Informer` through the event filters
 (:func:`add_triggers`, :func:`update_triggers`) and runs N workers that call
-the engine's reconciler and turn its :class:`~lifecycle.core.values.Result`
-into queue operations (the requeue matrix):
-
-=====================  =================================================  ==============
-result                 queue                                              metric result
-=====================  =================================================  ==============
-done                   forget the backoff                                 success
-requeue now (dirty)    forget the backoff, add now                        requeue
-requeue after          forget the backoff, add after the interval         requeue_after
-backoff (handled)      add rate-limited (at least the provider's delay)   requeue
-unhandled error        add rate-limited                                   error
-=====================  =================================================  ==============
+the engine's reconciler and apply its :class:`~lifecycle.core.values.Result`
+to the queue with :func:`~lifecycle.core.requeue.apply_result` (the requeue
+matrix; the harness's queue on virtual time applies it with the same function).
 
 A :class:`Manager` runs controllers for any number of kinds: managed kinds,
 claims and parents, each with the reconciler and extra watches
@@ -48,7 +39,8 @@ from lifecycle.core.kind import (
     PROVIDER_CONFIG_KIND,
     Kind,
 )
-from lifecycle.core.values import Result, ResultKind
+from lifecycle.core.requeue import Reconciles, apply_result
+from lifecycle.core.values import ResultKind
 from lifecycle.driver.filters import (
     add_triggers,
     is_ignored,
@@ -60,7 +52,6 @@ from lifecycle.driver.filters import (
 )
 from lifecycle.driver.informer import Informer, InformerOptions, ListWatcher, object_key
 from lifecycle.driver.kinds import (
-    Reconciles,
     Target,
     Watch,
     controller_spec,
@@ -259,18 +250,18 @@ class Controller:
         try:
             result = self.reconciler.reconcile(namespace, name)
         except UnhandledError as exc:
-            delay = self.queue.add_rate_limited(key)
+            _, delay = apply_result(self.queue, key, None)
             reason = type(exc.__cause__).__name__ if exc.__cause__ else "UnhandledError"
             log.info("reconcile error: %s; retry in %.2fs", one_line(str(exc)), delay,
                      extra=_fields(self.name, key, rid, result="error", reason=reason))
         except Exception as exc:  # a bug in a machine or client must not kill the worker
-            delay = self.queue.add_rate_limited(key)
+            _, delay = apply_result(self.queue, key, None)
             log.error("reconcile raised %s; retry in %.2fs", type(exc).__name__, delay,
                       extra=_fields(self.name, key, rid, result="error",
                                     reason=type(exc).__name__,
                                     traceback=redacted_traceback(exc)))
         else:
-            outcome, delay = self._requeue(key, result)
+            outcome, delay = apply_result(self.queue, key, result)
             fields = _fields(self.name, key, rid, result=outcome, reason=result.reason)
             if result.kind is ResultKind.BACKOFF:
                 log.info("backing off: %s; retry in %.2fs", result.reason or "unspecified",
@@ -282,20 +273,6 @@ class Controller:
             elapsed = time.monotonic() - started
             self.metrics.reconciled(self.name, outcome, elapsed)
             self.metrics.worker_finished(self.name)
-
-    def _requeue(self, key: Key, result: Result) -> tuple[str, float]:
-        """Apply the requeue matrix; the metric result and the delay before the next pass."""
-        queue = self.queue
-        if result.kind is ResultKind.BACKOFF:
-            return "requeue", queue.add_rate_limited(key, at_least=result.after)
-        queue.forget(key)
-        if result.kind is ResultKind.REQUEUE_NOW:
-            queue.add(key)
-            return "requeue", 0.0
-        if result.kind is ResultKind.REQUEUE_AFTER:
-            queue.add_after(key, result.after)
-            return "requeue_after", result.after
-        return "success", 0.0
 
 
 #: How long a change of a provider config's users waits, so that a burst is counted once.

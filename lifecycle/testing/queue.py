@@ -1,7 +1,7 @@
 """The harness's work queue on virtual time: clock, backoff, steps and what is queued.
 
-:class:`VirtualQueue` follows the requeue matrix the operator's queue
-(:mod:`lifecycle.driver.queue`) follows, with one difference: time is
+:class:`VirtualQueue` applies a reconcile's result with the operator's own
+requeue matrix (:func:`~lifecycle.core.requeue.apply_result`), with one difference: time is
 virtual, so nothing ever sleeps. Retries back off by the operator's own
 per-item rule (:class:`~lifecycle.driver.queue.ItemExponentialBackoff`,
 configured by :class:`Backoff`); the operator's overall token bucket
@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Hashable
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import attrs
 
+from lifecycle.core.requeue import apply_result
 from lifecycle.core.values import Result, ResultKind
 from lifecycle.driver.queue import ItemExponentialBackoff
 
@@ -167,19 +170,9 @@ class VirtualQueue:
         self.due.pop(key, None)
 
     def settle(self, key: Key, result: Result | None, error: str | None) -> None:
-        """Apply one reconcile's outcome, as the operator's controller does."""
-        if result is None or result.kind is ResultKind.BACKOFF:
-            at_least = result.after if result is not None else 0.0
-            delay = max(at_least, self.limiter.when(key))
-            self.errors[key] = error or (result.reason if result is not None else "") or "failed"
-            self.add(key, delay, "Backoff")
-            return
-        self.limiter.forget(key)
-        self.errors.pop(key, None)
-        if result.kind is ResultKind.REQUEUE_NOW:
-            self.add(key, 0.0, "Now")
-        elif result.kind is ResultKind.REQUEUE_AFTER:
-            self.add(key, result.after, result.reason or "After")
+        """Apply one reconcile's outcome (``result`` None: it raised ``error``) with the
+        operator's own requeue matrix, :func:`~lifecycle.core.requeue.apply_result`."""
+        apply_result(_Settling(self, result, error), key, result)
 
     def attempts(self, key: Key) -> int:
         """Failed reconciles of ``key`` in a row."""
@@ -214,3 +207,31 @@ class VirtualQueue:
         return Queued(key[0], key[1], key[2], self.clock.now() + timedelta(seconds=delay),
                       delay, reason, self.attempts(key), self.errors.get(key),
                       self.stuck.get(key))
+
+
+class _Settling:
+    """The harness's queue as the requeue matrix sees it while one outcome is applied:
+    each key queued with why (``Now``, ``Backoff``, the result's reason), a failure's
+    message kept for :class:`Queued`."""
+
+    def __init__(self, queue: VirtualQueue, result: Result | None, error: str | None) -> None:
+        self.queue, self.result, self.error = queue, result, error
+
+    def add(self, key: Hashable) -> None:
+        self.queue.add(cast(Key, key), 0.0, "Now")
+
+    def add_after(self, key: Hashable, delay: float) -> None:
+        reason = self.result.reason if self.result is not None else ""
+        self.queue.add(cast(Key, key), delay, reason or "After")
+
+    def add_rate_limited(self, key: Hashable, at_least: float = 0.0) -> float:
+        queue, result = self.queue, self.result
+        delay = max(at_least, queue.limiter.when(key))
+        queue.errors[cast(Key, key)] = (
+            self.error or (result.reason if result is not None else "") or "failed")
+        queue.add(cast(Key, key), delay, "Backoff")
+        return delay
+
+    def forget(self, key: Hashable) -> None:
+        self.queue.limiter.forget(key)
+        self.queue.errors.pop(cast(Key, key), None)
