@@ -44,7 +44,7 @@ def simulated_connector() -> object:
 def _database_target(kind: Kind) -> object:
     """The kind's own scenario, then the tenancy scenarios (shared name, adoption, forged
     journal)."""
-    from lifecycle.providers.simcloud.verify import (
+    from lifecycle.providers.simcloud.scenarios.verify import (
         adoption_target,
         forged_journal_target,
         shared_name_target,
@@ -56,7 +56,7 @@ def _database_target(kind: Kind) -> object:
 
 
 def _claim_target(kind: Kind) -> object:
-    from lifecycle.providers.simcloud.verify import claim_target
+    from lifecycle.providers.simcloud.scenarios.verify import claim_target
 
     return claim_target(kind, DATABASE_BINDING)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from lifecycle.core.kind import EXTERNAL_NAME
 from lifecycle.providers.simcloud import SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.testing import Environment
 
 KIND = "DatabaseInstance"

@@ -30,7 +30,7 @@ from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, connection_secret_ref
 from lifecycle.core.machine import validate
 from lifecycle.kube.errors import Invalid, ServerError
 from lifecycle.machines.claim import DATABASE_BINDING, ClaimMachine
-from lifecycle.providers.simcloud.harness import claim_environment, database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import claim_environment, database_manifest
 from lifecycle.testing.claims import claim_manifest, class_manifest
 
 CREDS = ("AKIDEXAMPLE", "s3cr3t")
@@ -645,7 +645,7 @@ def test_secrets_never_appear_in_claim_conditions_or_events(world: Any) -> None:
 def test_claim_demo_runs_clean_and_prints_no_secret() -> None:
     import io
 
-    from lifecycle.providers.simcloud.claims_demo import ROTATED, run_claim_demo
+    from lifecycle.providers.simcloud.scenarios.claims_demo import ROTATED, run_claim_demo
 
     out = io.StringIO()
     assert run_claim_demo(out) is True

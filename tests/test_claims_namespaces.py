@@ -23,7 +23,7 @@ from lifecycle.core.claim_namespaces import (
 from lifecycle.core.claims import ClaimFacts, ResourceClass, choose_claim_event
 from lifecycle.core.errors import HandledError, TerminalError
 from lifecycle.machines.claim import DATABASE_BINDING
-from lifecycle.providers.simcloud.harness import claim_environment, database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import claim_environment, database_manifest
 from lifecycle.testing.claims import claim_manifest, class_manifest
 
 CLASS = ("db.lifecycle.dev/v1alpha1", "DatabaseInstanceClass")

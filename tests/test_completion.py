@@ -15,7 +15,7 @@ from lifecycle.core.plan import acted, after_action
 from lifecycle.core.values import Completion, Creation, Intent, Observation, ProviderStatus
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest
 from lifecycle.runtime.contract import ManagedResource
 from lifecycle.runtime.effects import Effects, next_intent
 from lifecycle.testing import Environment

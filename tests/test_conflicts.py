@@ -20,7 +20,7 @@ from lifecycle.core.kind import FINALIZER
 from lifecycle.core.values import ResultKind
 from lifecycle.kube.conflict import CONFLICT_ATTEMPTS, ConflictsExhausted, on_conflict
 from lifecycle.kube.errors import Conflict
-from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest
 from lifecycle.runtime.retry import retry_conflicts
 
 ABSORBED = CONFLICT_ATTEMPTS - 1

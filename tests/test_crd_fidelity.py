@@ -19,7 +19,7 @@ import pytest
 from lifecycle.driver.crds import crd
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.postgres.testing import postgres_server  # noqa: F401 (fixture)
-from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.sim.crds import apply_crd
 from lifecycle.sim.schema import unknown_fields
 

@@ -19,7 +19,7 @@ import pytest
 from lifecycle.core.errors import CredentialsError
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.runtime.redaction import credential_values, redact, redact_status
 
 KIND = "DatabaseInstance"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from lifecycle.cli import main
-from lifecycle.providers.simcloud.demo import run_demo
+from lifecycle.providers.simcloud.scenarios.demo import run_demo
 
 
 def test_demo_scenario_succeeds_and_reports() -> None:

@@ -26,7 +26,7 @@ from lifecycle.diagrams import (
 )
 from lifecycle.machines.database import DatabaseInstance, DatabaseInstanceMachine
 from lifecycle.machines.managed import ManagedResourceMachine
-from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -22,7 +22,7 @@ from lifecycle.kube.resources import ResourceType
 from lifecycle.kube.sharing import SharedObjectChanged
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest
 from lifecycle.runtime.secrets import ConnectionSecrets, decode
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.embedded import embedded_cluster

@@ -31,7 +31,7 @@ from lifecycle.driver.manager import Manager, ManagerOptions, engine_reconciler
 from lifecycle.kube.errors import Conflict
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest
 from lifecycle.sim.embedded import embedded_cluster
 from lifecycle.sim.http import APIServerHTTP
 

@@ -36,7 +36,7 @@ from lifecycle.driver.manager import (
 from lifecycle.kube.errors import Conflict, NotFound
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.embedded import InProcessCluster, register_kinds
 

@@ -21,7 +21,7 @@ from lifecycle.core.errors import TerminalError
 from lifecycle.core.kind import INTENT, Kind
 from lifecycle.core.values import Intent
 from lifecycle.machines.database import DatabaseInstance
-from lifecycle.providers.simcloud import DatabaseParameters, _parameters_dict
+from lifecycle.providers.simcloud.client import DatabaseParameters, _parameters_dict
 from lifecycle.runtime.effects import stored_intent
 from lifecycle.runtime.secrets import decode
 

@@ -29,7 +29,7 @@ import yaml
 from serve_helpers import Serve, eventually
 
 from lifecycle.core.kind import ADOPT, EXTERNAL_NAME
-from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest
 
 TESTS = Path(__file__).resolve().parent
 

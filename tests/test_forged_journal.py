@@ -26,7 +26,7 @@ from lifecycle.core.ownership import mark_uid
 from lifecycle.core.seal import KEY_BYTES, Subject, check_key, mac, unseal
 from lifecycle.core.values import Intent
 from lifecycle.providers.simcloud import OWNER_TAG, SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.runtime.journalkey import (
     ENV_KEY,
     Journal,

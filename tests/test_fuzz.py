@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from lifecycle.core.kind import EXTERNAL_NAME, INTENT, OPERATION, PAUSED, RECONCILE_POLICY
 from lifecycle.kube.errors import Invalid, NotFound
-from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 
 KIND = "DatabaseInstance"
 API_VERSION = "db.lifecycle.dev/v1alpha1"

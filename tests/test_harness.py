@@ -11,7 +11,7 @@ import pytest
 from lifecycle.core.kind import Kind
 from lifecycle.core.values import Creation, Observation
 from lifecycle.machines.managed import ManagedResourceMachine
-from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest
 from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 from lifecycle.testing import Backoff, Environment
 

@@ -17,7 +17,7 @@ from lifecycle.machines.claim import DATABASE_BINDING
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.machines.managed import ManagedResourceMachine
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-from lifecycle.providers.simcloud.harness import (
+from lifecycle.providers.simcloud.scenarios.harness import (
     claim_environment,
     database_manifest,
     simulated_environment,

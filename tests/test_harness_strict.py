@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from lifecycle.kube.errors import BadRequest
-from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.testing.harness import FIELD_VALIDATION
 
 KIND = "DatabaseInstance"

@@ -18,7 +18,7 @@ from helpers import KIND, external, make, ready
 from lifecycle.core.kind import INTENT
 from lifecycle.core.values import Intent, Observation
 from lifecycle.providers.simcloud import SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest
 from lifecycle.runtime.effects import closed_intent
 from lifecycle.testing import Environment
 

@@ -33,7 +33,7 @@ from lifecycle.driver.manifests import ManifestError, Options, cluster_rules, du
 from lifecycle.kube.errors import NotFound
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest
 from lifecycle.sim import http as sim_http
 from lifecycle.sim.embedded import embedded_cluster
 from lifecycle.sim.http import APIServerHTTP

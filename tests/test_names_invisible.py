@@ -14,7 +14,7 @@ import pytest
 
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, invisible_character
 from lifecycle.machines.postgres import Role
-from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 
 LOOKALIKES = ["post\u200bgres_5827", "admin\u202enimda", "app\x85prod", "a\ufeffb",
               "role\u2028x", "db\u00a0prod", "x\u2066y\u2069", "app\u3000db", "\U000e0041tag"]

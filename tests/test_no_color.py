@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from lifecycle.cli import main
-from lifecycle.providers.simcloud.demo import terminal_features
+from lifecycle.providers.simcloud.scenarios.demo import terminal_features
 
 ROOT = Path(__file__).resolve().parent.parent
 COLOUR = re.compile(r"\x1b\[[0-9;]*m")

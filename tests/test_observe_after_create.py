@@ -19,8 +19,8 @@ from lifecycle.core.plan import after_create, created
 from lifecycle.core.values import Observation, ProviderStatus, ResultKind
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest
-from lifecycle.providers.simcloud.verify import simcloud_target
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest
+from lifecycle.providers.simcloud.scenarios.verify import simcloud_target
 from lifecycle.testing import Environment
 from lifecycle.verify import CONCURRENT, VARIANTS, ExternalSystem, explore
 

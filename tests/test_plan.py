@@ -14,7 +14,7 @@ from lifecycle.core.plan import plan, restore
 from lifecycle.core.values import Observation, ProviderStatus, ResultKind
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.machines.managed import ManagedResourceMachine as M
-from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -7,7 +7,7 @@ from typing import Any
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.runtime.providerconfigs import IN_USE, ProviderConfigReconciler, usage
 
 KIND = "DatabaseInstance"

@@ -24,7 +24,7 @@ from lifecycle.core.plan import Plan, conclude, gather
 from lifecycle.core.status import refused_change
 from lifecycle.core.values import Observation, ProviderStatus, ResultKind
 from lifecycle.machines.managed import ManagedResourceMachine as M
-from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 DRIFTED = Observation(exists=True, up_to_date=False)

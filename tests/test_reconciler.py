@@ -30,7 +30,7 @@ from lifecycle.core.kind import (
 from lifecycle.core.values import Creation, Intent, Observation, ResultKind
 from lifecycle.kube.errors import Conflict, Invalid, ServerError, TooManyRequests
 from lifecycle.providers.simcloud import CloudThrottled, CloudUnavailable, SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.runtime.contract import ManagedResource
 from lifecycle.runtime.effects import Effects, next_intent
 from lifecycle.testing import Environment

@@ -6,7 +6,7 @@ from typing import Any
 
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest
 from lifecycle.testing import Environment
 
 

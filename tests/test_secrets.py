@@ -21,7 +21,7 @@ import pytest
 from lifecycle.core.errors import UnhandledError
 from lifecycle.kube.errors import Conflict
 from lifecycle.providers.simcloud import DatabaseClient, DatabaseConnector, SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 
 KIND = "DatabaseInstance"
 KEY_ID = "AKIDHYGIENE"

@@ -24,7 +24,7 @@ import attrs
 
 from lifecycle.kube.errors import Conflict
 from lifecycle.providers.simcloud import SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.testing import Environment
 
 KIND = "DatabaseInstance"

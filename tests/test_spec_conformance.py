@@ -38,7 +38,7 @@ from lifecycle.providers.simcloud import (
     DatabaseConnector,
     SimCloud,
 )
-from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest
 from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 from lifecycle.testing import Environment
 

@@ -15,7 +15,7 @@ import pytest
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.values import ResultKind
 from lifecycle.kube.objects import owned_by
-from lifecycle.providers.simcloud.harness import simulated_environment
+from lifecycle.providers.simcloud.scenarios.harness import simulated_environment
 from lifecycle.runtime.children import (
     OwnedChild,
     ParentKind,

@@ -23,7 +23,7 @@ from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, OWNER_UID
 from lifecycle.kube.errors import Invalid
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import OPERATIONS, DatabaseConnector, SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.runtime.secrets import ConnectionSecrets
 from lifecycle.testing import Environment
 

@@ -31,7 +31,7 @@ from lifecycle.driver.manager import Manager, ManagerOptions
 from lifecycle.machines.claim import DATABASE_BINDING, DatabaseClaim, DatabaseInstanceClass
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest
 from lifecycle.runtime.providerconfigs import IN_USE
 from lifecycle.testing.claims import claim_manifest, class_manifest
 

@@ -335,7 +335,10 @@ def test_a_crd_whose_rule_does_not_compile_is_refused(api: EmbeddedAPI) -> None:
 def test_the_bundled_database_instance_has_an_engine_enum_and_storage_bounds() -> None:
     from lifecycle.machines.database import DatabaseInstance
     from lifecycle.providers.simcloud import MAX_STORAGE_GB, MIN_STORAGE_GB
-    from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+    from lifecycle.providers.simcloud.scenarios.harness import (
+        database_manifest,
+        simulated_environment,
+    )
 
     fields = for_provider(DatabaseInstance)["properties"]
     assert fields["engine"]["enum"] == ["postgres", "mysql"]

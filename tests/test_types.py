@@ -47,7 +47,7 @@ BUSY = (
 #: (file, start of the message) -> the module whose annotation is too narrow.
 CAUSED_BY_BUSY = {
     ("lifecycle/cli/run.py", 'Argument 2 to "cached_manager"'): "lifecycle/driver/cache.py",
-    ("providers/simcloud/verify.py", 'Argument 1 to "TracedReconciler"'):
+    ("providers/simcloud/scenarios/verify.py", 'Argument 1 to "TracedReconciler"'):
         "lifecycle/verify/crashing.py",
 }
 

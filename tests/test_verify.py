@@ -18,7 +18,7 @@ from lifecycle.cli.verify import run_cli
 from lifecycle.core.kind import FINALIZER, INTENT
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.postgres.verify import POSTGRES_DSN_ENV
-from lifecycle.providers.simcloud.verify import simcloud_target
+from lifecycle.providers.simcloud.scenarios.verify import simcloud_target
 from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.runtime.writes import ObjectWrites
 from lifecycle.verify import Crash, CrashPoint, VerifyError, explore, run_scenario
@@ -284,7 +284,7 @@ def broken_module(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     (tmp_path / "broken_kind.py").write_text(textwrap.dedent("""
         import attrs
         from lifecycle.machines.database import DatabaseInstance
-        from lifecycle.providers.simcloud.verify import simcloud_target
+        from lifecycle.providers.simcloud.scenarios.verify import simcloud_target
         from lifecycle.registry import Registration
         from tests.test_verify import LateFinalizerReconciler
 

@@ -17,7 +17,7 @@ from lifecycle.core.kind import INTENT, INTENT_MAC
 from lifecycle.core.seal import Subject
 from lifecycle.core.values import Intent
 from lifecycle.machines.database import DatabaseInstance
-from lifecycle.providers.simcloud.verify import FORGED_INTENT, forged_journal_target
+from lifecycle.providers.simcloud.scenarios.verify import FORGED_INTENT, forged_journal_target
 from lifecycle.runtime.effects import stored_intent
 from lifecycle.runtime.journalkey import Journal
 from lifecycle.runtime.reconciler import Reconciler

@@ -11,7 +11,7 @@ import pytest
 
 from lifecycle.core.decide import Facts
 from lifecycle.machines.database import DatabaseInstance
-from lifecycle.providers.simcloud.verify import adoption_target, shared_name_target
+from lifecycle.providers.simcloud.scenarios.verify import adoption_target, shared_name_target
 from lifecycle.runtime.reconciler import Pass, Reconciler
 from lifecycle.verify import explore
 

@@ -21,7 +21,7 @@ from lifecycle.cli import main
 from lifecycle.core.kind import FINALIZER, INTENT, Kind
 from lifecycle.driver.cluster import api_client
 from lifecycle.machines.database import DatabaseInstance
-from lifecycle.providers.simcloud.verify import simcloud_target
+from lifecycle.providers.simcloud.scenarios.verify import simcloud_target
 from lifecycle.registry import Registration
 from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.verify import Target, run_scenario

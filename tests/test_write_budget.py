@@ -20,7 +20,7 @@ from helpers import KIND, make, ready
 from lifecycle.core.kind import FINALIZER, INTENT
 from lifecycle.core.values import ResultKind
 from lifecycle.kube.errors import NotFound, ServerError
-from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest
 from lifecycle.testing import Environment
 
 

@@ -2,7 +2,7 @@
 
 The names below are loaded on first use from the modules of this package
 (:mod:`~lifecycle.testing.harness`, :mod:`~lifecycle.testing.queue`,
-:mod:`~lifecycle.testing.faults`, :mod:`~lifecycle.testing.history`,
+:mod:`~lifecycle.testing.faults`, :mod:`~lifecycle.core.history`,
 :mod:`~lifecycle.testing.claims`), so importing this package (as the pytest
 plugin does) costs nothing until a test asks for the harness. The reference,
 with an example of each name, is ``docs/harness.md``.
@@ -22,8 +22,8 @@ _HOMES = {
     "Environment": "lifecycle.testing.harness",
     "DEFAULT_MAX_ATTEMPTS": "lifecycle.testing.harness",
     "merge_applied": "lifecycle.testing.harness",
-    "History": "lifecycle.testing.history",
-    "DEFAULT_LIMIT": "lifecycle.testing.history",
+    "History": "lifecycle.core.history",
+    "DEFAULT_LIMIT": "lifecycle.core.history",
     "ApiFaults": "lifecycle.testing.faults",
     "ClaimEnvironment": "lifecycle.testing.claims",
     "claim_manifest": "lifecycle.testing.claims",

@@ -31,6 +31,7 @@ import yaml
 from lifecycle.core.conditions import get as get_condition
 from lifecycle.core.decide import ReconcilePolicy
 from lifecycle.core.errors import UnhandledError
+from lifecycle.core.history import DEFAULT_LIMIT, History
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 from lifecycle.core.values import Condition, Result
 from lifecycle.driver.crds import crds
@@ -42,7 +43,6 @@ from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.crds import CRD, apply_crd
 from lifecycle.sim.openapi import unknown_fields
 from lifecycle.testing.faults import ApiFaults, FaultyAPI
-from lifecycle.testing.history import DEFAULT_LIMIT, History
 from lifecycle.testing.queue import (
     Backoff,
     Key,

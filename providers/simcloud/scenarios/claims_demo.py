@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from lifecycle.core.kind import EXTERNAL_NAME, connection_secret_ref
 from lifecycle.machines.claim import DATABASE_BINDING
 from lifecycle.providers.simcloud import SimCloud
-from lifecycle.providers.simcloud.harness import claim_environment
+from lifecycle.providers.simcloud.scenarios.harness import claim_environment
 from lifecycle.testing import Step
 from lifecycle.testing.claims import ClaimEnvironment, claim_manifest, class_manifest
 

@@ -19,7 +19,7 @@ from lifecycle.core.conditions import get as get_condition
 from lifecycle.core.kind import EXTERNAL_NAME, INTENT, INTENT_MAC, Kind
 from lifecycle.kube.errors import NotFound
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest
 from lifecycle.testing import Environment
 from lifecycle.testing.claims import (
     CLAIM_NAME,

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 import attrs
 
 from lifecycle.providers.simcloud import CloudUnavailable, SimCloud
-from lifecycle.providers.simcloud.harness import database_manifest, simulated_environment
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.testing import Environment, Step
 
 KIND = "DatabaseInstance"
