@@ -61,6 +61,7 @@ from lifecycle.driver.kinds import (
 from lifecycle.driver.leader import LeaderElector, LeaseOptions
 from lifecycle.driver.metrics import OperatorMetrics, ProbeServer
 from lifecycle.driver.queue import WorkQueue, default_rate_limiter
+from lifecycle.driver.references import follow_references
 from lifecycle.runtime.contract import Connector
 from lifecycle.runtime.providerconfigs import ProviderConfigReconciler, config_of
 from lifecycle.runtime.reads import DEFAULT_READS_TTL
@@ -395,6 +396,7 @@ class Manager:
                 controller.watch(watch, cluster.list_watcher(
                     watch.api_version, watch.kind,
                     None if watch.all_namespaces else options.namespace))
+        follow_references(self, [t for t, _ in kinds])
         if options.track_provider_config_usage:
             self._track_provider_configs(cluster, [t for t, _ in kinds])
         self.elector: LeaderElector | None = None

@@ -99,6 +99,7 @@ from lifecycle.runtime.passes import (
     remove_finalizer,
 )
 from lifecycle.runtime.reads import TTLCache, namespace_annotations, provider_config
+from lifecycle.runtime.references import References
 from lifecycle.runtime.secrets import ConnectionSecrets, generate_password
 from lifecycle.runtime.writes import ObjectWrites
 
@@ -162,6 +163,7 @@ class Reconciler:
         self.host = kind.machine.guard_host()
         self.timing = kind.machine.timing
         self.writes = ObjectWrites(lambda: self.api, kind)
+        self.references = References(lambda: self.api, kind, self.writes.refresh)
 
     # ------------------------------------------------------------------ entry
     def reconcile(self, namespace: str | None, name: str) -> Result:
@@ -208,7 +210,8 @@ class Reconciler:
             return self._run(run, gather(g, objects.status(run.obj)), None)
         # A pass that will persist a password creates a missing Secret rather than read it.
         creating = self.kind.password and not g.deleting and g.policy.allows_modify
-        refused: HandledError | None = None if g.deleting else self._validate(run, creating)
+        refused: HandledError | None = None if g.deleting else (
+            self.references.resolve(run) or self._validate(run, creating))
         if refused is None:
             refused = self._claim(run, g.deleting)
             if refused is not None and g.deleting:

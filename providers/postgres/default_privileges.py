@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 from psycopg import sql
 
+from lifecycle.core import references
 from lifecycle.core.values import Creation, Observation
 from lifecycle.providers.postgres import fields
 from lifecycle.providers.postgres.config import Session, SqlClient, check_name
@@ -39,7 +40,6 @@ from lifecycle.providers.postgres.grant_spec import (
     TABLE_PRIVILEGES,
     privilege_list,
     recorded,
-    required_name,
     with_grant_option,
 )
 from lifecycle.providers.postgres.schema import in_database
@@ -84,13 +84,20 @@ class DefaultPrivilegesParameters:
     revoked).
     """
 
-    role: str = attrs.field(validator=required_name)
-    """The PostgreSQL role that receives the privileges on future objects."""
+    __schema_validations__ = references.required_rules("role", "database")
+
+    role: str = fields.referenced_name()
+    """The PostgreSQL role that receives the privileges on future objects (or roleRef,
+    roleSelector)."""
+    role_ref: references.Reference | None = fields.reference("role", "Role")  # noqa: RUF009
+    role_selector: references.Selector | None = fields.selector("role", "Role")  # noqa: RUF009
     target_role: str = attrs.field(validator=_name, alias="targetRole")
     """The role whose future objects get these privileges: the defaults apply to objects it
     creates."""
-    database: str = attrs.field(validator=required_name)
-    """The database the default privileges apply in."""
+    database: str = fields.referenced_name()
+    """The database the default privileges apply in (or databaseRef, databaseSelector)."""
+    database_ref: references.Reference | None = fields.reference("database", "Database")  # noqa: RUF009
+    database_selector: references.Selector | None = fields.selector("database", "Database")  # noqa: RUF009
     object_type: str = attrs.field(converter=_object_type, alias="objectType")
     """The type of the future objects: table, sequence, function, type or schema."""
     privileges: tuple[str, ...] = attrs.field(converter=_privileges)
@@ -98,7 +105,9 @@ class DefaultPrivilegesParameters:
     privilege of the type."""
     schema: str | None = fields.name()
     """A schema of the database the defaults are limited to; unset, they apply in the whole
-    database."""
+    database (or schemaRef, schemaSelector)."""
+    schema_ref: references.Reference | None = fields.reference("schema", "Schema")  # noqa: RUF009
+    schema_selector: references.Selector | None = fields.selector("schema", "Schema")  # noqa: RUF009
     with_option: str | None = attrs.field(default=None, validator=with_grant_option,
                                           alias="withOption")
     """GRANT also gives the role the right to grant these privileges on to others (WITH GRANT
@@ -108,8 +117,11 @@ class DefaultPrivilegesParameters:
     """
 
     def __attrs_post_init__(self) -> None:
-        """Expand ALL, check each privilege against the object type, refuse the owner."""
-        if self.object_type == "schema" and self.schema is not None:
+        """Check the role and database are given (or referenced), expand ALL, check each
+        privilege against the object type, refuse the owner."""
+        references.check_given(self, "role", "database")
+        if self.object_type == "schema" and (self.schema, self.schema_ref,
+                                             self.schema_selector) != (None, None, None):
             raise ValueError("'schema' cannot be set with objectType schema: default "
                              "privileges on schemas apply to the whole database")
         if self.role == self.target_role:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import attrs
 from psycopg import sql
 
+from lifecycle.core import references
 from lifecycle.core.values import Creation, Observation
 from lifecycle.providers.postgres import fields, marks
 from lifecycle.providers.postgres.config import Session, SqlClient, check_name
@@ -30,14 +31,22 @@ SYSTEM_EXTENSIONS = frozenset({"plpgsql"})
 class ExtensionParameters:
     """``spec.forProvider`` of an Extension: which one, in which database, version and schema."""
 
+    __schema_validations__ = references.required_rules("database")
+
     extension: str = fields.name(required=True)
     """The extension's name as the server knows it, such as pgcrypto or hstore."""
-    database: str = fields.name(required=True)
-    """The database the extension is installed in."""
+    database: str = fields.referenced_name()
+    """The database the extension is installed in (or databaseRef, databaseSelector)."""
+    database_ref: references.Reference | None = fields.reference("database", "Database")  # noqa: RUF009
+    database_selector: references.Selector | None = fields.selector("database", "Database")  # noqa: RUF009
     version: str | None = fields.name()
     """The extension version to install or update to; unset, the server's default version."""
     schema: str | None = fields.name()
     """The schema the extension's objects go into; unset, the first schema of the search path."""
+
+    def __attrs_post_init__(self) -> None:
+        """Check the database is given or referenced."""
+        references.check_given(self, "database")
 
 
 class ExtensionClient(SqlClient):

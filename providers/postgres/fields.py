@@ -13,6 +13,10 @@ from typing import Any
 
 import attrs
 
+from lifecycle.core import references
+
+#: apiVersion of the PostgreSQL kinds, which the references between them name.
+API_VERSION = "postgresql.lifecycle.dev/v1alpha1"
 #: PostgreSQL truncates identifiers longer than this many bytes (NAMEDATALEN - 1).
 MAX_NAME_BYTES = 63
 #: What ``validUntil`` may also be besides a date: no expiry, or always expired.
@@ -180,3 +184,20 @@ def type_name_problem(value: str) -> str:
     if not value.strip() or len(value) > 200 or not _TYPE_NAME.fullmatch(value):
         return f"{value[:64]!r} is not a type name (such as integer, text, numeric(10,2), int[])"
     return ""
+
+
+def reference(field: str, kind: str) -> Any:
+    """``<field>Ref``: a PostgreSQL ``kind`` object of the same namespace whose external name
+    fills ``field`` (:func:`lifecycle.core.references.reference_field`)."""
+    return references.reference_field(field, API_VERSION, kind)
+
+
+def selector(field: str, kind: str) -> Any:
+    """``<field>Selector``: labels selecting the one ``kind`` object of the same namespace
+    whose external name fills ``field``."""
+    return references.selector_field(field, API_VERSION, kind)
+
+
+def referenced_name(*, kw_only: bool = True) -> Any:
+    """A name a reference may fill: unset until given or resolved, checked when given."""
+    return attrs.field(default=None, validator=_name, kw_only=kw_only)

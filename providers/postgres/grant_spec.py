@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from lifecycle.core import references
 from lifecycle.providers.postgres import fields
 
 #: The privileges a database has, as ``aclexplode`` names them.
@@ -195,10 +196,17 @@ class GrantParameters:
     keeps PUBLIC without privileges on the database.
     """
 
-    role: str = attrs.field(validator=required_name)
-    """The PostgreSQL role that receives the privileges."""
-    database: str = attrs.field(validator=required_name)
-    """The database the privileges are on, or in which the schema or its objects live."""
+    __schema_validations__ = references.required_rules("role", "database")
+
+    role: str = fields.referenced_name()
+    """The PostgreSQL role that receives the privileges (or roleRef, roleSelector)."""
+    role_ref: references.Reference | None = fields.reference("role", "Role")  # noqa: RUF009
+    role_selector: references.Selector | None = fields.selector("role", "Role")  # noqa: RUF009
+    database: str = fields.referenced_name()
+    """The database the privileges are on, or in which the schema or its objects live (or
+    databaseRef, databaseSelector)."""
+    database_ref: references.Reference | None = fields.reference("database", "Database")  # noqa: RUF009
+    database_selector: references.Selector | None = fields.selector("database", "Database")  # noqa: RUF009
     privileges: tuple[str, ...] = attrs.field(converter=privilege_list)
     """The privileges to grant, such as CONNECT, CREATE, SELECT, USAGE, or ALL for every privilege
     the target has."""
@@ -227,8 +235,10 @@ class GrantParameters:
     """
 
     def __attrs_post_init__(self) -> None:
-        """Check the target is one kind of object in a schema at most (columns of one named
-        table), expand ALL and check each privilege against the target."""
+        """Check the role and database are given (or referenced), the target is one kind of
+        object in a schema at most (columns of one named table), expand ALL and check each
+        privilege against the target."""
+        references.check_given(self, "role", "database")
         given = [key for key, value in (("tables", self.tables), ("sequences", self.sequences),
                                         ("routines", self.routines)) if value is not None]
         if len(given) > 1:

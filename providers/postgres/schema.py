@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import attrs
 from psycopg import sql
 
+from lifecycle.core import references
 from lifecycle.core.errors import ExternalError
 from lifecycle.core.values import Creation, Observation
 from lifecycle.providers.postgres import fields, marks
@@ -32,13 +33,24 @@ SYSTEM_SCHEMAS = frozenset({"public", "information_schema"})
 class SchemaParameters:
     """``spec.forProvider`` of a Schema: where it lives, who owns it, whether PUBLIC may use it."""
 
-    database: str = fields.name(required=True)
-    """The database the schema lives in."""
+    __schema_validations__ = references.required_rules("database")
+
+    database: str = fields.referenced_name()
+    """The database the schema lives in (or databaseRef, databaseSelector)."""
+    database_ref: references.Reference | None = fields.reference("database", "Database")  # noqa: RUF009
+    database_selector: references.Selector | None = fields.selector("database", "Database")  # noqa: RUF009
     role: str | None = fields.name()
-    """The role that owns the schema; unset, the provider's admin role."""
+    """The role that owns the schema; unset, the provider's admin role (or roleRef,
+    roleSelector)."""
+    role_ref: references.Reference | None = fields.reference("role", "Role")  # noqa: RUF009
+    role_selector: references.Selector | None = fields.selector("role", "Role")  # noqa: RUF009
     revoke_public_on_schema: bool = fields.flag(False, alias="revokePublicOnSchema")
     """Keep PUBLIC without privileges on the schema (REVOKE ALL ON SCHEMA ... FROM PUBLIC).
     Default false."""
+
+    def __attrs_post_init__(self) -> None:
+        """Check the database is given or referenced."""
+        references.check_given(self, "database")
 
 
 def schema_protection(name: str) -> str:

@@ -1,0 +1,105 @@
+"""The operator's requeue of objects waiting on a reference, through the informers.
+
+An object whose reference is unresolved (:mod:`lifecycle.runtime.references`)
+is retried with backoff, which may be a minute away. The operator does not
+wait for it: :func:`follow_references` keeps a
+:class:`~lifecycle.core.references.ReferenceIndex` from the referencing
+kinds' informer events (which objects wait on which names, and on which
+selectors), and when an object of a referenced kind turns Ready (or, Ready,
+changes its labels or external name) it queues at once the objects waiting
+on it. Nothing polls: a referenced kind the operator runs is followed
+through its own informer, one it does not run through an extra watch of the
+referencing controller.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from lifecycle.core import objects
+from lifecycle.core.kind import Kind
+from lifecycle.core.references import ReferenceIndex, declared, is_ready, value_of
+from lifecycle.driver.informer import object_key
+from lifecycle.driver.kinds import Watch
+
+if TYPE_CHECKING:
+    from lifecycle.driver.manager import Manager
+
+__all__ = ["follow_references", "turned_resolvable"]
+
+Key = tuple[str | None, str]
+
+
+def turned_resolvable(old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
+    """Whether a referenced object's change may resolve what waits on it: it is Ready with
+    an external name now, and was not, or its labels or external name changed."""
+    if new is None or not is_ready(new) or not value_of(new):
+        return False
+    if objects.metadata(new).get("deletionTimestamp"):
+        return False
+    return old is None or not is_ready(old) or value_of(old) != value_of(new) or (
+        dict(objects.labels(old)) != dict(objects.labels(new)))
+
+
+def follow_references(manager: Manager, targets: Sequence[Any]) -> ReferenceIndex | None:
+    """Wire the requeue of referencing objects into ``manager``'s controllers; the index
+    (None when no kind declares a reference)."""
+    managed = [t for t in targets if isinstance(t, Kind) and declared(t.parameters)]
+    if not managed:
+        return None
+    by_target = {(t.api_version, t.kind): t for t in targets if isinstance(t, Kind)}
+    controllers = manager.controllers
+    index = ReferenceIndex()
+    lock = threading.Lock()
+
+    def waiting(api_version: str, kind: str, obj: dict[str, Any]) -> set[tuple[str, Key]]:
+        with lock:
+            return index.waiting_on(api_version, kind, obj)
+
+    for kind in managed:
+        referrer = controllers[kind.kind]
+
+        def track(old: dict[str, Any] | None, new: dict[str, Any] | None,
+                  kind: Kind = kind) -> None:
+            obj = new if new is not None else old
+            assert obj is not None
+            with lock:
+                index.update(kind.kind, kind.parameters, new, object_key(obj))
+
+        referrer.followers.append(track)
+        for api_version, name in dict.fromkeys(d.target for d in declared(kind.parameters)):
+            referenced = by_target.get((api_version, name))
+            if referenced is not None and referenced.kind in controllers:
+                controllers[referenced.kind].followers.append(
+                    _waker(manager, api_version, name, waiting))
+            else:  # a kind this operator does not run: watch it for the referrers
+                referrer.watch(Watch(api_version, name, _keys(kind.kind, api_version, name,
+                                                                waiting)),
+                               manager.cluster.list_watcher(api_version, name,
+                                                            manager.options.namespace))
+    return index
+
+
+def _waker(manager: Manager, api_version: str, kind: str, waiting: Any) -> Any:
+    """A follower of a referenced kind's controller: queue what waits on a changed object."""
+    def wake(old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if not turned_resolvable(old, new):
+            return
+        assert new is not None
+        for referrer, key in sorted(waiting(api_version, kind, new),
+                                    key=lambda w: (w[0], w[1][0] or "", w[1][1])):
+            controller = manager.controllers.get(referrer)
+            if controller is not None:
+                controller.enqueue(key)
+    return wake
+
+
+def _keys(referrer: str, api_version: str, kind: str, waiting: Any) -> Any:
+    """A watch's key map: the referrers of ``referrer``'s kind waiting on a Ready object."""
+    def keys(obj: dict[str, Any], cached: Any) -> Iterable[Key]:
+        if not turned_resolvable(None, obj):
+            return ()
+        return [key for who, key in waiting(api_version, kind, obj) if who == referrer]
+    return keys
