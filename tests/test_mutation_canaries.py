@@ -122,8 +122,8 @@ CANARIES: tuple[Canary, ...] = (
     Canary(
         "external-name-edit-followed",
         "runtime/passes.py",
-        "still managing {recorded!r}\", run.generation))\n        return recorded\n",
-        "still managing {recorded!r}\", run.generation))\n        return annotated\n",
+        "f\"still managing {name.recorded!r}\", run.generation))\n        return name.recorded\n",
+        "f\"still managing {name.recorded!r}\", run.generation))\n        return str(name.chosen)\n",
         ("tests/test_spec_conformance.py::"
          "test_changing_the_external_name_after_acquiring_leaks_nothing",),
     ),

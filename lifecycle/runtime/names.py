@@ -26,10 +26,12 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import attrs
+
 from lifecycle.core import objects
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
 
-__all__ = ["Claimant", "NameIndex", "name_key"]
+__all__ = ["Claimant", "ExternalName", "NameIndex", "external_name_of", "name_key"]
 
 #: (provider config name, the kind's extra scope, external name)
 NameKey = tuple[str, tuple[str, ...], str]
@@ -46,15 +48,82 @@ def name_key(obj: Mapping[str, Any], external_name: str, scope: Scope | None = N
     return (str(ref.get("name") or "default"), scope(obj) if scope else (), external_name)
 
 
+@attrs.frozen
+class ExternalName:
+    """An object's external name as a pass reads it, resolved once (:func:`external_name_of`).
+
+    ``recorded`` is the name the status records (set once the resource was
+    named), ``annotated`` the external-name annotation's value as stored
+    (None when absent; "" or another type counts as chosen and is refused by
+    validation), ``claimed`` the name the object takes ownership with (the
+    annotation when a user set one, else the kind's default name), and
+    ``finalized`` whether the object carries the engine's finalizer.
+    """
+
+    recorded: str | None
+    annotated: Any
+    claimed: str
+    finalized: bool
+
+    @property
+    def current(self) -> Any:
+        """The name the object holds: the one recorded in status, else its annotation."""
+        return self.recorded or self.annotated
+
+    @property
+    def chosen(self) -> Any:
+        """The name about to be committed: the annotation, even empty, else ``claimed``."""
+        return self.claimed if self.annotated is None else self.annotated
+
+    @property
+    def holds(self) -> bool:
+        """Whether the object already carries the finalizer and an external name."""
+        return self.finalized and bool(self.annotated)
+
+    @property
+    def held(self) -> str | None:
+        """The name the object holds with the finalizer committed, else None."""
+        if not self.finalized:
+            return None
+        return self.recorded or self.intended
+
+    @property
+    def intended(self) -> str | None:
+        """The annotated name, when it is a non-empty string."""
+        annotated = self.annotated
+        return annotated if isinstance(annotated, str) and annotated else None
+
+    @property
+    def managed(self) -> str:
+        """The name a pass manages: the recorded one, never a later edit of the annotation."""
+        return self.recorded or str(self.chosen)
+
+    @property
+    def renamed(self) -> bool:
+        """Whether the annotation was edited after the resource was named (not followed)."""
+        return self.recorded is not None and self.recorded != str(self.chosen)
+
+
+def external_name_of(obj: Mapping[str, Any],
+                     default: Callable[[Mapping[str, Any]], str] | None = None) -> ExternalName:
+    """Resolve ``obj``'s external name (pure): the one place an object's name is read.
+
+    ``default(obj)`` is the name the object would take ownership with (the
+    kind's ``Kind.external_name``); without it, only an annotated name is claimed.
+    """
+    recorded = objects.status(obj).get("externalName")
+    annotated = objects.annotations(obj).get(EXTERNAL_NAME)
+    found = objects.metadata(obj).get("finalizers")  # as objects.finalizers(), without a list
+    finalized = isinstance(found, list) and FINALIZER in found
+    claimed = default(obj) if default is not None else (
+        annotated if isinstance(annotated, str) else "")
+    return ExternalName(recorded if isinstance(recorded, str) and recorded else None,
+                        annotated, claimed, finalized)
+
+
 def held_name(obj: Mapping[str, Any]) -> str | None:
     """The external name an object holds (finalizer and a name committed), else None."""
-    if FINALIZER not in objects.finalizers(obj):
-        return None
-    recorded = objects.status(obj).get("externalName")
-    if isinstance(recorded, str) and recorded:
-        return recorded
-    annotated = objects.annotations(obj).get(EXTERNAL_NAME)
-    return annotated if isinstance(annotated, str) and annotated else None
+    return external_name_of(obj).held
 
 
 def _claimant(obj: Mapping[str, Any]) -> Claimant:
@@ -140,5 +209,4 @@ class NameIndex:
 
 def _intended(obj: Mapping[str, Any]) -> str | None:
     """The name an object is about to claim (its annotation) when it holds none yet."""
-    annotated = objects.annotations(obj).get(EXTERNAL_NAME)
-    return annotated if isinstance(annotated, str) and annotated else None
+    return external_name_of(obj).intended

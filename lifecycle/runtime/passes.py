@@ -17,13 +17,14 @@ import attrs
 
 from lifecycle.core import objects
 from lifecycle.core.errors import HandledError
-from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
+from lifecycle.core.kind import EXTERNAL_NAME
 from lifecycle.core.values import Condition, ConditionStatus
+from lifecycle.runtime.names import ExternalName
 from lifecycle.runtime.redaction import credential_values, redact, redact_status
 from lifecycle.runtime.secrets import ConnectionSecrets
 
-__all__ = ["ObjectGone", "Pass", "PassObject", "config_note", "current_name", "informational",
-           "managed_name", "remove_finalizer", "staged_meta"]
+__all__ = ["ObjectGone", "Pass", "PassObject", "config_note", "informational", "managed_name",
+           "staged_meta"]
 
 
 class ObjectGone(Exception):
@@ -61,6 +62,11 @@ class Pass:
     #: The provider config read for this pass (by the admission check or the
     #: observation, whichever comes first): read once per pass.
     config: Any = None
+    #: The object's external name, resolved once when the pass starts.
+    name: ExternalName = attrs.field(factory=lambda: ExternalName(None, None, "", False))
+    #: The spec's parameters, parsed once per pass (after its references are resolved):
+    #: the parameters, or the refusal of a spec that does not parse.
+    parsed: tuple[Any, Any] | None = None
 
     def credentials(self, config: Any) -> Any:
         """Note the credential values of ``config`` (a ProviderConfig) for redaction; return it."""
@@ -122,14 +128,6 @@ class PassObject:
                         deferred=True)
 
 
-def current_name(obj: Mapping[str, Any]) -> Any:
-    """The external name an object holds: the one recorded in status, else its annotation."""
-    recorded = objects.status(obj).get("externalName")
-    if isinstance(recorded, str) and recorded:
-        return recorded
-    return objects.annotations(obj).get(EXTERNAL_NAME)
-
-
 def config_note(reason: str, message: str, generation: int) -> Condition:
     """A ``ConfigValid`` False note of this generation."""
     return Condition("ConfigValid", ConditionStatus.FALSE, reason, message, generation)
@@ -139,13 +137,6 @@ def informational(error: HandledError, generation: int) -> Condition:
     """An ``Informational`` note carrying ``error``'s reason and message."""
     return Condition("Informational", ConditionStatus.TRUE, error.reason, error.message,
                      generation)
-
-
-def remove_finalizer(meta: dict[str, Any]) -> None:
-    """Drop the engine's finalizer from ``meta`` (in place)."""
-    finalizers = meta.get("finalizers") or []
-    if FINALIZER in finalizers:
-        meta["finalizers"] = [f for f in finalizers if f != FINALIZER]
 
 
 def staged_meta(run: Pass) -> dict[str, Any]:
@@ -170,15 +161,15 @@ def _copy_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def managed_name(run: Pass) -> str:
-    """The external name the object took ownership with; a later edit of the annotation
-    is reported as a note on the pass, never followed (following it would leak the
-    resource already named)."""
-    annotated = str(run.annotations().get(EXTERNAL_NAME, ""))
-    recorded = objects.status(run.obj).get("externalName")
-    if isinstance(recorded, str) and recorded and recorded != annotated:
+    """The external name the object took ownership with (as resolved when the pass
+    started); a later edit of the annotation is reported as a note on the pass, never
+    followed (following it would leak the resource already named)."""
+    name = run.name
+    if name.recorded is not None and name.renamed:
         run.notes.append(config_note(
             "ExternalNameChanged",
-            f"annotation {EXTERNAL_NAME} changed from {recorded!r} to {annotated[:64]!r} "
-            f"after the resource was named; still managing {recorded!r}", run.generation))
-        return recorded
-    return annotated
+            f"annotation {EXTERNAL_NAME} changed from {name.recorded!r} to "
+            f"{str(name.chosen)[:64]!r} after the resource was named; "
+            f"still managing {name.recorded!r}", run.generation))
+        return name.recorded
+    return name.managed

@@ -48,6 +48,7 @@ to it.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -78,6 +79,7 @@ from lifecycle.core.plan import Plan, acted, after_action, conclude, gather, hel
 from lifecycle.core.values import Observation, Result, now
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.errors import ApiError, NotFound, TooManyRequests
+from lifecycle.kube.objects import add_finalizer, remove_finalizer
 from lifecycle.runtime.contract import (
     Connector,
     ExternalClient,
@@ -88,16 +90,8 @@ from lifecycle.runtime.contract import (
 )
 from lifecycle.runtime.effects import Effects, guarded, run_actions
 from lifecycle.runtime.journalkey import Journal, subject_of
-from lifecycle.runtime.names import NameIndex
-from lifecycle.runtime.passes import (
-    ObjectGone,
-    Pass,
-    PassObject,
-    current_name,
-    informational,
-    managed_name,
-    remove_finalizer,
-)
+from lifecycle.runtime.names import NameIndex, external_name_of
+from lifecycle.runtime.passes import ObjectGone, Pass, PassObject, informational, managed_name
 from lifecycle.runtime.reads import TTLCache, namespace_annotations, provider_config
 from lifecycle.runtime.references import References
 from lifecycle.runtime.secrets import ConnectionSecrets, generate_password
@@ -199,10 +193,11 @@ class Reconciler:
                    secrets=ConnectionSecrets(
                        self.api, kind, self.password_factory,
                        allow_cross_namespace=self.allow_cross_namespace_secrets),
-                   forced=g.forced, notes=list(g.notes))
+                   forced=g.forced, notes=list(g.notes),
+                   name=external_name_of(obj, kind.external_name))
         if g.forced:
             self.writes.mutate(run, lambda m: m.get("annotations", {}).pop(OPERATION, None))
-        run.holds = self._holds(run)  # read by every step up to the first object write
+        run.holds = run.name.holds  # read by every step up to the first object write
         if g.paused:
             return self._held(run, g)
         if g.orphan:
@@ -238,13 +233,6 @@ class Reconciler:
             if effects is not None:
                 close_client(effects.client)
 
-    def _holds(self, run: Pass) -> bool:
-        """Whether the object already carries our finalizer and its external name."""
-        meta = objects.metadata(run.obj)
-        found = meta.get("finalizers")  # as objects.finalizers(), without building a list
-        return isinstance(found, list) and FINALIZER in found and bool(
-            objects.mapping(meta.get("annotations")).get(EXTERNAL_NAME))
-
     def _admit(self, run: Pass) -> HandledError | None:
         """Ask the connector's optional ``admit`` (:class:`~lifecycle.runtime.contract.Connector`)
         whether the provider refuses an object not claimed yet: the refusal, or None.
@@ -257,10 +245,10 @@ class Reconciler:
         admit = admission(self.connector)
         if admit is None:
             return None
-        name = self.kind.external_name(run.obj)
+        name = run.name.claimed
         try:
             config = self._config(run)
-            resource = self._managed(run, name, self.kind.parse_parameters(run.obj.get("spec")))
+            resource = self._managed(run, name, self._parameters(run))
             self.guarded_call(lambda: admit(resource, config))
         except HandledError as exc:
             self.names.release(run.obj, name)
@@ -278,8 +266,8 @@ class Reconciler:
         try:
             run.secrets.ensure_password(run.obj, run.forced)
         except TerminalError as exc:
-            name = self.kind.external_name(run.obj)
-            if isinstance(name, str) and name:
+            name = run.name.claimed
+            if name:
                 self.names.release(run.obj, name)
             return exc
         except HandledError:
@@ -300,14 +288,11 @@ class Reconciler:
         try:
             check_references(run.obj)
             run.secrets.check_namespace(run.obj)
-            annotations = objects.annotations(run.obj)
             if run.holds:
-                self.kind.check_external_name(current_name(run.obj))
+                self.kind.check_external_name(run.name.current)
             else:
-                self.kind.check_external_name(
-                    annotations[EXTERNAL_NAME] if EXTERNAL_NAME in annotations
-                    else self.kind.external_name(run.obj))
-                self.kind.parse_parameters(run.obj.get("spec"))
+                self.kind.check_external_name(run.name.chosen)
+                self._parameters(run)
                 run.secrets.read(run.obj, *connection_secret_ref(run.obj), creating=creating)
         except TerminalError as exc:
             return exc
@@ -315,8 +300,7 @@ class Reconciler:
 
     def _claim(self, run: Pass, deleting: bool) -> HandledError | None:
         """Claim the external name in the index: the conflict, or None when it is ours."""
-        name = current_name(run.obj) if run.holds or deleting else (
-            self.kind.external_name(run.obj))
+        name = run.name.current if run.holds or deleting else run.name.claimed
         if not isinstance(name, str) or not name:
             return None
         holder = self.names.claim(run.obj, name)
@@ -372,11 +356,10 @@ class Reconciler:
         """
         if run.holds:
             return
-        external = self.kind.external_name(run.obj)
+        external = run.name.claimed
 
         def acquire(m: dict[str, Any]) -> None:
-            if FINALIZER not in m.setdefault("finalizers", []):
-                m["finalizers"].append(FINALIZER)
+            add_finalizer(m, FINALIZER)
             m.setdefault("annotations", {}).setdefault(EXTERNAL_NAME, external)
 
         run.stage(acquire)
@@ -387,7 +370,7 @@ class Reconciler:
         old = objects.status(run.obj)
         if g.deleting:
             try:
-                self.kind.check_external_name(current_name(run.obj))
+                self.kind.check_external_name(run.name.current)
             except TerminalError:
                 # No provider can hold a resource under an invalid name: nothing to delete.
                 return gather(g, old, observation=Observation.absent()), None
@@ -432,7 +415,7 @@ class Reconciler:
     def _resource(self, run: Pass, deleting: bool, policy: ReconcilePolicy) -> ManagedResource:
         run.external_name = managed_name(run)
         try:
-            parameters = self.kind.parse_parameters(run.obj.get("spec"))
+            parameters = self._parameters(run)
         except TerminalError:
             if not deleting:
                 raise
@@ -442,6 +425,19 @@ class Reconciler:
             password = run.secrets.password(run.obj, deleting or not policy.allows_modify,
                                             run.forced, deleting=deleting)
         return self._managed(run, run.external_name, parameters, password)
+
+    def _parameters(self, run: Pass) -> Any:
+        """The spec's parameters, parsed once per pass; a spec that does not parse raises
+        its :class:`TerminalError` each time they are asked for."""
+        if run.parsed is None:
+            try:
+                run.parsed = (self.kind.parse_parameters(run.obj.get("spec")), None)
+            except TerminalError as exc:
+                run.parsed = (None, exc)
+        parameters, refusal = run.parsed
+        if refusal is not None:
+            raise refusal
+        return parameters
 
     def _managed(self, run: Pass, external_name: str, parameters: Any,
                  password: str | None = None) -> ManagedResource:
@@ -522,8 +518,8 @@ class Reconciler:
         if not leaving and (status != old or run.forced):
             self.writes.status(run, status)
         if final:
-            self.writes.mutate(run, remove_finalizer)
-            name = current_name(run.obj)
+            self.writes.mutate(run, functools.partial(remove_finalizer, name=FINALIZER))
+            name = external_name_of(run.obj).current  # as the pass leaves the object
             if isinstance(name, str) and name:
                 self.names.release(run.obj, name)
         self._log_transition(run, made.source if made is not None else concluded.source,
