@@ -23,7 +23,14 @@ from lifecycle.core import objects
 from lifecycle.core.errors import CredentialsError, HandledError, Severity, Throttled
 from lifecycle.core.kind import FINALIZER, OPERATION, OWNER, PAUSED, RECONCILE_POLICY
 from lifecycle.core.machine import LifecycleMachine, Timing, TransitionSpec
-from lifecycle.core.values import Condition, ConditionStatus, Observation, ProviderStatus, Result
+from lifecycle.core.values import (
+    Condition,
+    ConditionStatus,
+    Observation,
+    ProviderStatus,
+    Result,
+    drift_detail,
+)
 
 __all__ = [
     "OPERATION_OF_STATE",
@@ -264,7 +271,8 @@ def choose_event(facts: Facts) -> Choice:
         return Choice("update", "ReconcileRequested",
                       "the reconcile annotation asked for a full update")
     if not obs.up_to_date and facts.policy.allows_modify:
-        return Choice("update", "UpdateRequested", "external resource differs from spec")
+        return Choice("update", "UpdateRequested",
+                      "external resource differs from spec" + drift_detail(obs.drifted))
     if not obs.up_to_date:
         return Choice(
             "available",

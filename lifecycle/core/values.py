@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from json.encoder import encode_basestring_ascii as _json_string  # what json.dumps uses
 from math import floor as _floor
@@ -188,11 +189,32 @@ class Observation:
     #: Why the provider will never hand this resource to an object that did not
     #: create it (a superuser, a template database...); "" when it may be adopted.
     protected: str = ""
+    #: The spec fields (as the spec spells them) an out-of-date resource differs in, for
+    #: the drift Event: names only, never values (:func:`drift_detail` keeps only names).
+    drifted: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
     @classmethod
     def absent(cls) -> Observation:
         """The external resource does not exist."""
         return cls(exists=False, up_to_date=False)
+
+
+#: What a drifted field's name may look like: a spec key or a dotted path of them. Anything
+#: else (a value a provider put there by mistake) never reaches an Event.
+_FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}(\.[A-Za-z][A-Za-z0-9_]{0,63}){0,3}")
+#: The most drifted fields an Event names.
+MAX_DRIFT_NAMES = 8
+
+
+def drift_detail(names: Iterable[str]) -> str:
+    """``": drift on a, b"`` for the field names of an observation's ``drifted`` (sorted,
+    each once, at most :data:`MAX_DRIFT_NAMES` and ``...``); anything that is not a field
+    name is left out; "" when none is left."""
+    kept = sorted({n for n in names if isinstance(n, str) and _FIELD_NAME.fullmatch(n)})
+    if not kept:
+        return ""
+    more = ", ..." if len(kept) > MAX_DRIFT_NAMES else ""
+    return f": drift on {', '.join(kept[:MAX_DRIFT_NAMES])}{more}"
 
 
 @attrs.frozen

@@ -105,18 +105,23 @@ class DatabaseClient(SqlClient):
                                message=f"database {name!r} is invalid (an interrupted DROP "
                                        "DATABASE); drop it by hand to recover",
                                observed=observed)
-        up_to_date = (
-            want.owner in (None, owner)
-            and want.connection_limit in (None, limit)
-            and (want.encoding is None or self._encoding_id(want.encoding) == encoding_id)
-            and same_locale(want.lc_collate, collate) and same_locale(want.lc_ctype, ctype)
-            and want.allow_connections in (None, allow) and want.is_template in (None, template)
-            and want.tablespace in (None, tablespace)
-            and marks.recorded(note, resource.namespace, self.server.config_name)
-        )
+        # The fields that differ, by spec key, for the drift Event (never their values).
+        drifted = [key for key, differs in (
+            ("owner", want.owner not in (None, owner)),
+            ("connectionLimit", want.connection_limit not in (None, limit)),
+            ("encoding", want.encoding is not None
+             and self._encoding_id(want.encoding) != encoding_id),
+            ("lcCollate", not same_locale(want.lc_collate, collate)),
+            ("lcCType", not same_locale(want.lc_ctype, ctype)),
+            ("allowConnections", want.allow_connections not in (None, allow)),
+            ("isTemplate", want.is_template not in (None, template)),
+            ("tablespace", want.tablespace not in (None, tablespace)),
+            ("comment", not marks.recorded(note, resource.namespace,
+                                           self.server.config_name))) if differs]
         return Observation(
             exists=True,
-            up_to_date=up_to_date,
+            up_to_date=not drifted,
+            drifted=drifted,
             late_init={"owner": owner, "encoding": encoding, "connectionLimit": limit,
                        "tablespace": tablespace},
             connection=self.server.connection_details(want.owner or owner, None, name,

@@ -188,15 +188,18 @@ class DefaultPrivilegesClient(SqlClient):
         stale = _stale(resource, want, acl)
         if not held and not stale:
             return Observation.absent()
-        up_to_date = held == set(want.privileges) and (
-            want.with_option is None or all(acl[p] for p in want.privileges)) and (
-            not want.exclusive or set(acl) <= set(want.privileges)) and not stale
+        drifted = [key for key, differs in (
+            ("privileges", held != set(want.privileges) or bool(stale)),
+            ("withOption", want.with_option is not None
+             and not all(acl.get(p) for p in want.privileges)),
+            ("exclusive", want.exclusive and not set(acl) <= set(want.privileges))) if differs]
         observed: dict[str, Any] = {"scope": want.scope, "privileges": sorted(held),
                                     "grantable": sorted(p for p in held if acl[p]),
                                     "others": sorted(set(acl) - set(want.privileges))}
         if stale:
             observed["revoking"] = sorted(stale)
-        return Observation(exists=True, up_to_date=up_to_date, observed=observed)
+        return Observation(exists=True, up_to_date=not drifted, drifted=drifted,
+                           observed=observed)
 
     def create(self, resource: ManagedResource) -> Creation:
         """ALTER DEFAULT PRIVILEGES ... GRANT (granting held privileges again is harmless)."""

@@ -72,10 +72,13 @@ class ExtensionClient(SqlClient):
         if resource.owner_mark and not marks.same_owner(mark, resource.owner_mark) and (
                 protected or mark):
             return Observation(exists=True, owner=mark, protected=protected)
+        drifted = [key for key, differs in (
+            ("version", want.version not in (None, version)),
+            ("schema", want.schema not in (None, schema)),
+            ("comment", not marks.recorded(note, resource.namespace,
+                                           self.server.config_name))) if differs]
         return Observation(
-            exists=True, up_to_date=want.version in (None, version)
-            and want.schema in (None, schema)
-            and marks.recorded(note, resource.namespace, self.server.config_name),
+            exists=True, up_to_date=not drifted, drifted=drifted,
             late_init={"version": version, "schema": schema},
             observed={"version": version, "schema": schema, "database": want.database},
             owner=mark, protected=protected)

@@ -206,17 +206,21 @@ class RoleClient(SqlClient):
         member_of = self._memberships(name)
         check, password_ok = self._password_check(name, resource.password, login)
         settings = self._held_settings(name)
-        up_to_date = (
-            held == want.flags() and limit == want.connection_limit and bool(expiry_ok)
-            and (want.member_of is None or set(want.member_of) == set(member_of))
-            and password_ok is not False
-            and (want.configuration_parameters is None
-                 or self._settings_differ(want, settings) == ({}, set()))
-            and marks.recorded(note, resource.namespace, self.server.config_name)
-        )
+        # The fields that differ, by spec key, for the drift Event (never their values).
+        drifted = [key for key, value in want.flags().items() if held[key] != value]
+        drifted += [key for key, differs in (
+            ("connectionLimit", limit != want.connection_limit),
+            ("validUntil", not expiry_ok),
+            ("memberOf", want.member_of is not None and set(want.member_of) != set(member_of)),
+            ("password", password_ok is False),
+            ("configurationParameters", want.configuration_parameters is not None
+             and self._settings_differ(want, settings) != ({}, set())),
+            ("comment", not marks.recorded(note, resource.namespace,
+                                                   self.server.config_name))) if differs]
         return Observation(
             exists=True,
-            up_to_date=up_to_date,
+            up_to_date=not drifted,
+            drifted=drifted,
             connection=self.server.connection_details(name, resource.password,
                                                       self.server.database, "Role"),
             observed={**held, "connectionLimit": limit, "validUntil": expiry,

@@ -104,10 +104,13 @@ class SchemaClient(SqlClient):
         if resource.owner_mark and not marks.same_owner(mark, resource.owner_mark) and (
                 protected or mark):
             return Observation(exists=True, owner=mark, protected=protected)
-        up_to_date = want.role in (None, owner) and not (
-            want.revoke_public_on_schema and public) and marks.recorded(
-            note, resource.namespace, self.server.config_name)
-        return Observation(exists=True, up_to_date=up_to_date, late_init={"role": owner},
+        drifted = [key for key, differs in (
+            ("role", want.role not in (None, owner)),
+            ("revokePublicOnSchema", want.revoke_public_on_schema and bool(public)),
+            ("comment", not marks.recorded(note, resource.namespace,
+                                           self.server.config_name))) if differs]
+        return Observation(exists=True, up_to_date=not drifted, drifted=drifted,
+                           late_init={"role": owner},
                            observed={"owner": owner, "database": want.database,
                                      "publicPrivileges": bool(public)},
                            owner=mark, protected=protected)
