@@ -364,9 +364,12 @@ def test_a_cached_manager_watches_connection_secrets_of_its_namespace(
     manager = _manager(server, options, secrets=True)
     cached = manager.cluster
     try:
-        (informer,) = cached._informers
+        informer, namespaces = cached._informers[:2]
         assert (informer.source.namespace, informer.source.label_selector) == (
             namespace, f"{CONNECTION_SECRET_LABEL}=true")
+        # The supporting reads come with it: the served Namespace (or all of them).
+        assert namespaces.source.info.kind == "Namespace"
+        assert namespaces.source.field_selector == (namespace and f"metadata.name={namespace}")
         assert manager.closers == [cached.stop]
     finally:
         cached.stop()

@@ -313,7 +313,8 @@ def test_resync_offers_every_cached_object_once_synced() -> None:
     def sleep(event: threading.Event, seconds: float) -> bool:
         rounds.append(seconds)
         if len(rounds) == 2:  # synced only after the first round
-            informer._cache = {("ns", "a"): obj("a", "1"), ("ns", "b"): obj("b", "2")}
+            informer._cache = {("ns", n): informer._pack(obj(n, v))
+                               for n, v in (("a", "1"), ("b", "2"))}
             informer.synced.set()
         return len(rounds) > 4
 
@@ -330,7 +331,8 @@ def test_resync_stops_between_objects_when_stopped() -> None:
     handler = Recorder()
     informer = Informer("t", Script([], [], []), handler, InformerOptions(resync=1.0),
                         sleep=lambda e, s: e.is_set())
-    informer._cache = {("ns", "a"): obj("a", "1"), ("ns", "b"): obj("b", "2")}
+    informer._cache = {("ns", n): informer._pack(obj(n, v))
+                       for n, v in (("a", "1"), ("b", "2"))}
     informer.synced.set()
     handler.on_resync = lambda o: (handler.calls.append(("resync", o["metadata"]["name"])),
                                    informer._stop.set())  # type: ignore[method-assign]

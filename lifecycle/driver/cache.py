@@ -23,6 +23,14 @@ Staleness is handled the way it must be with any cache:
   the object does not exist, as in controller-runtime's cached client; a miss
   in a partial store is read from the API server.
 
+Besides the kinds it reconciles, a pass reads its namespace and its provider
+config's credentials Secret. :func:`cached_manager` serves those from
+informers too: one on Namespaces (only the operator's namespace when it
+serves one), and one per Secret a ProviderConfig names (``metadata.name``
+field selector), started as the ProviderConfig informer shows the configs.
+A change to either is then seen as the watch delivers it, and no pass asks
+the API server.
+
 Objects are handed out shared, as a controller-runtime cache hands them out:
 a read returns the store's object itself and a write returns the object the
 API server answered, which is also what the cache keeps. A caller must not
@@ -41,7 +49,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from lifecycle.core.kind import CONNECTION_SECRET_LABEL
+from lifecycle.core import objects
+from lifecycle.core.kind import CONNECTION_SECRET_LABEL, PROVIDER_CONFIG_KIND
 from lifecycle.core.objects import metadata
 from lifecycle.driver.cluster import KubeCluster
 from lifecycle.driver.informer import Informer, InformerOptions
@@ -59,6 +68,22 @@ MAX_WRITTEN = 10_000
 #: Seconds an object written here is preferred to an informer that has not caught up.
 #: Informers lag by milliseconds; past this, the store (or a 409 and a fresh read) decides.
 WRITTEN_TTL = 10.0
+#: Secrets named by ProviderConfigs watched one by one, at most (more are read from the
+#: API server): each is a watch connection and a thread.
+MAX_NAMED_SECRETS = 32
+
+
+def credential_secrets(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(namespace, name)`` of every Secret a ProviderConfig names: its credentials
+    (``credentials.secretRef`` when the source is a Secret) and its TLS material."""
+    spec = objects.spec(config)
+    block = objects.mapping(spec.get("credentials"))
+    tls = objects.mapping(spec.get("tls"))
+    refs = [objects.mapping(block.get("secretRef")) if (block.get("source") or "Secret")
+            == "Secret" else {}, objects.mapping(tls.get("caSecretRef")),
+            objects.mapping(tls.get("clientCertSecretRef"))]
+    return [(str(ref.get("namespace") or "default"), ref["name"]) for ref in refs
+            if isinstance(ref.get("name"), str) and ref["name"]]
 
 
 class Store(Protocol):
@@ -118,6 +143,8 @@ class CachedCluster:
         self._fresh: set[tuple[str, str, str | None, str]] = set()
         self._lock = threading.Lock()
         self._informers: list[Informer] = []
+        #: Stores of single objects (a Secret a ProviderConfig names), by identity.
+        self._named: dict[tuple[str, str, str | None, str], Informer] = {}
         #: Reads answered from a store, and reads sent to the API server.
         self.hits = 0
         self.misses = 0
@@ -185,10 +212,59 @@ class CachedCluster:
                         complete=namespace is None and label_selector is None)
         return informer
 
+    def watch_namespaces(self, name: str | None = None,
+                         options: InformerOptions | None = None) -> Informer:
+        """Start an informer on Namespaces (only ``name`` when given) and serve Namespace
+        reads from it. The operator then needs ``list`` and ``watch`` on Namespaces."""
+        selector = None if name is None else f"metadata.name={name}"
+        informer = Informer("namespaces",
+                            self.cluster.list_watcher("v1", "Namespace", None,
+                                                      field_selector=selector),
+                            _Ignore(), options or InformerOptions(resync=0)).start()
+        self._informers.append(informer)
+        self.serve_from("v1", "Namespace", informer, complete=name is None)
+        return informer
+
+    def follow_credentials(self, configs: Informer) -> None:
+        """Serve the Secrets the ProviderConfigs of ``configs`` name from informers.
+
+        Each Secret gets an informer of its own (a ``metadata.name`` field
+        selector in its namespace, :meth:`watch_object`), started when the
+        ProviderConfig informer first shows a config naming it; at most
+        :data:`MAX_NAMED_SECRETS` of them.
+        """
+        def seen(config: dict[str, Any]) -> None:
+            if config.get("metadata", {}).get("deletionTimestamp"):
+                return
+            for namespace, name in credential_secrets(config):
+                self.watch_object("v1", "Secret", namespace, name)
+
+        configs.observers.append(seen)
+
+    def watch_object(self, api_version: str, kind: str, namespace: str | None,
+                     name: str) -> Informer | None:
+        """Serve reads of one object from an informer of its own (started now, or the
+        one already running); None past :data:`MAX_NAMED_SECRETS`."""
+        ident = (api_version, kind, namespace, name)
+        with self._lock:
+            found = self._named.get(ident)
+            if found is not None or len(self._named) >= MAX_NAMED_SECRETS:
+                return found
+            informer = Informer(f"{kind.lower()}-{namespace}-{name}",
+                                self.cluster.list_watcher(
+                                    api_version, kind, namespace,
+                                    field_selector=f"metadata.name={name}"),
+                                _Ignore(), InformerOptions(resync=0))
+            self._named[ident] = informer
+            self._informers.append(informer)
+        return informer.start()
+
     def stop(self) -> None:
         """Stop the informers this cache started itself; with the detector on, check
         every object handed out (:class:`~lifecycle.kube.sharing.SharedObjectChanged`)."""
-        for informer in self._informers:
+        with self._lock:
+            informers = list(self._informers)
+        for informer in informers:
             informer.stop()
         self.detector.check()
 
@@ -216,10 +292,23 @@ class CachedCluster:
         except NotFound:
             return None
 
-    def _read(self, api_version: str, kind: str, namespace: str | None, name: str, *,
-              presume: bool) -> dict[str, Any]:
+    def _store(self, api_version: str, kind: str, namespace: str | None,
+               name: str) -> tuple[Store, bool] | None:
+        """The synced store that answers for ``name`` and whether a miss there means
+        NotFound: the object's own informer, else its kind's; None if neither."""
+        if self._named:
+            named = self._named.get((api_version, kind, namespace, name))
+            if named is not None and named.synced.is_set():
+                return named, True
         found = self._stores.get((api_version, kind))
         if found is None or not found[0].synced.is_set():
+            return None
+        return found
+
+    def _read(self, api_version: str, kind: str, namespace: str | None, name: str, *,
+              presume: bool) -> dict[str, Any]:
+        found = self._store(api_version, kind, namespace, name)
+        if found is None:
             return self.cluster.get(api_version, kind, namespace, name)
         store, complete = found
         info = self.cluster.info(api_version, kind)
@@ -322,8 +411,8 @@ class CachedCluster:
             with self._lock:
                 self._written.pop(ident, None)
             return
-        store = self._stores[(ident[0], ident[1])][0]
-        if _caught_up(store.get((ident[2], ident[3])), obj, base):
+        found = self._store(*ident)
+        if found is not None and _caught_up(found[0].get((ident[2], ident[3])), obj, base):
             return  # the informer's event came first: the store answers already
         at = self.clock()
         with self._lock:
@@ -352,9 +441,10 @@ class CachedCluster:
         return self.cluster.record_event(involved, type, reason, message)
 
     def list_watcher(self, api_version: str, kind: str, namespace: str | None = None,
-                     label_selector: str | None = None) -> Any:
-        """The underlying cluster's list-and-watch source."""
-        return self.cluster.list_watcher(api_version, kind, namespace, label_selector)
+                     label_selector: str | None = None, **selectors: Any) -> Any:
+        """The underlying cluster's list-and-watch source (``field_selector`` passed on)."""
+        return self.cluster.list_watcher(api_version, kind, namespace, label_selector,
+                                         **selectors)
 
     def __getattr__(self, name: str) -> Any:
         # info, register and anything else KubeCluster offers.
@@ -363,7 +453,7 @@ class CachedCluster:
 
 def cached_manager(cluster: KubeCluster, pairs: Sequence[tuple[Target, Connector | None]],
                    options: ManagerOptions | None = None, *, secrets: bool = False,
-                   **kwargs: Any) -> Manager:
+                   supporting: bool | None = None, **kwargs: Any) -> Manager:
     """A :class:`~lifecycle.driver.manager.Manager` whose reconcilers read through a cache.
 
     Each kind is read from the manager's own informer for it; everything
@@ -372,9 +462,14 @@ def cached_manager(cluster: KubeCluster, pairs: Sequence[tuple[Target, Connector
     the connection Secrets the engine writes (labelled
     ``lifecycle.dev/connection-secret=true``) in the watched namespace (all
     when none), which needs ``list`` and ``watch`` on Secrets; other Secrets
-    (provider credentials) are still read from the API server. The
-    manager's :meth:`~lifecycle.driver.manager.Manager.stop` stops the cache
-    (its informer, and the mutation detector's last check).
+    (provider credentials) are still read from the API server unless
+    ``supporting``. ``supporting`` (default: as ``secrets``) serves the
+    supporting reads of a pass from informers too: the Namespace (the watched
+    one, or all), which needs ``list`` and ``watch`` on Namespaces, and each
+    Secret a ProviderConfig names (:meth:`CachedCluster.follow_credentials`,
+    when the manager runs a ProviderConfig informer). The manager's
+    :meth:`~lifecycle.driver.manager.Manager.stop` stops the cache (its
+    informers, and the mutation detector's last check).
     """
     options = options or ManagerOptions()
     cached = CachedCluster(cluster)
@@ -383,5 +478,11 @@ def cached_manager(cluster: KubeCluster, pairs: Sequence[tuple[Target, Connector
     if secrets:
         cached.watch_secrets(options.namespace,
                              label_selector=f"{CONNECTION_SECRET_LABEL}=true")
+    if secrets if supporting is None else supporting:
+        cached.watch_namespaces(options.namespace)
+        for controller in manager.controllers.values():
+            info = getattr(controller.informer.source, "info", None)
+            if info is not None and info.kind == PROVIDER_CONFIG_KIND:
+                cached.follow_credentials(controller.informer)
     manager.closers.append(cached.stop)
     return manager

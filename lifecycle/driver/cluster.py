@@ -342,17 +342,17 @@ class KubeCluster:
 
     def list(self, api_version: str, kind: str, namespace: str | None = None,
              label_selector: str | None = None, *,
-             decode: Callable[[bytes], Any] = json.loads) -> tuple[list[dict[str, Any]], str]:
+             decode: Callable[[bytes], Any] = json.loads,
+             field_selector: str | None = None) -> tuple[list[dict[str, Any]], str]:
         """List a kind (in one namespace or all) and return items and resourceVersion.
 
         ``decode`` turns the answer's bytes into objects (an informer asks for
-        the compact form of :func:`lifecycle.driver.store.decode`).
+        :func:`lifecycle.driver.store.loads`, which drops ``managedFields``).
         """
         info = self.info(api_version, kind)
         ns = namespace if info.namespaced else None
-        doc = self._request("GET", self._path(info, ns),
-                            query={"labelSelector": label_selector} if label_selector else None,
-                            decode=decode)
+        query = _selectors(label_selector, field_selector)
+        doc = self._request("GET", self._path(info, ns), query=query or None, decode=decode)
         return list(doc.get("items") or []), str(doc["metadata"].get("resourceVersion", ""))
 
     def _target(self, obj: dict[str, Any]) -> tuple[ResourceInfo, str | None, str]:
@@ -410,26 +410,40 @@ class KubeCluster:
 
     # ----------------------------------------------------------- list/watch
     def list_watcher(self, api_version: str, kind: str, namespace: str | None = None,
-                     label_selector: str | None = None) -> KubeListWatcher:
-        """A list-and-watch source for an informer of one custom kind."""
-        return KubeListWatcher(self, self.info(api_version, kind), namespace, label_selector)
+                     label_selector: str | None = None, *,
+                     field_selector: str | None = None) -> KubeListWatcher:
+        """A list-and-watch source for an informer of one kind (``field_selector``:
+        ``metadata.name=NAME`` watches one object)."""
+        return KubeListWatcher(self, self.info(api_version, kind), namespace, label_selector,
+                               field_selector)
+
+
+def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
+    """The query parameters of a label and a field selector (those given)."""
+    query = {}
+    if label_selector:
+        query["labelSelector"] = label_selector
+    if field_selector:
+        query["fieldSelector"] = field_selector
+    return query
 
 
 class KubeListWatcher:
     """Lists and watches one kind through the cluster's lean transport."""
 
     def __init__(self, cluster: KubeCluster, info: ResourceInfo, namespace: str | None,
-                 label_selector: str | None) -> None:
+                 label_selector: str | None, field_selector: str | None = None) -> None:
         self.cluster = cluster
         self.info = info
         self.namespace = namespace
         self.label_selector = label_selector
+        self.field_selector = field_selector
         self._stream: WatchStream | None = None
         self._lock = threading.Lock()
 
     def list(self) -> tuple[list[dict[str, Any]], str]:
-        """All objects (in the compact form of :mod:`lifecycle.driver.store`) and the
-        list's resourceVersion.
+        """All objects (decoded by :func:`lifecycle.driver.store.loads`, without
+        ``managedFields``) and the list's resourceVersion.
 
         Read in pages of :data:`LIST_PAGE` objects, one consistent snapshot, so
         a large list never sits in memory whole as bytes and text (memory a
@@ -439,18 +453,17 @@ class KubeListWatcher:
         """
         info = self.info
         path = self.cluster._path(info, self.namespace if info.namespaced else None)
-        query = {"limit": str(LIST_PAGE)}
-        if self.label_selector:
-            query["labelSelector"] = self.label_selector
+        query = {"limit": str(LIST_PAGE), **_selectors(self.label_selector, self.field_selector)}
         items: list[dict[str, Any]] = []
         while True:
             try:
-                doc = self.cluster._request("GET", path, query=query, decode=store.decode)
+                doc = self.cluster._request("GET", path, query=query, decode=store.loads)
             except Gone:
                 if "continue" not in query:
                     raise
                 return self.cluster.list(info.api_version, info.kind, self.namespace,
-                                         self.label_selector, decode=store.decode)
+                                         self.label_selector, decode=store.loads,
+                                         field_selector=self.field_selector)
             items.extend(doc.get("items") or [])
             meta = doc.get("metadata") or {}
             token = meta.get("continue")
@@ -462,11 +475,12 @@ class KubeListWatcher:
               inactivity: float) -> Iterator[tuple[str, dict[str, Any]]]:
         """Stream events after ``resource_version`` with bookmarks; ``Gone`` on 410.
 
-        Each object comes in the compact form of :mod:`lifecycle.driver.store`.
+        Each object is decoded by :func:`lifecycle.driver.store.loads` (an informer
+        packs what it keeps, so a compact decode would be spent on a passing dict).
         """
         for kind, line in self.watch_lines(resource_version, timeout=timeout,
                                            inactivity=inactivity):
-            event = store.decode(line)
+            event = store.loads(line)
             yield kind or str(event.get("type", "")), event.get("object") or {}
 
     def watch_lines(self, resource_version: str, *, timeout: float,
@@ -478,9 +492,8 @@ class KubeListWatcher:
         """
         info = self.info
         query = {"watch": "true", "resourceVersion": resource_version,
-                 "allowWatchBookmarks": "true", "timeoutSeconds": str(max(1, int(timeout)))}
-        if self.label_selector:
-            query["labelSelector"] = self.label_selector
+                 "allowWatchBookmarks": "true", "timeoutSeconds": str(max(1, int(timeout))),
+                 **_selectors(self.label_selector, self.field_selector)}
         ns = self.namespace if info.namespaced else None
         path = self.cluster._path(info, ns) + "?" + urlencode(query)
         try:

@@ -20,6 +20,11 @@ resourceVersion, applying every event to its cache and telling a
   ``relist_after_errors`` watches in a row that delivered nothing but an
   error, re-list too (the version may be one the server cannot serve);
 - every ``resync`` seconds the handler sees every cached object again.
+
+The cache keeps each object packed (:class:`~lifecycle.driver.store.Packer`):
+a few tens of bytes for an object of a kilobyte or two. A read unpacks it,
+so every caller gets a dict of its own; the handler gets the object the
+watch decoded and, on an update, the previous one unpacked.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import Any, Protocol
 import attrs
 
 from lifecycle.core.objects import metadata
+from lifecycle.driver.store import Packer
 from lifecycle.kube.errors import ApiError, ResourceVersionTooLarge, error_from_status
 
 __all__ = ["Handler", "Informer", "InformerOptions", "ListWatcher", "object_key"]
@@ -124,38 +130,62 @@ class InformerStats:
 
 
 class Informer:
-    """Keeps a cache of one kind in step with the server and notifies a handler."""
+    """Keeps a cache of one kind in step with the server and notifies a handler.
+
+    ``packed`` (the default) keeps the cached objects packed; without it they
+    are kept as the source decoded them, and reads share them.
+    """
 
     def __init__(self, name: str, source: ListWatcher, handler: Handler,
                  options: InformerOptions = InformerOptions(), *,
-                 sleep: Callable[[threading.Event, float], bool] | None = None) -> None:
+                 sleep: Callable[[threading.Event, float], bool] | None = None,
+                 packed: bool = True) -> None:
         self.name = name
         self.source = source
         self.handler = handler
         self.options = options
         self.stats = InformerStats()
         self.synced = threading.Event()
-        self._cache: dict[Key, dict[str, Any]] = {}
+        #: Packs the cached objects (None: they are kept as decoded).
+        self.packer = Packer() if packed else None
+        self._cache: dict[Key, Any] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._resource_version: str | None = None
         self._delivered = False  # whether the current watch delivered an event
         self._wait = sleep or (lambda event, seconds: event.wait(seconds))
-        #: Called with each object a watch event stores (or removes), after the store
-        #: holds it and before the handler hears of it; from the informer thread.
+        #: Called with each object a list or a watch event stores (or a watch event
+        #: removes), after the store holds it and before the handler hears of it; from
+        #: the informer thread.
         self.observers: list[Callable[[dict[str, Any]], None]] = []
 
     # --------------------------------------------------------------- cache
     def get(self, key: Key) -> dict[str, Any] | None:
-        """The cached object for ``(namespace, name)``."""
+        """The cached object for ``(namespace, name)`` (a dict of the caller's own when
+        packed)."""
         with self._lock:
-            return self._cache.get(key)
+            entry = self._cache.get(key)
+        return None if entry is None else self._unpack(entry)
 
     def items(self) -> list[dict[str, Any]]:
         """A snapshot of every cached object."""
         with self._lock:
-            return list(self._cache.values())
+            entries = list(self._cache.values())
+        return [self._unpack(entry) for entry in entries]
+
+    def stored_bytes(self) -> int | None:
+        """The bytes of the packed objects held (None when the objects are not packed)."""
+        if self.packer is None:
+            return None
+        with self._lock:
+            return sum(map(len, self._cache.values()))
+
+    def _pack(self, obj: dict[str, Any]) -> Any:
+        return obj if self.packer is None else self.packer.pack(obj)
+
+    def _unpack(self, entry: Any) -> dict[str, Any]:
+        return entry if self.packer is None else self.packer.unpack(entry)
 
     def __len__(self) -> int:
         with self._lock:
@@ -246,9 +276,15 @@ class Informer:
         items, resource_version = self.source.list()
         self.stats.lists += 1
         fresh = {object_key(obj): obj for obj in items}
+        packed = {key: self._pack(obj) for key, obj in fresh.items()}
         with self._lock:
-            old = self._cache
-            self._cache = fresh
+            held = self._cache
+            self._cache = packed
+        old = {key: self._unpack(entry) for key, entry in held.items()}
+        del held
+        for obj in fresh.values():
+            for observe in self.observers:
+                observe(obj)
         for key, obj in old.items():
             now = fresh.get(key)
             if now is None or _uid(now) != _uid(obj):
@@ -289,12 +325,14 @@ class Informer:
 
     def _apply(self, kind: str, obj: dict[str, Any]) -> None:
         key = object_key(obj)
+        entry = None if kind == "DELETED" else self._pack(obj)
         with self._lock:
-            before = self._cache.get(key)
-            if kind == "DELETED":
+            held = self._cache.get(key)
+            if entry is None:
                 self._cache.pop(key, None)
             else:
-                self._cache[key] = obj
+                self._cache[key] = entry
+        before = None if held is None or kind == "DELETED" else self._unpack(held)
         for observe in self.observers:
             observe(obj)
         if kind == "DELETED":

@@ -50,7 +50,8 @@ USES: Mapping[str, tuple[str, ...]] = {
     "children": ("get", "create", "replace", "list_watcher"),
     # list and watch: the operator caches the connection Secrets it writes.
     "secrets": ("get", "list_watcher", "create", "replace", "delete"),
-    "namespaces": ("get",),
+    # list and watch: the operator caches the Namespaces it serves (their annotations).
+    "namespaces": ("get", "list_watcher"),
     # get: a read the cache cannot answer (before the first list, after a 409).
     "providerconfigs": ("get", "list_watcher", "replace", "replace_status"),
     "events": ("record_event",),
