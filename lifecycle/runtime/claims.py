@@ -70,6 +70,7 @@ from lifecycle.kube.objects import (
     owner_reference,
     remove_finalizer,
 )
+from lifecycle.runtime.effects import run_actions
 
 
 @attrs.define
@@ -513,12 +514,14 @@ class ClaimReconciler:
         if decision.error is None and facts.problem is not None:
             decision = attrs.evolve(decision, error=facts.problem)
         if decision.transition is not None:
-            effects = ClaimEffects(self.store, run, facts)
-            try:
-                for action in decision.actions:
-                    getattr(self.host, action)(effects)
-            except HandledError as exc:
-                decision = attrs.evolve(decision.failing(exc, "action"), transition=None)
+            # The managed reconciler's action runner. The claim's actions are the engine's
+            # own code: nothing they raise is wrapped (every exception passes through),
+            # and any handled error, informational or not, keeps the state.
+            acted, notices = run_actions(decision, self.host, ClaimEffects(self.store, run, facts),
+                                         passthrough=(Exception,))
+            if acted is not decision or notices:
+                failed = acted if acted is not decision else decision.failing(notices[0], "action")
+                decision = attrs.evolve(failed, transition=None)
         # The status reports the generation as this pass's own writes left it.
         written = attrs.evolve(facts, generation=objects.generation(run.obj))
         moment = self.clock()

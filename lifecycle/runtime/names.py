@@ -52,56 +52,33 @@ def name_key(obj: Mapping[str, Any], external_name: str, scope: Scope | None = N
 class ExternalName:
     """An object's external name as a pass reads it, resolved once (:func:`external_name_of`).
 
-    ``recorded`` is the name the status records (set once the resource was
-    named), ``annotated`` the external-name annotation's value as stored
-    (None when absent; "" or another type counts as chosen and is refused by
-    validation), ``claimed`` the name the object takes ownership with (the
-    annotation when a user set one, else the kind's default name), and
-    ``finalized`` whether the object carries the engine's finalizer.
+    A plain value: every reading a step needs is computed when it is resolved.
     """
 
+    #: The name the status records (set once the resource was named), else None.
     recorded: str | None
+    #: The external-name annotation's value as stored (None when absent; "" or another
+    #: type counts as chosen, and validation refuses it).
     annotated: Any
+    #: The name the object takes ownership with: the annotation when a user set one,
+    #: else the kind's default name.
     claimed: str
+    #: Whether the object carries the engine's finalizer.
     finalized: bool
-
-    @property
-    def current(self) -> Any:
-        """The name the object holds: the one recorded in status, else its annotation."""
-        return self.recorded or self.annotated
-
-    @property
-    def chosen(self) -> Any:
-        """The name about to be committed: the annotation, even empty, else ``claimed``."""
-        return self.claimed if self.annotated is None else self.annotated
-
-    @property
-    def holds(self) -> bool:
-        """Whether the object already carries the finalizer and an external name."""
-        return self.finalized and bool(self.annotated)
-
-    @property
-    def held(self) -> str | None:
-        """The name the object holds with the finalizer committed, else None."""
-        if not self.finalized:
-            return None
-        return self.recorded or self.intended
-
-    @property
-    def intended(self) -> str | None:
-        """The annotated name, when it is a non-empty string."""
-        annotated = self.annotated
-        return annotated if isinstance(annotated, str) and annotated else None
-
-    @property
-    def managed(self) -> str:
-        """The name a pass manages: the recorded one, never a later edit of the annotation."""
-        return self.recorded or str(self.chosen)
-
-    @property
-    def renamed(self) -> bool:
-        """Whether the annotation was edited after the resource was named (not followed)."""
-        return self.recorded is not None and self.recorded != str(self.chosen)
+    #: The name the object holds: the recorded one, else its annotation.
+    current: Any = None
+    #: The name about to be committed: the annotation, even empty, else ``claimed``.
+    chosen: Any = None
+    #: Whether the object already carries the finalizer and an external name.
+    holds: bool = False
+    #: The annotated name, when it is a non-empty string.
+    intended: str | None = None
+    #: The name the object holds with the finalizer committed, else None.
+    held: str | None = None
+    #: The name a pass manages: the recorded one, never a later edit of the annotation.
+    managed: str = ""
+    #: Whether the annotation was edited after the resource was named (not followed).
+    renamed: bool = False
 
 
 def external_name_of(obj: Mapping[str, Any],
@@ -111,14 +88,20 @@ def external_name_of(obj: Mapping[str, Any],
     ``default(obj)`` is the name the object would take ownership with (the
     kind's ``Kind.external_name``); without it, only an annotated name is claimed.
     """
-    recorded = objects.status(obj).get("externalName")
+    stored = objects.status(obj).get("externalName")
+    recorded = stored if isinstance(stored, str) and stored else None
     annotated = objects.annotations(obj).get(EXTERNAL_NAME)
     found = objects.metadata(obj).get("finalizers")  # as objects.finalizers(), without a list
     finalized = isinstance(found, list) and FINALIZER in found
-    claimed = default(obj) if default is not None else (
-        annotated if isinstance(annotated, str) else "")
-    return ExternalName(recorded if isinstance(recorded, str) and recorded else None,
-                        annotated, claimed, finalized)
+    intended = annotated if isinstance(annotated, str) and annotated else None
+    claimed = default(obj) if default is not None else (intended or "")
+    chosen = claimed if annotated is None else annotated
+    return ExternalName(
+        recorded, annotated, claimed, finalized, current=recorded or annotated, chosen=chosen,
+        holds=finalized and bool(annotated), intended=intended,
+        held=(recorded or intended) if finalized else None,
+        managed=recorded or str(chosen),
+        renamed=recorded is not None and recorded != str(chosen))
 
 
 def held_name(obj: Mapping[str, Any]) -> str | None:

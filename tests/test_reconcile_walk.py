@@ -1,0 +1,89 @@
+"""One reconcile of a DatabaseInstance, followed from the queue to the status write.
+
+The walk (:mod:`reconcile_walk`) records each engine module the pass calls
+into, consecutive calls in one module being one visit. The goal is at most
+:data:`TARGET` visits per module; :data:`BUDGET` holds, per module, where
+the walk of the create pass stands today, so that a change can only keep or
+lower a count, never raise it. A helper bounced through another module (a
+call handed down and called back) raises its caller's count, and the test
+shows the check fails on one.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+from helpers import KIND, database_manifest, make
+from reconcile_walk import record, short, visits
+
+from lifecycle.runtime import names, retry
+from lifecycle.runtime.reconciler import Reconciler
+
+#: The visits per module the walk aims at.
+TARGET = 2
+#: Visits per module of the create pass as the walk stands (modules not listed: TARGET).
+BUDGET = {
+    "runtime/reconciler": 26, "runtime/passes": 13, "runtime/effects": 11,
+    "runtime/secrets": 9, "runtime/writes": 6, "runtime/contract": 5, "runtime/reads": 4,
+    "runtime/retry": 4, "runtime/journalkey": 4, "testing/harness": 3, "testing/queue": 3,
+    "runtime/names": 3, "runtime/redaction": 3,
+}
+
+
+def create_pass_walk() -> list[str]:
+    """The walk of the first reconcile of a new DatabaseInstance (it creates the resource)."""
+    env, _ = make()
+    env.apply(database_manifest("db"))
+    walk = record(lambda: env.reconcile(KIND, "db"))
+    assert env.state(KIND, "db") == "creating"
+    return walk
+
+
+def over_budget(walk: list[str]) -> dict[str, int]:
+    """The modules visited more often than their budget, with their counts."""
+    return {short(m): n for m, n in visits(walk).items()
+            if n > BUDGET.get(short(m), TARGET)}
+
+
+def test_the_create_pass_walks_from_the_queue_to_the_status_write() -> None:
+    walk = [short(m) for m in create_pass_walk()]
+    assert walk[0] == "testing/harness" and walk[-2:] == ["core/requeue", "testing/queue"]
+    assert "runtime/reconciler" in walk and walk.index("runtime/reconciler") < walk.index(
+        "core/requeue")
+
+
+def test_no_module_is_visited_more_often_than_its_budget() -> None:
+    walk = create_pass_walk()
+    assert over_budget(walk) == {}, " -> ".join(short(m) for m in walk)
+
+
+def test_a_bounced_helper_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The provider-config read handed to a helper in another module that calls it back."""
+    original = Reconciler._config
+
+    def bounced(self: Reconciler, run: Any) -> Any:
+        found: list[Any] = []
+        retry.retry_conflicts(functools.partial(lambda: found.append(original(self, run))),
+                              lambda: None, what="bounced read")
+        return found[0]
+
+    monkeypatch.setattr(Reconciler, "_config", bounced)
+    assert over_budget(create_pass_walk()) == {"runtime/retry": BUDGET["runtime/retry"] + 1}
+
+
+def test_the_walk_collapses_consecutive_calls_and_counts_returns_after_another() -> None:
+    """The recorder itself, on two runtime modules."""
+    obj = {"metadata": {"name": "db", "uid": "u"}}
+
+    def twice_then_bounced() -> None:
+        names.external_name_of(obj)
+        names.external_name_of(obj)
+        retry.retry_conflicts(functools.partial(names.external_name_of, obj), lambda: None,
+                              what="read")
+
+    walk = record(twice_then_bounced)
+    assert walk == ["lifecycle.runtime.names", "lifecycle.runtime.retry",
+                    "lifecycle.runtime.names"]
+    assert visits(walk)["lifecycle.runtime.names"] == 2
