@@ -378,7 +378,7 @@ class RealServer:
     def prepare(self, kindset: str) -> None:
         """Install the workload's CRDs; for DatabaseInstance also the default ProviderConfig."""
         from lifecycle.cli.envtest import seed
-        from lifecycle.driver.crds import crds
+        from lifecycle.schema.crds import crds
         from lifecycle.testing.envtest import install
 
         with _one_line("installing the CRDs"):

@@ -64,7 +64,7 @@ class ClaimMachine(LifecycleMachine):
     """
 
     #: Objects of kinds run by this machine are resource claims: the CRD generator
-    #: (:mod:`lifecycle.driver.crds`) gives them a claim's spec and status.
+    #: (:mod:`lifecycle.schema.crds`) gives them a claim's spec and status.
     is_claim = True
 
     unbound = State("Unbound", initial=True)

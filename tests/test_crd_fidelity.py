@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from lifecycle.driver.crds import crd
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.postgres.testing import postgres_server  # noqa: F401 (fixture)
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
+from lifecycle.schema.crds import crd
 from lifecycle.sim.crds import apply_crd
 from lifecycle.sim.schema import unknown_fields
 

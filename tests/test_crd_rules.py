@@ -15,17 +15,17 @@ import attrs
 import pytest
 
 from lifecycle.core.kind import PROVIDER_CONFIG_API
-from lifecycle.driver.crds import (
+from lifecycle.core.parents import ParentKind, Version
+from lifecycle.kube.errors import Invalid
+from lifecycle.machines.claim import DatabaseClaim, DatabaseInstanceClass
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.schema.crds import (
     claim_spec_schema,
     crd,
     crds,
     provider_config_apis,
     schema_for_type,
 )
-from lifecycle.kube.errors import Invalid
-from lifecycle.machines.claim import DatabaseClaim, DatabaseInstanceClass
-from lifecycle.machines.database import DatabaseInstance
-from lifecycle.runtime.children import ParentKind, Version
 from lifecycle.sim import EmbeddedAPI
 from lifecycle.sim.crds import apply_crd
 from lifecycle.testing.claims import claim_manifest, class_manifest

@@ -30,6 +30,7 @@ from lifecycle.core.claims import (
     DEFAULT_RESOURCE_NAMESPACE,
     RELEASED,
 )
+from lifecycle.core.parents import OwnedChild, ParentKind, Version
 from lifecycle.driver.cache import cached_manager
 from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.driver.informer import InformerOptions
@@ -39,7 +40,6 @@ from lifecycle.kube.errors import NotFound
 from lifecycle.machines.claim import DATABASE_BINDING, DatabaseClaim, DatabaseInstanceClass
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-from lifecycle.runtime.children import OwnedChild, ParentKind, Version
 from lifecycle.sim.embedded import embedded_cluster
 from lifecycle.sim.http import APIServerHTTP
 from lifecycle.testing.claims import claim_manifest, class_manifest

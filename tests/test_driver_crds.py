@@ -21,10 +21,10 @@ from lifecycle import registry
 from lifecycle.cli import main
 from lifecycle.cli.run import configure_logging
 from lifecycle.core.claims import ReclaimPolicy
-from lifecycle.driver.crds import check_crd, check_structural, crd, schema_for_type
 from lifecycle.machines.claim import DATABASE_BINDING, DatabaseClaim, DatabaseInstanceClass
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud.scenarios.harness import claim_environment
+from lifecycle.schema.crds import check_crd, check_structural, crd, schema_for_type
 from lifecycle.sim.schema import prune, unknown_fields, validate
 from lifecycle.testing.claims import claim_manifest, class_manifest
 

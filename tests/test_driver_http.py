@@ -12,7 +12,6 @@ from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
 from lifecycle.driver.cluster import KubeCluster, api_client, translate
-from lifecycle.driver.crds import crd
 from lifecycle.kube.errors import (
     AlreadyExists,
     Conflict,
@@ -24,6 +23,7 @@ from lifecycle.kube.errors import (
 )
 from lifecycle.kube.resources import ResourceType
 from lifecycle.machines.database import DatabaseInstance
+from lifecycle.schema.crds import crd
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.http import APIServerHTTP, json_patch
 

@@ -15,8 +15,9 @@ from lifecycle.core.values import Result
 from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.driver.informer import Informer, InformerOptions
 from lifecycle.driver.manager import Controller, shard_of, update_triggers
-from lifecycle.driver.queue import ItemExponentialBackoff, WorkQueue
+from lifecycle.driver.queue import WorkQueue
 from lifecycle.kube.errors import ResourceVersionTooLarge, ServerError
+from lifecycle.kube.ratelimit import ItemExponentialBackoff
 from lifecycle.kube.resources import ResourceType
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.http import APIServerHTTP

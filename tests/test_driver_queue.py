@@ -7,12 +7,8 @@ import time
 
 import pytest
 
-from lifecycle.driver.queue import (
-    BucketRateLimiter,
-    ItemExponentialBackoff,
-    MaxOfRateLimiter,
-    WorkQueue,
-)
+from lifecycle.driver.queue import WorkQueue
+from lifecycle.kube.ratelimit import BucketRateLimiter, ItemExponentialBackoff, MaxOfRateLimiter
 
 
 class FakeClock:

@@ -35,8 +35,8 @@ from lifecycle.driver.permissions import (
     secret_rules,
     verbs_for,
 )
-from lifecycle.driver.structural import check_crd, check_structural
 from lifecycle.kube.errors import AlreadyExists, Conflict, NotFound, ServerError
+from lifecycle.schema.structural import check_crd, check_structural
 
 # --------------------------------------------------------------------------- filters
 

@@ -14,8 +14,8 @@ import pytest
 
 from lifecycle import registry
 from lifecycle.core.kind import Kind
-from lifecycle.driver.crds import crd, crds, is_claim
 from lifecycle.machines.managed import ManagedResourceMachine
+from lifecycle.schema.crds import crd, crds, is_claim
 
 
 def undescribed(schema: dict[str, Any], path: str) -> Iterator[str]:

@@ -11,8 +11,8 @@ import pytest
 
 from lifecycle import testing
 from lifecycle.core.values import ResultKind
-from lifecycle.driver.queue import ItemExponentialBackoff
 from lifecycle.kube.errors import Conflict, TooManyRequests
+from lifecycle.kube.ratelimit import ItemExponentialBackoff
 from lifecycle.machines.claim import DATABASE_BINDING
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.machines.managed import ManagedResourceMachine

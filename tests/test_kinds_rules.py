@@ -14,6 +14,7 @@ import pytest
 
 from lifecycle.core.claims import CLAIM_NAME, CLAIM_NAMESPACE, ClassKind
 from lifecycle.core.decide import ReconcilePolicy
+from lifecycle.core.parents import OwnedChild, ParentKind, Version
 from lifecycle.driver.cluster import KubeCluster, ResourceInfo, api_client
 from lifecycle.driver.kinds import (
     ControllerSpec,
@@ -28,7 +29,7 @@ from lifecycle.driver.manager import ManagerOptions
 from lifecycle.machines.claim import DATABASE_BINDING, DatabaseClaim, DatabaseInstanceClass
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-from lifecycle.runtime.children import OwnedChild, ParentKind, ParentReconciler, Version
+from lifecycle.runtime.children import ParentReconciler
 from lifecycle.runtime.claims import ClaimReconciler
 from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.testing.claims import claim_manifest

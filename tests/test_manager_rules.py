@@ -23,6 +23,7 @@ import pytest
 from lifecycle.core.decide import ReconcilePolicy
 from lifecycle.core.errors import UnhandledError
 from lifecycle.core.kind import OPERATION, PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
+from lifecycle.core.parents import OwnedChild, ParentKind, Version
 from lifecycle.core.values import Result
 from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.driver.filters import redacted_traceback, shard_of
@@ -39,16 +40,12 @@ from lifecycle.driver.manager import (
     default_identity,
 )
 from lifecycle.driver.metrics import OperatorMetrics
-from lifecycle.driver.queue import (
-    BucketRateLimiter,
-    ItemExponentialBackoff,
-    MaxOfRateLimiter,
-    WorkQueue,
-)
+from lifecycle.driver.queue import WorkQueue
+from lifecycle.kube.ratelimit import BucketRateLimiter, ItemExponentialBackoff, MaxOfRateLimiter
 from lifecycle.machines.claim import DATABASE_BINDING
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
-from lifecycle.runtime.children import OwnedChild, ParentKind, ParentReconciler, Version
+from lifecycle.runtime.children import ParentReconciler
 from lifecycle.runtime.claims import ClaimReconciler
 from lifecycle.runtime.providerconfigs import ProviderConfigReconciler
 from lifecycle.runtime.reconciler import Reconciler

@@ -9,6 +9,7 @@ import attrs
 import pytest
 import yaml
 
+from lifecycle.core.parents import OwnedChild, ParentKind, Version
 from lifecycle.driver.manifests import (
     RUN_AS_USER,
     ManifestError,
@@ -19,7 +20,6 @@ from lifecycle.driver.manifests import (
     write_kustomize,
 )
 from lifecycle.machines.database import DatabaseInstance
-from lifecycle.runtime.children import OwnedChild, ParentKind, Version
 
 OK = Options(image="example/operator:1", kind_names=("DatabaseInstance",))
 RULE = ("(RFC 1123 label: at most 63 lowercase letters, digits and '-', starting and ending "

@@ -137,7 +137,7 @@ CANARIES: tuple[Canary, ...] = (
     ),
     Canary(
         "crd-without-status-failure",
-        "driver/crds.py",
+        "schema/crds.py",
         "                \"failure\": {\"type\": \"object\","
         " \"description\": \"The last failed operation.\",",
         "                \"failure_\": {\"type\": \"object\","

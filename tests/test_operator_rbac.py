@@ -286,9 +286,9 @@ def rare_paths(real_cluster: Any, namespace: str, user: str, since: int,
     from lifecycle.core.claims import CLAIM_NAME, CLAIM_NAMESPACE
     from lifecycle.driver.cache import CachedCluster
     from lifecycle.driver.cluster import KubeCluster, api_client
-    from lifecycle.driver.crds import is_claim
     from lifecycle.driver.informer import Informer, InformerOptions
     from lifecycle.runtime.providerconfigs import ProviderConfigReconciler
+    from lifecycle.schema.crds import is_claim
 
     admin = real_cluster.kubeconfig
     # A queued claim key the namespaced store does not hold: read from the server (404).

@@ -143,9 +143,9 @@ def test_a_kind_may_name_its_own_provider_config_group() -> None:
     """Operators of different providers never share a ProviderConfig kind."""
     import attrs
 
-    from lifecycle.driver.crds import crds
     from lifecycle.driver.manifests import cluster_rules
     from lifecycle.providers.simcloud import DatabaseConnector
+    from lifecycle.schema.crds import crds
     from lifecycle.testing.plugin import build_environment
 
     own = attrs.evolve(DatabaseInstance, provider_config_api="aws.example.org/v1beta1")

@@ -22,7 +22,11 @@ from serve_helpers import Serve
 from lifecycle.core.errors import CredentialsError
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
 from lifecycle.core.providerconfig import ENV_PREFIX, FILES_ROOT_ENV, TLS_KEYS
-from lifecycle.driver.crds import (
+from lifecycle.kube.errors import Invalid
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.runtime.credentials import resolve_credentials
+from lifecycle.runtime.reads import provider_config
+from lifecycle.schema.crds import (
     SchemaError,
     check_crd,
     crd,
@@ -31,10 +35,6 @@ from lifecycle.driver.crds import (
     provider_config_crd,
     provider_config_spec_schema,
 )
-from lifecycle.kube.errors import Invalid
-from lifecycle.machines.database import DatabaseInstance
-from lifecycle.runtime.credentials import resolve_credentials
-from lifecycle.runtime.reads import provider_config
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.embedded import register_kinds
 

@@ -14,13 +14,8 @@ from typing import Any
 
 import pytest
 
-from lifecycle.driver.queue import (
-    BucketRateLimiter,
-    ItemExponentialBackoff,
-    MaxOfRateLimiter,
-    WorkQueue,
-    default_rate_limiter,
-)
+from lifecycle.driver.queue import WorkQueue, default_rate_limiter
+from lifecycle.kube.ratelimit import BucketRateLimiter, ItemExponentialBackoff, MaxOfRateLimiter
 
 
 class Clock:

@@ -16,7 +16,8 @@ import pytest
 
 from lifecycle.core.requeue import apply_result
 from lifecycle.core.values import Result
-from lifecycle.driver.queue import ItemExponentialBackoff, WorkQueue
+from lifecycle.driver.queue import WorkQueue
+from lifecycle.kube.ratelimit import ItemExponentialBackoff
 from lifecycle.testing.queue import Backoff, VirtualClock, VirtualQueue
 
 KEY = ("DatabaseInstance", "default", "db")

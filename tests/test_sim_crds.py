@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from lifecycle.driver.crds import crd, crds
 from lifecycle.kube.errors import Invalid, MethodNotAllowed, NotFound
 from lifecycle.machines.database import DatabaseInstance
+from lifecycle.schema.crds import crd, crds
 from lifecycle.sim import EmbeddedAPI
 from lifecycle.sim.crds import CLEANUP_FINALIZER, apply_crd
 from lifecycle.sim.embedded import register_kinds

@@ -21,9 +21,9 @@ import pytest
 from lifecycle import registry
 from lifecycle.core.kind import Kind
 from lifecycle.core.status import ENGINE_KEYS
-from lifecycle.driver.crds import crd
 from lifecycle.machines.claim import DATABASE_BINDING, ClaimMachine
 from lifecycle.providers.simcloud.scenarios.harness import claim_environment
+from lifecycle.schema.crds import crd
 from lifecycle.sim.crds import apply_crd
 from lifecycle.sim.schema import unknown_fields
 from lifecycle.testing.claims import ClaimEnvironment, claim_manifest, class_manifest

@@ -13,19 +13,16 @@ from typing import Any
 import pytest
 
 from lifecycle.core.errors import TerminalError
+from lifecycle.core.parents import OwnedChild, ParentKind, Version, apply_defaults, convert_up
 from lifecycle.core.values import ResultKind
 from lifecycle.kube.objects import owned_by
 from lifecycle.providers.simcloud.scenarios.harness import simulated_environment
 from lifecycle.runtime.children import (
-    OwnedChild,
-    ParentKind,
     ParentReconciler,
-    Version,
-    apply_defaults,
-    convert_up,
     covers,
     initialize_conditions,
     overlay,
+    resource_types,
 )
 
 
@@ -162,7 +159,7 @@ def test_owned_by_compares_uids() -> None:
 @pytest.fixture
 def world() -> Any:
     env, _ = simulated_environment()
-    for rtype in APP.resource_types():
+    for rtype in resource_types(APP):
         env.api.register(rtype)
     return env, ParentReconciler(env.api, APP, clock=env.clock.now)
 

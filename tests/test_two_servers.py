@@ -444,7 +444,7 @@ def test_a_postgres_role_database_and_grant_converge_and_go(
     deleted."""
     from lifecycle import registry
     from lifecycle.cli import check_connector
-    from lifecycle.driver.crds import crds
+    from lifecycle.schema.crds import crds
     from lifecycle.testing.envtest import install
 
     names = ("Role", "Database", "Grant")

@@ -24,10 +24,10 @@ import pytest
 import yaml
 
 from lifecycle.core.kind import Kind, spec_field
-from lifecycle.driver.crds import SchemaError, check_crd, crd, schema_for_type
-from lifecycle.driver.schemas import plain_text
 from lifecycle.kube.errors import Invalid
 from lifecycle.machines.managed import ManagedResourceMachine
+from lifecycle.schema.crds import SchemaError, check_crd, crd, schema_for_type
+from lifecycle.schema.openapi import plain_text
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.crds import apply_crd
 

@@ -21,7 +21,7 @@ import yaml
 from envtest_helpers import kubectl, kubectl_kubeconfig
 from test_typed_crds import Topic, topic
 
-from lifecycle.driver.crds import crd
+from lifecycle.schema.crds import crd
 
 
 @pytest.fixture(params=["embedded", "envtest"])

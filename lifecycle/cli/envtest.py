@@ -41,11 +41,11 @@ DEFAULT_KUBECONFIG = "envtest.kubeconfig"
 def seed(client: Any, kinds: list[Any]) -> None:
     """Install ``kinds``' CRDs and a ``default`` ProviderConfig with its Secret (idempotent);
     only of the ProviderConfig kinds whose spec needs nothing but credentials
-    (:func:`~lifecycle.driver.crds.default_config_fits`)."""
+    (:func:`~lifecycle.schema.crds.default_config_fits`)."""
     from kubernetes import client as k8s
 
     from lifecycle.core.kind import PROVIDER_CONFIG_KIND
-    from lifecycle.driver.crds import crds, default_config_fits, provider_config_apis
+    from lifecycle.schema.crds import crds, default_config_fits, provider_config_apis
     from lifecycle.sim.embedded import EXAMPLE_CREDENTIALS
     from lifecycle.testing.envtest import install
 

@@ -32,7 +32,7 @@ from lifecycle import registry
 from lifecycle.cli import UsageError, check_connector, load
 from lifecycle.core.claims import ClassKind
 from lifecycle.core.kind import Kind
-from lifecycle.runtime.children import ParentKind
+from lifecycle.core.parents import ParentKind
 from lifecycle.runtime.contract import Connector
 
 __all__ = ["JsonFormatter", "configure_logging", "register"]
@@ -153,7 +153,7 @@ def _pairs(registrations: Sequence[registry.Registration],
     a claim kind runs as its :class:`~lifecycle.core.claims.ClaimBinding`, a
     parent kind as itself, both without a connector.
     """
-    from lifecycle.driver.crds import is_claim
+    from lifecycle.schema.crds import is_claim
 
     shared = _connector(connector_spec) if connector_spec and any(
         not is_claim(r.kind) and not isinstance(r.kind, ParentKind)
@@ -392,7 +392,7 @@ def _dump(docs: Sequence[dict[str, Any]]) -> str:
 
 def crds_command(args: argparse.Namespace) -> int:
     """``lifecycle crds``: print the CRDs of the kinds as YAML."""
-    from lifecycle.driver.crds import check_crd, crds
+    from lifecycle.schema.crds import check_crd, crds
 
     docs = crds([r.kind for r in _registrations(args.kinds or DEFAULT_KINDS, classes=True)])
     for doc in docs:

@@ -123,7 +123,7 @@ def _persisted(pairs: Sequence[tuple[Kind, Any]]) -> dict[str, Any]:
 def serve(args: argparse.Namespace) -> int:
     """``lifecycle serve``: serve the API (and run the operator) until SIGTERM/SIGINT."""
     from lifecycle.cli.run import _pairs, _registrations, allowed_adoption, configure_logging
-    from lifecycle.driver.crds import crds
+    from lifecycle.schema.crds import crds
     from lifecycle.sim.apiserver import EmbeddedAPI
     from lifecycle.sim.embedded import seed_provider_config
     from lifecycle.sim.persist import StateFile, StateFileError
@@ -183,7 +183,7 @@ def _seed_configs(api: Any, kinds: Sequence[Kind], seed: Any) -> None:
     """A ``default`` ProviderConfig (simulated-cloud credentials) of each ProviderConfig kind
     the served kinds name, where a config needs nothing but credentials; for the others
     (PostgreSQL's needs a host), one line saying what to create."""
-    from lifecycle.driver.crds import default_config_fits, provider_config_apis
+    from lifecycle.schema.crds import default_config_fits, provider_config_apis
 
     for api_version in provider_config_apis(kinds):
         if default_config_fits(kinds, api_version):

@@ -34,9 +34,10 @@ import attrs
 from lifecycle.core.claims import CLAIM_NAME, CLAIM_NAMESPACE, ClaimBinding, ClassKind
 from lifecycle.core.kind import Kind
 from lifecycle.core.objects import labels, metadata, spec
+from lifecycle.core.parents import ParentKind
 from lifecycle.core.requeue import Reconciles
 from lifecycle.driver.cluster import KubeCluster, ResourceInfo
-from lifecycle.runtime.children import ParentKind, ParentReconciler
+from lifecycle.runtime.children import ParentReconciler
 from lifecycle.runtime.claims import ClaimReconciler
 from lifecycle.runtime.contract import Connector
 from lifecycle.runtime.reconciler import Reconciler

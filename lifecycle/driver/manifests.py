@@ -27,9 +27,9 @@ import yaml
 from lifecycle.core.claims import ClaimBinding, ClassKind
 from lifecycle.core.errors import LifecycleError
 from lifecycle.core.kind import Kind
-from lifecycle.driver.crds import crds, is_claim, provider_config_apis
+from lifecycle.core.parents import ParentKind
 from lifecycle.driver.permissions import lease_rules, rules, secret_rules
-from lifecycle.runtime.children import ParentKind
+from lifecycle.schema.crds import crds, is_claim, provider_config_apis
 
 __all__ = ["RUN_AS_USER", "ManifestError", "Options", "cluster_rules", "dump", "manifests",
            "registered_bindings",

@@ -30,10 +30,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lifecycle.driver.crds import check_crd
 from lifecycle.kube.errors import MethodNotAllowed
 from lifecycle.kube.objects import clone
 from lifecycle.kube.resources import ResourceType
+from lifecycle.schema.crds import check_crd
 from lifecycle.sim import celrules
 from lifecycle.sim import schema as schemas
 from lifecycle.sim.gc import plan_delete

@@ -21,9 +21,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
-from lifecycle.driver.crds import crds, default_config_fits, provider_config_apis
 from lifecycle.kube.errors import AlreadyExists
 from lifecycle.kube.resources import ResourceType
+from lifecycle.schema.crds import crds, default_config_fits, provider_config_apis
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.crds import apply_crd
 from lifecycle.sim.http import APIServerHTTP
@@ -79,7 +79,7 @@ def register_kinds(api: EmbeddedAPI, kinds: Sequence[Kind], *, seed_config: bool
     Each is created, or updated when it exists (re-applying the same CRDs
     changes nothing); ``seed_config`` also creates a default ProviderConfig of
     every ProviderConfig kind the kinds name whose spec needs nothing but credentials
-    (:func:`~lifecycle.driver.crds.default_config_fits`: not a PostgreSQL one, whose
+    (:func:`~lifecycle.schema.crds.default_config_fits`: not a PostgreSQL one, whose
     server nobody can guess).
     """
     for doc in crds(kinds):

@@ -25,9 +25,9 @@ from lifecycle.core.claims import (
 )
 from lifecycle.core.kind import Kind
 from lifecycle.core.values import Result
-from lifecycle.driver.crds import crd
 from lifecycle.kube.errors import NotFound
 from lifecycle.runtime.claims import ClaimReconciler
+from lifecycle.schema.crds import crd
 from lifecycle.sim.crds import apply_crd
 
 if TYPE_CHECKING:

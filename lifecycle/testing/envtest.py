@@ -425,9 +425,13 @@ class RealCluster:
 
     def api_client(self) -> Any:
         """An official-client ``ApiClient`` as the administrator."""
-        from lifecycle.driver.cluster import api_client
+        from kubernetes import client as k8s
+        from kubernetes import config as k8s_config
 
-        return api_client(kubeconfig=str(self.kubeconfig))
+        configuration = k8s.Configuration()
+        k8s_config.load_kube_config(config_file=str(self.kubeconfig),
+                                    client_configuration=configuration)
+        return k8s.ApiClient(configuration)
 
     def service_account_token(self, namespace: str, name: str, *,
                               seconds: int = 3600) -> str:
@@ -460,7 +464,7 @@ class RealCluster:
 
     def install_crds(self, kinds: Sequence[Any]) -> None:
         """Install (create or replace) the CRDs of ``kinds`` and wait until each is served."""
-        from lifecycle.driver.crds import crds
+        from lifecycle.schema.crds import crds
 
         install(self.api_client(), crds(kinds))
 

@@ -33,12 +33,12 @@ from lifecycle.core.decide import ReconcilePolicy
 from lifecycle.core.errors import UnhandledError
 from lifecycle.core.history import DEFAULT_LIMIT, History
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
+from lifecycle.core.requeue import Reconciles
 from lifecycle.core.values import Condition, Result
-from lifecycle.driver.crds import crds
-from lifecycle.driver.kinds import Reconciles
 from lifecycle.kube.errors import BadRequest, NotFound
 from lifecycle.runtime.contract import Connector
 from lifecycle.runtime.reconciler import Reconciler
+from lifecycle.schema.crds import crds
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.crds import CRD, apply_crd
 from lifecycle.sim.openapi import unknown_fields

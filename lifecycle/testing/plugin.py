@@ -33,7 +33,7 @@ def build_environment(*, environment: str = "simcloud", **options: Any) -> Any:
 
     kinds = options.get("kinds")
     if kinds and isinstance(kinds[0], tuple):
-        from lifecycle.driver.crds import default_config_fits
+        from lifecycle.schema.crds import default_config_fits
 
         custom = Environment(**options)
         for api_version in dict.fromkeys(

@@ -3,7 +3,7 @@
 :class:`VirtualQueue` applies a reconcile's result with the operator's own
 requeue matrix (:func:`~lifecycle.core.requeue.apply_result`), with one difference: time is
 virtual, so nothing ever sleeps. Retries back off by the operator's own
-per-item rule (:class:`~lifecycle.driver.queue.ItemExponentialBackoff`,
+per-item rule (:class:`~lifecycle.kube.ratelimit.ItemExponentialBackoff`,
 configured by :class:`Backoff`); the operator's overall token bucket
 (10 retries a second, bursts of 100) is not modelled.
 """
@@ -20,7 +20,7 @@ import attrs
 
 from lifecycle.core.requeue import apply_result
 from lifecycle.core.values import Result, ResultKind
-from lifecycle.driver.queue import ItemExponentialBackoff
+from lifecycle.kube.ratelimit import ItemExponentialBackoff
 
 __all__ = ["Backoff", "Key", "NotSettled", "Queued", "Step", "VirtualClock", "VirtualQueue"]
 
@@ -74,7 +74,7 @@ class Backoff:
 
     The n-th failure in a row waits ``base * 2**(n-1)`` seconds, at most
     ``cap``, and never less than a provider's retry-after: the same delays
-    as :class:`lifecycle.driver.queue.ItemExponentialBackoff`, which the
+    as :class:`lifecycle.kube.ratelimit.ItemExponentialBackoff`, which the
     harness's queue uses. Raises ``ValueError`` unless ``0 < base <= cap``.
     """
 

@@ -27,7 +27,7 @@ Two other shapes of object get CRDs of their own (see :mod:`lifecycle.core.claim
   Resource and Age (State in wide output); the ``claim`` category;
 * a **resource class** kind, a :class:`~lifecycle.core.claims.ClassKind`:
   cluster-scoped, no status, its template in the top-level ``specTemplate``;
-* a **parent** kind, a :class:`~lifecycle.runtime.children.ParentKind`: every
+* a **parent** kind, a :class:`~lifecycle.core.parents.ParentKind`: every
   declared version served (the newest stored), spec and status kept as written.
 
 :func:`check_crd` verifies a CRD document against the API server's rules for
@@ -42,10 +42,10 @@ from typing import Any
 
 from lifecycle.core.claims import ClassKind
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
+from lifecycle.core.parents import ParentKind
 from lifecycle.core.providerconfig import ProviderConfigSpec
-from lifecycle.driver.schemas import SchemaError, plain_text, schema_for_type
-from lifecycle.driver.structural import check_crd, check_structural
-from lifecycle.runtime.children import ParentKind
+from lifecycle.schema.openapi import SchemaError, plain_text, schema_for_type
+from lifecycle.schema.structural import check_crd, check_structural
 
 __all__ = ["SchemaError", "check_crd", "check_structural", "claim_crd", "class_crd", "crd",
            "crds", "default_config_fits", "is_claim", "kind_description", "parent_crd",
