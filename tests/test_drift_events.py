@@ -73,3 +73,25 @@ def test_a_database_changed_by_hand_names_what_drifted(env: Environment,
 
     assert any("drift on allowConnections, connectionLimit" in m
                for m in drift_messages(env, "db")), drift_messages(env, "db")
+
+
+def test_a_simulated_instance_resized_by_hand_names_what_drifted() -> None:
+    from lifecycle.machines.database import DatabaseInstance
+    from lifecycle.providers.simcloud import SimCloud
+    from lifecycle.providers.simcloud.scenarios.harness import (
+        database_manifest,
+        simulated_environment,
+    )
+
+    env, cloud = simulated_environment(cloud=SimCloud(seed=3, create_polls=0))
+    env.apply(database_manifest("db", engine="postgres", storage_gb=20, size="small"))
+    env.run_until_idle()
+    name = env.get(DatabaseInstance.kind, "db")["status"]["externalName"]
+    with cloud._lock:  # an out-of-band change, as a console user would make
+        cloud._instances[name].size = "large"
+        cloud._instances[name].storage_gb = 40
+    env.advance(400)
+
+    messages = [e["message"] for e in env.events("db") if "differs from spec" in e["message"]]
+    assert any("drift on size, storageGB" in m for m in messages), messages
+    assert not any("large" in m or "40" in m for m in messages), messages

@@ -25,7 +25,7 @@ from typing import Any
 
 from psycopg import sql
 
-from lifecycle.core.ownership import NotOwnedError, mark_uid
+from lifecycle.core.ownership import NotOwnedError, mark_operator, mark_uid
 
 #: What a mark comment starts with.
 PREFIX = "managed by lifecycle: "
@@ -60,8 +60,11 @@ def recorded(comment: Any, namespace: str, config: str) -> bool:
 
 
 def same_owner(found: str, mark: str) -> bool:
-    """Whether the mark ``found`` names the object of ``mark`` (the uids match)."""
-    return bool(found) and mark_uid(found) == mark_uid(mark)
+    """Whether the mark ``found`` names the object of ``mark``: the same object's uid and the
+    same operator, as the engine's rule compares them (:func:`lifecycle.core.ownership.judge`):
+    another operator's resource is not this one's, whatever uid its mark carries."""
+    return bool(found) and mark_uid(found) == mark_uid(mark) and (
+        mark_operator(found) == mark_operator(mark))
 
 
 def check_ours(subject: str, name: str, note: Any, mark: str) -> None:

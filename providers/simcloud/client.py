@@ -22,7 +22,7 @@ from lifecycle.core.errors import (
     Throttled,
 )
 from lifecycle.core.kind import spec_field
-from lifecycle.core.ownership import NotOwnedError, mark_uid
+from lifecycle.core.ownership import NotOwnedError, mark_operator, mark_uid
 from lifecycle.core.values import Creation, Observation, ProviderStatus
 from lifecycle.providers.simcloud.api import (
     MAX_STORAGE_GB,
@@ -99,6 +99,11 @@ def _parameters_dict(parameters: Any) -> dict[str, Any]:
     return {key: value for key, value in data.items() if value is not None}
 
 
+#: The compared parameters, each with its key in ``spec.forProvider``.
+_SPEC_KEYS = {"engine": "engine", "storage_gb": "storageGB", "size": "size",
+              "version": "version"}
+
+
 class DatabaseClient:
     """The external client of the database kind, over the cloud's API (a :class:`SimCloud`
     in this package)."""
@@ -134,15 +139,14 @@ class DatabaseClient:
             status = ProviderStatus.PENDING
         else:
             status = ProviderStatus.AVAILABLE
-        up_to_date = True
-        for key in ("engine", "storage_gb", "size", "version"):
-            if key in wanted and desc[key] != wanted[key]:
-                up_to_date = False
-                break
+        # The fields that differ, by spec key, for the drift Event (never their values).
+        drifted = [spec_key for key, spec_key in _SPEC_KEYS.items()
+                   if key in wanted and desc[key] != wanted[key]]
         late_init = {} if "version" in wanted else {"version": desc["version"]}
         return Observation(
             exists=True,
-            up_to_date=up_to_date,
+            up_to_date=not drifted,
+            drifted=drifted,
             status=status,
             message=desc["status_message"],
             late_init=late_init,
@@ -221,7 +225,9 @@ class DatabaseClient:
         except CloudError as err:
             raise self._translate("create", err, resource) from err
         mark = tags.get(OWNER_TAG, "")
-        if resource.owner_mark and not (mark and mark_uid(mark) == mark_uid(resource.owner_mark)):
+        if resource.owner_mark and not (mark and mark_uid(mark) == mark_uid(resource.owner_mark)
+                                        and mark_operator(mark)
+                                        == mark_operator(resource.owner_mark)):
             raise NotOwnedError(f"instance {resource.external_name!r} already exists and is "
                                 "not this object's")
 
