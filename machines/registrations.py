@@ -62,10 +62,11 @@ def _claim_target(kind: Kind) -> object:
 
 
 def _postgres_target(kind: Kind) -> object:
-    """The target on the server of ``LIFECYCLE_POSTGRES_DSN`` (unavailable without it)."""
-    from lifecycle.providers.postgres.verify import verify_target
+    """The targets on the server of ``LIFECYCLE_POSTGRES_DSN`` (unavailable without it): the
+    kind's own, and for a Role also an object the policy refuses (``Role/policy-denied``)."""
+    from lifecycle.providers.postgres.verify import verify_targets
 
-    return verify_target(kind)
+    return verify_targets(kind)
 
 
 #: DatabaseInstance on the simulated cloud.

@@ -20,7 +20,7 @@ KINDS = ("Role", "Database", "Grant", "Schema", "Extension", "DefaultPrivileges"
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_postgres_kind_has_no_counterexample_with_stale_reads(kind: str, dsn: str) -> None:
-    (target,), _ = verify.targets([f"lifecycle.machines.postgres:{kind}"])
+    (target, *_), _ = verify.targets([f"lifecycle.machines.postgres:{kind}"])
     report = verify.explore(target, variants=(verify.CONCURRENT,), stale=1)
     assert report.ok, "\n".join(c.render() for c in report.counterexamples[:2])
     assert len(report.checked) == report.points > 10

@@ -46,12 +46,15 @@ secret from a library's message can leak into a condition.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
 from lifecycle.core.values import Completion, Creation, Observation
+
+if TYPE_CHECKING:
+    from lifecycle.core.kind import Kind
 
 
 @attrs.frozen
@@ -143,6 +146,29 @@ class Admits(Protocol):
         """Raise the provider's refusal of ``resource`` (a handled error), changing
         nothing; return when the provider would accept it."""
         ...
+
+
+class Binds(Protocol):
+    """The optional part of a :class:`Connector` that reads the kind's objects.
+
+    The engine calls ``bind(kind, objects)`` once, when it builds its reconciler of
+    ``kind``: ``objects()`` lists every object of the kind from the API server (the list
+    the engine's own one-owner-per-name index reads). A connector that decides which of
+    several objects owns something (the oldest, say) reads it there, from what the API
+    server set and a tenant cannot write, instead of from what it happened to see first.
+    """
+
+    def bind(self, kind: Kind, objects: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
+        """Keep ``objects`` to list ``kind``'s objects when needed."""
+        ...
+
+
+def bind_objects(connector: object, kind: Kind,
+                 objects: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
+    """Hand ``objects`` to the connector's optional ``bind`` (:class:`Binds`), if it has one."""
+    bind = getattr(connector, "bind", None)
+    if callable(bind):
+        bind(kind, objects)
 
 
 def admission(connector: object) -> Callable[[ManagedResource, ProviderConfig], None] | None:

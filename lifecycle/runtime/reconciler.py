@@ -86,6 +86,7 @@ from lifecycle.runtime.contract import (
     ManagedResource,
     ProviderConfig,
     admission,
+    bind_objects,
     close_client,
 )
 from lifecycle.runtime.effects import Effects, guarded, run_actions
@@ -149,6 +150,8 @@ class Reconciler:
         self.reads = TTLCache(reads_ttl)
         self.kind = kind
         self.connector = connector
+        bind_objects(connector, kind,
+                     lambda: lister(kind.api_version, kind.kind)[0] if lister is not None else [])
         self.operator_id = operator_id
         self.default_policy = default_policy
         self.clock = clock

@@ -10,12 +10,18 @@ and its outcome to the trace.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from lifecycle.core import objects
 from lifecycle.core.kind import INTENT, INTENT_MAC
-from lifecycle.runtime.contract import ExternalClient, ManagedResource, ProviderConfig
+from lifecycle.runtime.contract import (
+    ExternalClient,
+    ManagedResource,
+    ProviderConfig,
+    admission,
+    bind_objects,
+)
 from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.verify.model import ExternalSystem, Recorder
 
@@ -190,6 +196,31 @@ class CrashingConnector:
     def connect(self, resource: ManagedResource, config: ProviderConfig) -> CrashingClient:
         """Connect through the real connector (not a side effect)."""
         return CrashingClient(self.system.connector.connect(resource, config), self)
+
+    @property
+    def admit(self) -> Callable[[ManagedResource, ProviderConfig], None] | None:
+        """The real connector's optional ``admit``, traced with its answer (not a side
+        effect: it changes nothing); None when the real connector has none, so the engine
+        asks nothing, as it would of that connector."""
+        real = admission(self.system.connector)
+        if real is None:
+            return None
+
+        def admit(resource: ManagedResource, config: ProviderConfig) -> None:
+            label = f"admit {resource.namespace}/{resource.name}"
+            try:
+                real(resource, config)
+            except Exception as exc:
+                reason = getattr(exc, "reason", "") or type(exc).__name__
+                self.recorder.note(f"{label} -> refused ({reason})")
+                raise
+            self.recorder.note(f"{label} -> admitted")
+
+        return admit
+
+    def bind(self, kind: Any, objects: Any) -> None:
+        """Hand the engine's list of the kind's objects to the real connector's ``bind``."""
+        bind_objects(self.system.connector, kind, objects)
 
     def creations(self, name: str) -> int:
         """How often ``name`` was materialised."""

@@ -8,11 +8,16 @@ in a :class:`lifecycle.providers.postgres.tenancy.PolicyGate`, which refuses wha
 policy refuses before any statement that changes the server; :meth:`PostgresConnector.admit`
 asks the same policy before the engine takes ownership of an object. The connector keeps the
 one-owner record of the Grant-like kinds (:class:`~lifecycle.providers.postgres.tenancy.Claims`)
-across the reconciles of its kind.
+across the reconciles of its kind, read from the kind's objects the engine lists
+(:meth:`PostgresConnector.bind`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from lifecycle.core.kind import Kind
 from lifecycle.providers.postgres.config import ServerConfig, Session, SqlClient
 from lifecycle.providers.postgres.tenancy import Claims, PolicyGate
 from lifecycle.runtime.contract import ManagedResource, ProviderConfig
@@ -23,8 +28,8 @@ class PostgresConnector:
 
     def __init__(self, client: type[SqlClient]) -> None:
         self.client = client
-        #: One owner per role and target for the Grant-like kinds, across this
-        #: connector's reconciles.
+        #: One owner per role and target for the Grant-like kinds (the oldest object
+        #: holding it), across this connector's reconciles.
         self.claims = Claims()
 
     def __repr__(self) -> str:
@@ -35,6 +40,11 @@ class PostgresConnector:
         errors already translated."""
         server = ServerConfig.from_provider_config(config)
         return PolicyGate(self.client(Session.open(server)), self.claims)
+
+    def bind(self, kind: Kind, objects: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
+        """Read the one-owner record of the Grant-like kinds from ``objects()``, the
+        engine's list of ``kind``'s objects (:class:`lifecycle.runtime.contract.Binds`)."""
+        self.claims.bind(kind, objects)
 
     def admit(self, resource: ManagedResource, config: ProviderConfig) -> None:
         """Raise the refusal of ``resource`` (terminal ``PolicyDenied`` or

@@ -41,13 +41,14 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
 
+from lifecycle.core import objects
 from lifecycle.core.errors import ExternalError, TerminalError
+from lifecycle.core.kind import FINALIZER
 from lifecycle.core.values import Completion, Creation, Observation
 from lifecycle.providers.postgres import marks
 from lifecycle.providers.postgres.config import Session, SqlClient
@@ -60,9 +61,6 @@ TEMPLATES = frozenset({"template0", "template1"})
 #: Reason of a Grant or DefaultPrivileges refused because another object manages its
 #: role and target.
 TARGET_CONFLICT = "TargetConflict"
-#: Seconds after which a holder that has not been seen holds its target no more (it was
-#: deleted without its delete running, or stopped being reconciled): five polls.
-CLAIM_TTL = 300.0
 
 
 @attrs.frozen
@@ -325,60 +323,128 @@ def target_key(resource: ManagedResource) -> str | None:
     """What a Grant or DefaultPrivileges manages, with its provider config: its scope
     (role, target role, database, schema, kind of object, table) and the objects it names;
     None for the other kinds."""
-    want = resource.parameters
-    if resource.kind not in ("Grant", "DefaultPrivileges") or want is None:
+    return _key_of(resource.kind, resource.parameters)
+
+
+def _key_of(kind: str, want: Any) -> str | None:
+    if kind not in ("Grant", "DefaultPrivileges") or want is None:
         return None
     names: list[Any] = []
-    if resource.kind == "Grant":
+    if kind == "Grant":
         names = [list(want.tables or want.sequences or ()), list(want.columns or ()),
                  [[r.name, list(r.arguments)] for r in want.routines or ()]]
-    return json.dumps([resource.kind, want.scope, names], sort_keys=True)
+    return json.dumps([kind, want.scope, names], sort_keys=True)
+
+
+#: (creationTimestamp, uid, "namespace/name") of an object holding a target: ordered by age.
+Holder = tuple[str, str, str]
 
 
 class Claims:
-    """One owner per (role, target) of the Grant-like kinds, in this operator process.
+    """One owner per (role, target) of the Grant-like kinds: the oldest object holding it.
 
-    The first object to create or update holds its key, and so does one whose observation
-    finds its privileges in place; every such pass refreshes it, its delete releases it,
-    and a holder not seen for :data:`CLAIM_TTL` seconds (deleted without a delete, or no
-    longer reconciled) gives it up. After a restart the holder claims again at its first
-    observation: a refusal is terminal, so the object that was refused is not reconciled
-    again until its spec changes.
+    An object *holds* a target when it carries the engine's finalizer (it was admitted and
+    taken over) and its spec names that role and target under that provider config. When
+    two hold one, the older object (``metadata.creationTimestamp``, then uid: both set by
+    the API server, neither writable by a tenant) keeps it and the other is refused with a
+    terminal ``TargetConflict``; an object not yet taken over is refused while anyone
+    holds the target, so it never gets the finalizer. The answer is read from the kind's
+    objects (:meth:`bind` hands over the engine's list of them; see
+    :class:`lifecycle.runtime.contract.Binds`), so a restarted operator finds the same
+    owner, whatever it reconciles first.
+
+    The holders are loaded from one list on first use and then kept as objects take and
+    give up targets; a holder met by another object is checked against a fresh list
+    first (it may be gone, or name another target now). Without a bound list the record
+    starts empty and lives in this process only.
     """
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: dict[tuple[str, str], tuple[str, str, float]] = {}
+        self._lister: Callable[[], Iterable[Mapping[str, Any]]] | None = None
+        self._parse: Callable[[Mapping[str, Any]], Any] | None = None
+        self._kind = ""
+        self._held: dict[tuple[str, str], Holder] | None = None
+
+    def bind(self, kind: Any, objects: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
+        """Read holders from ``objects()``, every object of ``kind`` (the engine's list)."""
+        with self._lock:
+            self._lister, self._kind = objects, kind.kind
+            self._parse = lambda obj: kind.parse_parameters(obj.get("spec"))
+            self._held = None
+
+    def _holders(self) -> dict[tuple[str, str], Holder]:
+        """Every held target and its owner, from a fresh list (empty without one)."""
+        found: dict[tuple[str, str], Holder] = {}
+        if self._lister is None or self._parse is None:
+            return found
+        for obj in self._lister():
+            meta = objects.metadata(obj)
+            if FINALIZER not in objects.finalizers(obj):
+                continue
+            try:
+                key = _key_of(self._kind, self._parse(obj))
+            except Exception:  # an unreadable spec holds nothing
+                continue
+            if key is None:
+                continue
+            ref = objects.mapping(objects.spec(obj).get("providerConfigRef"))
+            slot = (str(ref.get("name") or "default"), key)
+            holder = (str(meta.get("creationTimestamp") or ""), str(meta.get("uid") or ""),
+                      f"{meta.get('namespace') or ''}/{meta.get('name')}")
+            found[slot] = min(found[slot], holder) if slot in found else holder
+        return found
 
     def claim(self, config: str, resource: ManagedResource, *, take: bool = True) -> None:
-        """Hold the resource's key (only check that no one else does, unless ``take``), or
-        raise the terminal ``TargetConflict`` naming the holder."""
+        """Check that ``resource`` may act on its target, or raise the terminal
+        ``TargetConflict`` naming the object that holds it.
+
+        ``take``: the resource holds its finalizer (a call after the engine took it
+        over), so it counts as a holder itself, and keeps the target when it is the
+        older; without it (the check before the takeover) any other holder refuses it.
+        """
         key = target_key(resource)
         if key is None:
             return
-        now = self.clock()
+        slot = (config, key)
         me = f"{resource.namespace}/{resource.name}"
         with self._lock:
-            held = self._held.get((config, key))
-            if held is None or held[0] == resource.uid or now - held[2] > CLAIM_TTL:
-                if take:
-                    self._held[(config, key)] = (resource.uid, me, now)
+            if self._held is None:
+                self._held = self._holders()
+            held = self._held.get(slot)
+            if held is None or held[1] == resource.uid:
+                if take and held is None:
+                    self._held[slot] = ("", resource.uid, me)  # its age is read when needed
+                return
+        fresh = self._holders()  # the holder may be gone, or name another target now
+        with self._lock:
+            assert self._held is not None
+            self._held.update(fresh)
+            for stale in [s for s in self._held if s not in fresh and s != slot]:
+                del self._held[stale]
+            owner = fresh.get(slot)
+            if take and (owner is None or owner[1] == resource.uid):
+                self._held[slot] = owner or ("", resource.uid, me)
+                return
+            if owner is None:
+                self._held.pop(slot, None)
+                return
+            if owner[1] == resource.uid:
                 return
         raise TerminalError(
-            f"{resource.kind} {held[1]} (uid {held[0]}) already manages these privileges "
+            f"{resource.kind} {owner[2]} (uid {owner[1]}) already manages these privileges "
             f"of {resource.parameters.role!r} on this target: one object per role and "
-            "target, so that two never undo each other; merge the two, or delete that one "
-            "and then change this one's spec", reason=TARGET_CONFLICT)
+            "target (the older keeps it), so that two never undo each other; merge the two, "
+            "or delete that one and then change this one's spec", reason=TARGET_CONFLICT)
 
     def release(self, config: str, resource: ManagedResource) -> None:
-        """Give up the resource's key (its delete ran)."""
+        """Give up the resource's target (its delete ran)."""
         key = target_key(resource)
         if key is None:
             return
         with self._lock:
-            held = self._held.get((config, key))
-            if held is not None and held[0] == resource.uid:
+            held = None if self._held is None else self._held.get((config, key))
+            if held is not None and held[1] == resource.uid:
                 del self._held[(config, key)]
 
 

@@ -17,19 +17,21 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
 import psycopg
 from psycopg import conninfo, sql
 
-from lifecycle.core.kind import EXTERNAL_NAME, Kind
+from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, Kind
+from lifecycle.kube.errors import NotFound
 from lifecycle.providers.postgres.config import SESSION_OPTIONS, ServerConfig, Session
 from lifecycle.providers.postgres.database import DatabaseClient
 from lifecycle.providers.postgres.default_privileges import DefaultPrivilegesClient
 from lifecycle.providers.postgres.extension import ExtensionClient
 from lifecycle.providers.postgres.grant import GrantClient
+from lifecycle.providers.postgres.policy import POLICY_DENIED
 from lifecycle.providers.postgres.role import RoleClient
 from lifecycle.providers.postgres.schema import SchemaClient
 from lifecycle.providers.postgres.tenancy import Claims, PolicyGate
@@ -247,6 +249,19 @@ class _CountingConnector:
         session = Session(counting, self.connection)
         return PolicyGate(self.client_class(_CountingSession(session, self.counts)), self.claims)
 
+    def admit(self, resource: ManagedResource, config: ProviderConfig) -> None:
+        """The policy's refusal of ``resource`` before it is taken over, as the real
+        connector's ``admit`` (changing nothing on the server)."""
+        gate = self.connect(resource, config)
+        try:
+            gate.admit(resource)
+        finally:
+            gate.close()
+
+    def bind(self, kind: Kind, objects: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
+        """Read the one-owner record of the Grant-like kinds from the engine's list."""
+        self.claims.bind(kind, objects)
+
 
 def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> Target:
     """Exercise one PostgreSQL kind (Role, Database, Grant, DefaultPrivileges, Schema or
@@ -428,6 +443,86 @@ def postgres_target(kind: Kind, settings: PostgresSettings, label: str = "") -> 
     return Target(kind, system, manifest, update, label=label, objects=(prefix,))
 
 
+#: The label of the PostgreSQL Role's scenario of an object the policy refuses.
+POLICY_DENIED_SCENARIO = "policy-denied"
+
+
+def refused_target(kind: Kind, settings: PostgresSettings) -> Target:
+    """A Role the provider config's policy refuses, explored like any other scenario.
+
+    The Role asks for ``createrole`` (not in the default ``allowedRoleAttributes``); its
+    update asks for ``replication`` instead (refused too, so the new generation is asked
+    again); then it is deleted. The connector's ``admit`` refuses it before the takeover,
+    so after each of the first two phases the object must hold nothing of the engine's:
+    no finalizer, no external-name annotation, no connection Secret, and a ``Failed``
+    condition ``PolicyDenied`` for its current generation; and no role of the target's
+    prefix may appear on the server (any would be a leak: no object tracks it). Deleting
+    it must remove it, at every crash point and in every variant. An engine that commits
+    the finalizer before it asks is reported at once.
+    """
+    if kind.kind != "Role":
+        raise ValueError(f"the {POLICY_DENIED_SCENARIO} scenario is a Role's, not a "
+                         f"{kind.kind}'s")
+    base = postgres_target(kind, settings)
+
+    def manifest(name: str) -> dict[str, Any]:
+        body = base.manifest(name)
+        body["spec"]["forProvider"] = {"login": True, "createrole": True}
+        return body
+
+    def update(data: dict[str, Any]) -> dict[str, Any]:
+        changed = json.loads(json.dumps(data))
+        changed["spec"]["forProvider"] = {"login": True, "replication": True}
+        return changed
+
+    def converged(env: Any, manifests: Mapping[str, dict[str, Any]], expect: str) -> list[str]:
+        problems: list[str] = []
+        for name, body in manifests.items():
+            try:
+                obj = env.api.get(kind.api_version, kind.kind, "default", name)
+            except NotFound:
+                obj = None
+            if expect == "gone":
+                if obj is not None:
+                    problems.append(f"{name} was not deleted (finalizers="
+                                    f"{obj['metadata'].get('finalizers')})")
+                continue
+            if obj is None:
+                problems.append(f"{name} vanished")
+                continue
+            problems += _unclaimed(env, name, obj, body)
+        return problems
+
+    return attrs.evolve(base, manifest=manifest, update=update, converged=converged,
+                        label=f"{kind.kind}/{POLICY_DENIED_SCENARIO}")
+
+
+def _unclaimed(env: Any, name: str, obj: Mapping[str, Any], body: Mapping[str, Any]) -> list[str]:
+    """What a refused object holds that it must not, and a missing or stale refusal."""
+    problems: list[str] = []
+    meta = obj["metadata"]
+    if FINALIZER in (meta.get("finalizers") or []):
+        problems.append(f"{name} was refused but holds the finalizer {FINALIZER}")
+    if EXTERNAL_NAME in (meta.get("annotations") or {}):
+        problems.append(f"{name} was refused but holds the external name "
+                        f"{meta['annotations'][EXTERNAL_NAME]!r}")
+    secret = (body.get("spec") or {}).get("writeConnectionSecretToRef") or {}
+    if secret.get("name"):
+        with contextlib.suppress(NotFound):
+            env.api.get("v1", "Secret", meta.get("namespace"), secret["name"])
+            problems.append(f"{name} was refused but its connection Secret was written")
+    status = obj.get("status") or {}
+    failed = [c for c in status.get("conditions") or [] if c.get("type") == "Failed"]
+    if not failed or failed[0].get("reason") != POLICY_DENIED:
+        found = [(c.get("type"), c.get("reason")) for c in status.get("conditions") or []]
+        problems.append(f"{name} carries no Failed condition {POLICY_DENIED} "
+                        f"(conditions: {found})")
+    elif status.get("observedGeneration") != meta.get("generation"):
+        problems.append(f"{name}'s refusal is of generation {status.get('observedGeneration')}"
+                        f", not {meta.get('generation')}")
+    return problems
+
+
 def postgres_settings() -> PostgresSettings | None:
     """The server named by ``LIFECYCLE_POSTGRES_DSN``, or None when it is not set."""
     dsn = os.environ.get(POSTGRES_DSN_ENV)
@@ -446,3 +541,13 @@ def verify_target(kind: Kind) -> Target:
         raise Unavailable(f"needs a PostgreSQL server: set {POSTGRES_DSN_ENV}")
     settings.check()
     return postgres_target(kind, settings)
+
+
+def verify_targets(kind: Kind) -> list[Target]:
+    """:func:`verify_target`, and for a Role also its :func:`refused_target` scenario
+    (``Role/policy-denied``)."""
+    first = verify_target(kind)
+    settings = postgres_settings()
+    if kind.kind != "Role" or settings is None:
+        return [first]
+    return [first, refused_target(kind, settings)]
