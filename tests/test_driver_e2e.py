@@ -211,7 +211,13 @@ def test_a_graceful_stop_releases_the_lease_for_an_immediate_takeover(
     assert first.elector is not None and first.elector.wait_leading(5)
     second = operator(server, cloud, identity="b", **lease).start()
     try:
-        time.sleep(0.5)
+        # The second replica is a standby that has seen the lease held by the first.
+        deadline = time.monotonic() + 10
+        while (((second.elector._observed or {}).get("spec") or {}).get("holderIdentity")
+               != "a" and time.monotonic() < deadline):
+            time.sleep(0.01)
+        assert ((second.elector._observed or {}).get("spec") or {}).get("holderIdentity") == "a"
+        assert not second.elector.is_leader
         stopped = time.monotonic()
         first.stop()
         assert second.elector is not None and second.elector.wait_leading(5)

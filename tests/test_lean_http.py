@@ -151,10 +151,16 @@ def test_one_kept_alive_connection_carries_sequential_requests(face: APIServerHT
 def test_a_kept_alive_connection_the_server_closed_is_replaced(face: APIServerHTTP) -> None:
     cluster = KubeCluster(api_client(host=face.url))
     cluster.create(_configmap("default", "a"))
+    (idle,) = cluster.transport._idle
     for connection in list(face._connections):  # the server drops its idle connection
         connection.shutdown(2)
-    time.sleep(0.2)
+    # The client's end has seen the close before the next request goes out on it.
+    deadline = time.monotonic() + 10
+    while not idle.dropped():
+        assert time.monotonic() < deadline, "the client never saw the server's close"
+        time.sleep(0.01)
     assert cluster.get("v1", "ConfigMap", "default", "a")["metadata"]["name"] == "a"
+    assert idle not in cluster.transport._idle  # replaced, not reused
 
 
 def test_a_stopped_server_is_unavailable() -> None:

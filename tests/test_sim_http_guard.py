@@ -38,6 +38,19 @@ BOMB = ("apiVersion: v1\nkind: Secret\nmetadata: {name: bomb}\n"
                   for p, n in zip("abcdefgh", "bcdefghi", strict=True))).encode()
 
 
+def wait_for(condition: Any, what: str, timeout: float = 10.0) -> None:
+    """Poll ``condition()`` until it is true; fail naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def serving(face: APIServerHTTP) -> int:
+    """How many connections the face holds a thread for now."""
+    return face._server._open
+
+
 @pytest.fixture
 def face() -> Iterator[APIServerHTTP]:
     api = EmbeddedAPI()
@@ -156,7 +169,7 @@ def test_a_trickled_body_is_cut_at_the_deadline(face: APIServerHTTP) -> None:
                 sock.sendall(bytes([byte]))
             except OSError:
                 break
-            time.sleep(0.2)
+            time.sleep(0.2)  # the trickle's pace (the attack), not a wait for anything
             sock.setblocking(False)
             try:
                 answer += sock.recv(65536)
@@ -190,7 +203,7 @@ def test_many_idle_connections_do_not_pile_up_threads(face: APIServerHTTP) -> No
     before = threading.active_count()
     socks = [socket.create_connection(("127.0.0.1", face.port), timeout=10) for _ in range(60)]
     try:
-        time.sleep(0.5)
+        wait_for(lambda: serving(face) == 60, "the 60 connections to be accepted")
         assert threading.active_count() >= before + 30  # one thread each while they wait
         deadline = time.monotonic() + 10
         while threading.active_count() > before + 2 and time.monotonic() < deadline:
@@ -207,7 +220,7 @@ def test_connections_over_the_bound_get_a_503_at_once() -> None:
         held = [socket.create_connection(("127.0.0.1", face.port), timeout=10)
                 for _ in range(5)]
         try:
-            time.sleep(0.3)  # all five accepted, each with its thread
+            wait_for(lambda: serving(face) == 5, "all five to be accepted, each with its thread")
             with socket.create_connection(("127.0.0.1", face.port), timeout=10) as extra:
                 started = time.monotonic()
                 answer = b""
@@ -217,7 +230,7 @@ def test_connections_over_the_bound_get_a_503_at_once() -> None:
             assert answer.startswith(b"HTTP/1.1 503"), answer[:80]
             assert json.loads(answer.partition(b"\r\n\r\n")[2])["code"] == 503
             held.pop().close()
-            time.sleep(0.3)  # its thread ends: room for one more
+            wait_for(lambda: serving(face) == 4, "its thread to end: room for one more")
             assert send(face, "GET", "/api")[0] == 200
         finally:
             for sock in held:
@@ -240,12 +253,29 @@ def test_a_client_leaving_during_an_error_answer_leaves_no_traceback(
         capfd: pytest.CaptureFixture[str]) -> None:
     resolve = face.route
     left = threading.Event()
+    requests: dict[int, socket.socket] = {}
+    serve_thread = face._server.process_request_thread
+
+    def tracked(request: socket.socket, client_address: Any) -> None:
+        requests[threading.get_ident()] = request
+        serve_thread(request, client_address)
+
+    def reset(request: socket.socket) -> bool:
+        """Whether the client's reset has reached the server's end of the connection."""
+        try:
+            return request.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
 
     def late(parts: list[str]) -> Any:
         left.wait(5)
-        time.sleep(0.2)
+        request = requests[threading.get_ident()]
+        wait_for(lambda: reset(request), "the client's reset to reach the server")
         return resolve(parts)
 
+    face._server.process_request_thread = tracked  # type: ignore[method-assign]
     face.route = late  # type: ignore[method-assign]
     caplog.set_level(logging.DEBUG)
     for _ in range(3):
@@ -257,7 +287,9 @@ def test_a_client_leaving_during_an_error_answer_leaves_no_traceback(
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()
         left.set()
-        time.sleep(0.5)
+        # The server answered into the reset connection and ended its thread: anything it
+        # would log about the failed write has been logged.
+        wait_for(lambda: serving(face) == 0, "the server to finish with the connection")
     face.route = resolve  # type: ignore[method-assign]
     assert send(face, "GET", "/api")[0] == 200
     captured = capfd.readouterr()
