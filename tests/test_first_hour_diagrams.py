@@ -4,9 +4,10 @@ drawn without the network.
 An SVG or PNG diagram embedded by the Sphinx directive or the MkDocs extension never
 exceeds the content column (``max-width: 100%``, height scaled along) and keeps its drawn
 size as a "full size" view behind a toggle; a PNG is drawn at twice a screen's resolution.
-Mermaid's script ships with lifecycle: ``lifecycle diagram -f html`` and every page with a
-Mermaid diagram inline it (the published file, checked by its SHA-256), and nothing the
-package generates or documents loads a script from a CDN.
+Mermaid's script ships with lifecycle: a Sphinx or MkDocs site gets one copy beside its
+pages, which every page with a Mermaid diagram loads by a relative URL; ``lifecycle diagram
+-f html`` and plain Markdown inline it (the published file, checked by its SHA-256); and
+nothing the package generates or documents loads a script from a CDN.
 """
 
 from __future__ import annotations
@@ -176,15 +177,87 @@ def test_the_bundled_script_defines_mermaid() -> None:
     assert done.stdout.split() == ["function", "function"], done.stderr[-2000:]
 
 
-def test_docs_pages_inline_the_bundle_without_dot(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def site_copy(page: str, site: Path, page_dir: Path | None = None) -> bytes:
+    """The Mermaid script a built page loads: one ``<script src>`` to the site's copy,
+    relative to the page, and that copy's bytes (its licence beside it)."""
+    sources = re.findall(r'<script data-mermaid="[^"]*" src="([^"]+)"', page)
+    assert len(sources) == 1 and not sources[0].startswith(("data:", "http", "/")), sources
+    copy = ((page_dir or site) / sources[0].split("?")[0]).resolve()
+    assert copy.is_relative_to(site.resolve()) and copy.name == "mermaid.min.js"
+    assert copy.with_name("mermaid.LICENSE").read_text().startswith("The MIT License")
+    assert "base64," not in page
+    return copy.read_bytes()
+
+
+def test_mkdocs_pages_load_one_site_copy_without_dot(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     empty = tmp_path / "bin-without-dot"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    page = mkdocs_page(mkdocs_project(tmp_path, f"```lifecycle-diagram\n{TARGET}\n```\n"))
-    assert '<pre class="mermaid">' in page
-    assert hashlib.sha256(bundled_script(page)).hexdigest() == offline.MERMAID_SHA256
+    config = mkdocs_project(tmp_path, f"```lifecycle-diagram\n{TARGET}\n```\n")
+    (tmp_path / "docs" / "guide").mkdir()
+    (tmp_path / "docs" / "guide" / "more.md").write_text(
+        f"# More\n\n```lifecycle-diagram\n{TARGET}\nformat: mermaid\n```\n")
+    page = mkdocs_page(config)
+    site = tmp_path / "site"
+    assert '<pre class="mermaid">' in page and page.count("mermaid.initialize({") == 1
+    assert hashlib.sha256(site_copy(page, site)).hexdigest() == offline.MERMAID_SHA256
+    deeper = (site / "guide" / "more" / "index.html").read_text()  # one copy, ../../
+    assert hashlib.sha256(site_copy(deeper, site, site / "guide" / "more")).hexdigest() == \
+        offline.MERMAID_SHA256
+    assert len(page) < 200_000 and len(list(site.rglob("mermaid.min.js"))) == 1
+
+
+def test_sphinx_pages_load_one_site_copy(tmp_path: Path) -> None:
+    src = sphinx_project(tmp_path, f"""
+        .. toctree::
+
+           guide/more
+
+        .. lifecycle-diagram:: {TARGET}
+           :format: mermaid
+        """)
+    (src / "guide").mkdir()
+    (src / "guide" / "more.rst").write_text(
+        f"More\n====\n\n.. lifecycle-diagram:: {TARGET}\n   :format: mermaid\n")
+    code, page, warnings = sphinx_build(src, "-W")
+    assert (code, warnings) == (0, "")
+    html_dir = tmp_path / "html"
     assert page.count("mermaid.initialize({") == 1
+    assert hashlib.sha256(site_copy(page, html_dir)).hexdigest() == offline.MERMAID_SHA256
+    deeper = (html_dir / "guide" / "more.html").read_text()
+    assert hashlib.sha256(site_copy(deeper, html_dir, html_dir / "guide")).hexdigest() == \
+        offline.MERMAID_SHA256
+    assert len(page) < 200_000 and len(list(html_dir.rglob("mermaid.min.js"))) == 1
+    plain = tmp_path / "plain"  # a page without a Mermaid diagram loads nothing
+    plain.mkdir()
+    _, page, _ = sphinx_build(sphinx_project(plain, f".. lifecycle-diagram:: {TARGET}\n"))
+    assert "data-mermaid" not in page and not list((plain / "html").rglob("mermaid.min.js"))
+
+
+def test_inline_and_plain_markdown_carry_the_bundle_in_the_page(tmp_path: Path) -> None:
+    config = mkdocs_project(tmp_path, f"```lifecycle-diagram\n{TARGET}\nformat: mermaid\n```\n",
+                            extension={"lifecycle.diagrams.mkdocs": {"mermaid_url": "inline"}})
+    page = mkdocs_page(config)
+    assert hashlib.sha256(bundled_script(page)).hexdigest() == offline.MERMAID_SHA256
+    assert not list((tmp_path / "site").rglob("mermaid.min.js"))
+    import markdown  # outside MkDocs there is no site folder: the page carries it
+
+    text = markdown.markdown(f"```lifecycle-diagram\n{TARGET}\nformat: mermaid\n```\n",
+                             extensions=["lifecycle.diagrams.mkdocs"])
+    assert hashlib.sha256(bundled_script(text)).hexdigest() == offline.MERMAID_SHA256
+
+
+def test_a_site_copy_is_rewritten_when_altered_and_kept_otherwise(tmp_path: Path) -> None:
+    copy = offline.write_site_copy(tmp_path)
+    assert copy == tmp_path / offline.SITE_SCRIPT
+    stamp = copy.stat().st_mtime_ns
+    assert offline.write_site_copy(tmp_path) == copy and copy.stat().st_mtime_ns == stamp
+    copy.write_bytes(b"x" * copy.stat().st_size)  # same size, other bytes
+    offline.write_site_copy(tmp_path)
+    assert hashlib.sha256(copy.read_bytes()).hexdigest() == offline.MERMAID_SHA256
+    assert sorted(p.name for p in copy.parent.iterdir()) == ["mermaid.LICENSE",
+                                                            "mermaid.min.js"]
 
 
 def test_a_site_may_name_its_own_copy(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ from lifecycle.diagrams.discover import has_table
 from lifecycle.diagrams.live import load_object, machine_for
 from lifecycle.diagrams.mermaid import to_mermaid
 from lifecycle.diagrams.model import DiagramError, LiveObject
-from lifecycle.diagrams.offline import BUNDLED, inline_script
+from lifecycle.diagrams.offline import BUNDLED, INLINE, inline_script, site_script
 from lifecycle.diagrams.render import FORMATS, render
 from lifecycle.registry import RegistryError, find, load
 
@@ -63,8 +63,9 @@ __all__ = [
 OPTIONS = ("format", "highlight", "object", "object-name")
 
 #: What a page that holds a Mermaid diagram loads Mermaid from, by default: the copy
-#: bundled with lifecycle, inlined (:mod:`lifecycle.diagrams.offline`), so the page draws
-#: offline and never fetches a script from a CDN.
+#: bundled with lifecycle (:mod:`lifecycle.diagrams.offline`), served once beside the built
+#: site's pages (inlined where no site copy can be written), so the page draws offline and
+#: never fetches a script from a CDN.
 MERMAID_URL = BUNDLED
 
 #: CSS class of the element that wraps every embedded diagram.
@@ -265,13 +266,20 @@ def png_size(png: bytes) -> tuple[int, int]:
     return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
 
 
-def mermaid_script(url: str = MERMAID_URL) -> str:
-    """The ``<script>`` that renders a page's Mermaid blocks: the bundled Mermaid inlined
-    for :data:`~lifecycle.diagrams.offline.BUNDLED`, an ES module imported from ``url``
-    (a site's own copy), or ``""`` for none (the theme loads Mermaid itself)."""
+def mermaid_script(url: str = MERMAID_URL, site_copy: str = "") -> str:
+    """The ``<script>`` that renders a page's Mermaid blocks.
+
+    For :data:`~lifecycle.diagrams.offline.BUNDLED`, the bundled Mermaid loaded from
+    ``site_copy`` (the relative URL of the site's copy), or inlined when there is none;
+    for :data:`~lifecycle.diagrams.offline.INLINE`, inlined; otherwise an ES module
+    imported from ``url`` (a site's own Mermaid), or ``""`` for none (the theme loads
+    Mermaid itself).
+    """
     if not url:
         return ""
-    if url == BUNDLED:
+    if url == BUNDLED and site_copy:
+        return site_script(site_copy)
+    if url in (BUNDLED, INLINE):
         return inline_script()
     return (f'<script type="module">import mermaid from "{html.escape(url, quote=True)}";'
             "mermaid.initialize({startOnLoad: true});</script>")

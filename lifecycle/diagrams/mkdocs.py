@@ -25,18 +25,23 @@ without Graphviz's ``dot`` the diagram is drawn as Mermaid.
 Settings: ``base_dir``, the folder ``object`` paths are relative to (default:
 the current directory, where ``mkdocs build`` runs), and ``mermaid_url``, the
 Mermaid script a page with a Mermaid diagram loads: ``bundled`` (the default)
-inlines the copy of Mermaid that ships with lifecycle, so the page draws
-offline; a URL imports that ES module instead (a copy the site serves); empty
-loads none, when the theme already loads Mermaid. A block that cannot be drawn is a one-line
-warning naming its target (``mkdocs build --strict`` then fails) and a short
-note in the page in place of the diagram.
+is the copy of Mermaid that ships with lifecycle, written once into the site
+folder (:data:`~lifecycle.diagrams.offline.SITE_SCRIPT`) and loaded by each
+such page with a relative URL, so the site draws offline (outside MkDocs,
+where there is no site folder, it is inlined into the page); ``inline``
+carries it in each page; a URL imports that ES module instead (a copy the
+site serves); empty loads none, when the theme already loads Mermaid. A block
+that cannot be drawn is a one-line warning naming its target (``mkdocs build
+--strict`` then fails) and a short note in the page in place of the diagram.
 """
 
 from __future__ import annotations
 
 import html
 import logging
+import posixpath
 import re
+from pathlib import Path
 from typing import Any
 
 from markdown import Markdown
@@ -51,6 +56,7 @@ from lifecycle.diagrams.embed import (
     parse_block,
 )
 from lifecycle.diagrams.model import DiagramError
+from lifecycle.diagrams.offline import BUNDLED, SITE_SCRIPT, write_site_copy
 
 __all__ = ["FENCE_WORD", "DiagramPreprocessor", "LifecycleDiagramExtension", "makeExtension"]
 
@@ -119,8 +125,30 @@ class DiagramPreprocessor(Preprocessor):
         fragment = embedded.html
         if embedded.mermaid and not self.extension.mermaid_loaded:
             self.extension.mermaid_loaded = True
-            fragment += "\n" + mermaid_script(self.extension.getConfig("mermaid_url"))
+            url = self.extension.getConfig("mermaid_url")
+            fragment += "\n" + mermaid_script(url, self._site_copy() if url == BUNDLED else "")
         return "\n\n" + self.md.htmlStash.store(fragment) + "\n\n"
+
+    def _site_copy(self) -> str:
+        """Under MkDocs, the bundled Mermaid's URL relative to this page, after writing
+        it into the site folder; ``""`` outside MkDocs (the page then inlines it).
+
+        The page and the site folder are read from the link-rewriting step MkDocs adds to
+        each page's Markdown (its ``file`` and ``config``).
+        """
+        if "relpath" not in self.md.treeprocessors:
+            return ""
+        relpath = self.md.treeprocessors["relpath"]
+        page, config = getattr(relpath, "file", None), getattr(relpath, "config", None)
+        dest = getattr(page, "dest_uri", None)
+        try:
+            site = config["site_dir"] if config is not None else None
+        except (KeyError, TypeError):
+            site = None
+        if not isinstance(dest, str) or not isinstance(site, str):
+            return ""
+        write_site_copy(Path(site))
+        return posixpath.relpath(SITE_SCRIPT, posixpath.dirname(dest) or ".")
 
 
 class LifecycleDiagramExtension(Extension):
@@ -131,7 +159,8 @@ class LifecycleDiagramExtension(Extension):
         self.config = {
             "base_dir": [".", "folder that 'object' paths are relative to"],
             "mermaid_url": [MERMAID_URL, "Mermaid script for Mermaid diagrams: 'bundled' "
-                            "(inlined), a URL, or '' for none"],
+                            "(one copy in the site folder), 'inline', a URL, or '' for "
+                            "none"],
         }
         self.mermaid_loaded = False
         super().__init__(**kwargs)

@@ -18,9 +18,11 @@ drawn is a one-line build warning naming the target (an error under ``-W``).
 
 An SVG or PNG diagram is scaled to the content column, with a "full size"
 toggle. The ``lifecycle_diagram_mermaid_url`` setting is the Mermaid script a
-page with a Mermaid diagram loads: ``"bundled"`` (the default) inlines the
-copy of Mermaid that ships with lifecycle, so the page draws offline; a URL
-imports that ES module instead; empty loads none, when the theme already does.
+page with a Mermaid diagram loads: ``"bundled"`` (the default) is the copy of
+Mermaid that ships with lifecycle, written once into the HTML output's
+``_static`` folder and loaded by each such page, so the site draws offline;
+``"inline"`` carries it in each page; a URL imports that ES module instead;
+empty loads none, when the theme already does.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from lifecycle.diagrams.embed import (
     mermaid_script,
 )
 from lifecycle.diagrams.model import DiagramError
+from lifecycle.diagrams.offline import BUNDLED, MERMAID_VERSION, SITE_SCRIPT, write_site_copy
 
 __all__ = ["LifecycleDiagram", "setup"]
 
@@ -83,10 +86,26 @@ class LifecycleDiagram(SphinxDirective):
                         target or request.object, location=self.get_location())
         fragment = embedded.html
         document = self.state.document
+        url = self.config.lifecycle_diagram_mermaid_url
+        if embedded.mermaid and url == BUNDLED:  # the site's copy, added by _page_scripts
+            return [nodes.raw("", fragment, format="html", lifecycle_mermaid=True)]
         if embedded.mermaid and not getattr(document, "lifecycle_mermaid", False):
             document.lifecycle_mermaid = True
-            fragment += "\n" + mermaid_script(self.config.lifecycle_diagram_mermaid_url)
+            fragment += "\n" + mermaid_script(url)
         return [nodes.raw("", fragment, format="html")]
+
+
+def _page_scripts(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any],
+                  doctree: nodes.document | None) -> None:
+    """A page with a Mermaid diagram loads the bundled Mermaid from the output's
+    ``_static`` folder, where the first such page writes it."""
+    if doctree is None or not any(node.get("lifecycle_mermaid")
+                                  for node in doctree.findall(nodes.raw)):
+        return
+    write_site_copy(Path(app.outdir) / "_static")
+    app.add_js_file(SITE_SCRIPT, priority=800,
+                    **{"data-mermaid": f"{MERMAID_VERSION} (MIT licence)"})
+    app.add_js_file(None, priority=800, body="mermaid.initialize({startOnLoad: true});")
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
@@ -96,6 +115,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("lifecycle_diagram_mermaid_url", MERMAID_URL, "html",
                          types=frozenset({str}))
     app.add_directive("lifecycle-diagram", LifecycleDiagram)
+    app.connect("html-page-context", _page_scripts)
     try:
         release = version("kube-lifecycle")
     except PackageNotFoundError:
