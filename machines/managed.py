@@ -17,6 +17,10 @@ delete   deletion was requested and the external resource still exists
 gone     deletion was requested and the external resource no longer exists
 orphan   deletion was requested and policy forbids deleting it externally
 ======== =====================================================================
+
+The state and event names are those of :mod:`lifecycle.core.vocabulary`, which the
+event choice and the status writer use; a kind whose machine lacks one of the events
+is refused when it is declared.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING
 from statemachine import State
 
 from lifecycle.core.machine import LifecycleMachine
+from lifecycle.core.vocabulary import ConditionTypes, Reasons, States
 
 if TYPE_CHECKING:
     from lifecycle.core.decide import Facts
@@ -112,28 +117,28 @@ class ManagedResourceMachine(LifecycleMachine):
     )
 
     ready_condition = {
-        "unclaimed": ("Unknown", "Unclaimed"),
-        "creating": ("False", "Creating"),
-        "ready": ("True", "Available"),
-        "updating": ("False", "Updating"),
-        "deleting": ("False", "Deleting"),
-        "failed": ("False", "Unavailable"),
-        "deleted": ("False", "Deleted"),
+        States.UNCLAIMED: ("Unknown", "Unclaimed"),
+        States.CREATING: ("False", "Creating"),
+        States.READY: ("True", Reasons.AVAILABLE),
+        States.UPDATING: ("False", "Updating"),
+        States.DELETING: ("False", "Deleting"),
+        States.FAILED: ("False", "Unavailable"),
+        States.DELETED: ("False", "Deleted"),
     }
     activity_conditions = {
-        "creating": "Creating",
-        "updating": "Updating",
-        "deleting": "Deleting",
-        "failed": "Failed",
+        States.CREATING: ConditionTypes.CREATING,
+        States.UPDATING: ConditionTypes.UPDATING,
+        States.DELETING: ConditionTypes.DELETING,
+        States.FAILED: ConditionTypes.FAILED,
     }
     state_docs = {
-        "unclaimed": "seen, finalizer not yet committed",
-        "creating": "external create requested, not yet usable",
-        "ready": "exists, usable, matches spec",
-        "updating": "differs from spec; update requested",
-        "deleting": "external delete requested (terminal)",
-        "failed": "a handled error; the failed operation is retried",
-        "deleted": "external resource gone or orphaned; finalizer removed",
+        States.UNCLAIMED: "seen, finalizer not yet committed",
+        States.CREATING: "external create requested, not yet usable",
+        States.READY: "exists, usable, matches spec",
+        States.UPDATING: "differs from spec; update requested",
+        States.DELETING: "external delete requested (terminal)",
+        States.FAILED: "a handled error; the failed operation is retried",
+        States.DELETED: "external resource gone or orphaned; finalizer removed",
     }
 
     def failed_during_update(self, facts: Facts) -> bool:

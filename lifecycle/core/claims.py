@@ -47,6 +47,7 @@ from lifecycle.core.status import (
     valid_timestamp,
 )
 from lifecycle.core.values import Condition, ConditionStatus, HistoryEntry, rfc3339
+from lifecycle.core.vocabulary import Reasons
 
 __all__ = [
     "CLAIM_NAME",
@@ -558,8 +559,8 @@ def settle_claim(machine: type[LifecycleMachine], old: Mapping[str, Any], outcom
     updates = [
         Condition(cond.READY, ConditionStatus(ready_status), ready_reason,
                   "" if ready_status == "True" else message, generation),
-        Condition(cond.SYNCED, F, "ReconcileError", error.message, generation) if error
-        else Condition(cond.SYNCED, T, "ReconcileSuccess", "", generation),
+        Condition(cond.SYNCED, F, Reasons.RECONCILE_ERROR, error.message, generation) if error
+        else Condition(cond.SYNCED, T, Reasons.RECONCILE_SUCCESS, "", generation),
     ]
     moved = t is not None and t.source != t.target
     events: tuple[tuple[str, str, str], ...] = ()

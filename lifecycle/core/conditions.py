@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lifecycle.core.values import Condition, ConditionStatus
+from lifecycle.core.vocabulary import ConditionTypes, Reasons
 
 __all__ = [
     "ACTIVITY_TYPES",
@@ -27,15 +28,16 @@ __all__ = [
     "phase",
 ]
 
-READY = "Ready"
-SYNCED = "Synced"
+#: The condition types every managed object carries (:class:`ConditionTypes`).
+READY = ConditionTypes.READY
+SYNCED = ConditionTypes.SYNCED
 
 
 _WORDS = re.compile(r"[A-Za-z0-9]+")
 
 
 @functools.lru_cache(maxsize=4096)  # pure, and called for every condition of every reconcile
-def camel_reason(reason: str, default: str = "ReconcileError") -> str:
+def camel_reason(reason: str, default: str = Reasons.RECONCILE_ERROR) -> str:
     """``reason`` as a valid CamelCase condition reason (an API server rejects others).
 
     ``"quota exceeded"`` becomes ``"QuotaExceeded"``; a reason with no letter
@@ -133,11 +135,11 @@ def phase(conditions: Sequence[Mapping[str, Any]], deleting: bool) -> str:
             if c.get("status") != _TRUE:
                 return "Progressing"
             relevant = True
-    return "Ready" if relevant else "Progressing"
+    return "Ready" if relevant else "Progressing"  # phases, not condition types
 
 
 #: Condition types that record activity history rather than health.
-ACTIVITY_TYPES = frozenset({"Creating", "Updating", "Deleting", "Failed", "Stuck", "Informational"})
+ACTIVITY_TYPES = ConditionTypes.ACTIVITY
 
 
 def initial(generation: int) -> list[Condition]:

@@ -31,6 +31,7 @@ from lifecycle.core.values import (
     Result,
     drift_detail,
 )
+from lifecycle.core.vocabulary import ConditionTypes, Events, Reasons, States
 
 __all__ = [
     "OPERATION_OF_STATE",
@@ -136,7 +137,7 @@ def gate(
     repaired = None
     if stored is not None and state != stored:
         repaired = str(stored)[:64]
-        notes.append(_note("StatusValid", "StateRepaired",
+        notes.append(_note(ConditionTypes.STATUS_VALID, "StateRepaired",
                            f"stored state {repaired!r} is not a state of {table.name}; "
                            f"restarted from {state}", generation))
     operation = annotations.get(OPERATION)
@@ -148,7 +149,7 @@ def gate(
                     stop_message=f"namespace {meta.get('namespace')} is owned by operator "
                                  f"{owner!r}; skipped", generation=generation)
     if operation not in (None, "reconcile"):
-        notes.append(_note("ConfigValid", "UnknownOperation",
+        notes.append(_note(ConditionTypes.CONFIG_VALID, Reasons.UNKNOWN_OPERATION,
                            f"annotation {OPERATION} has unknown value {str(operation)[:64]!r}; "
                            "expected 'reconcile' or 'ignore'; ignored", generation))
     policy, source, unknown = default_policy, "operator default", []
@@ -162,7 +163,7 @@ def gate(
         except ValueError:
             unknown.append((where, str(value)[:64]))
     for where, value in unknown:
-        notes.append(_note("ConfigValid", "UnknownReconcilePolicy",
+        notes.append(_note(ConditionTypes.CONFIG_VALID, Reasons.UNKNOWN_RECONCILE_POLICY,
                            f"{where} annotation {RECONCILE_POLICY} has unknown value {value!r}; "
                            f"using {policy.value!r} from the {source}", generation))
     raw = objects.spec(obj).get("deletionPolicy", "Delete")
@@ -172,7 +173,7 @@ def gate(
         deletion_policy = None
     if deletion_policy is None:
         deletion_policy = DeletionPolicy.DELETE
-        notes.append(_note("ConfigValid", "UnknownDeletionPolicy",
+        notes.append(_note(ConditionTypes.CONFIG_VALID, Reasons.UNKNOWN_DELETION_POLICY,
                            f"spec.deletionPolicy {str(raw)[:64]!r} is not Delete or Orphan; "
                            "using Delete", generation))
     deleting = bool(meta.get("deletionTimestamp"))
@@ -185,7 +186,7 @@ def gate(
     else:
         orphan = deleting and (
             not policy.allows_delete or deletion_policy is DeletionPolicy.ORPHAN)
-        if state == "failed" and not forced and not deleting:
+        if state == States.FAILED and not forced and not deleting:
             failure = objects.mapping(status.get("failure"))
             if (failure.get("severity") == Severity.TERMINAL.value
                     and failure.get("generation") == generation):
@@ -240,16 +241,19 @@ def choose_event(facts: Facts) -> Choice:
     and ignores the spec); then the observation.
     """
     if facts.error is not None:
-        return Choice("fail", facts.error.reason, facts.error.message)
+        return Choice(Events.FAIL, facts.error.reason, facts.error.message)
     obs = facts.observation
     if facts.deleting:
         if not facts.policy.allows_delete:
-            return Choice("orphan", "DeletionOrphaned", "policy leaves the external resource")
+            return Choice(Events.ORPHAN, Reasons.DELETION_ORPHANED,
+                          "policy leaves the external resource")
         if obs is None or not obs.exists:
-            return Choice("gone", "ExternalResourceDeleted", "external resource is gone")
-        if facts.state == "deleting" and obs.status is ProviderStatus.PENDING:
-            return Choice("wait", "DeletionPending", obs.message or "provider is deleting")
-        return Choice("delete", "DeleteRequested", "deleting the external resource")
+            return Choice(Events.GONE, Reasons.EXTERNAL_RESOURCE_DELETED,
+                          "external resource is gone")
+        if facts.state == States.DELETING and obs.status is ProviderStatus.PENDING:
+            return Choice(Events.WAIT, Reasons.DELETION_PENDING,
+                          obs.message or "provider is deleting")
+        return Choice(Events.DELETE, Reasons.DELETE_REQUESTED, "deleting the external resource")
     if obs is None:
         return Choice(None, "NotObserved")
     if not obs.exists:
@@ -259,31 +263,35 @@ def choose_event(facts: Facts) -> Choice:
                 "ExternalResourceAbsent",
                 "external resource does not exist and reconcile policy 'skip' forbids creating it",
             )
-        if facts.state == "ready":
-            return Choice("create", "ExternalResourceVanished", "external resource vanished")
-        return Choice("create", "CreateRequested", "creating the external resource")
+        if facts.state == States.READY:
+            return Choice(Events.CREATE, Reasons.EXTERNAL_RESOURCE_VANISHED,
+                          "external resource vanished")
+        return Choice(Events.CREATE, Reasons.CREATE_REQUESTED, "creating the external resource")
     if obs.status is ProviderStatus.FAILED:
-        return Choice("fail", "ProviderFailed", obs.message or "provider reports failure")
+        return Choice(Events.FAIL, Reasons.PROVIDER_FAILED,
+                      obs.message or "provider reports failure")
     if obs.status is ProviderStatus.PENDING:
-        return Choice("wait", "ProviderPending", obs.message or "provider operation pending")
+        return Choice(Events.WAIT, Reasons.PROVIDER_PENDING,
+                      obs.message or "provider operation pending")
     if facts.forced and obs.up_to_date and facts.policy.allows_modify:
         # The reconcile annotation forces the "already up to date" shortcut to run.
-        return Choice("update", "ReconcileRequested",
+        return Choice(Events.UPDATE, Reasons.RECONCILE_REQUESTED,
                       "the reconcile annotation asked for a full update")
     if not obs.up_to_date and facts.policy.allows_modify:
-        return Choice("update", "UpdateRequested",
+        return Choice(Events.UPDATE, Reasons.UPDATE_REQUESTED,
                       "external resource differs from spec" + drift_detail(obs.drifted))
     if not obs.up_to_date:
         return Choice(
-            "available",
+            Events.AVAILABLE,
             "ReconcileSkipped",
             "external resource differs from spec; reconcile policy 'skip' forbids updating it",
         )
-    return Choice("available", "Available", "")
+    return Choice(Events.AVAILABLE, Reasons.AVAILABLE, "")
 
 
 #: The operation under way in each working state, remembered when it fails.
-OPERATION_OF_STATE = {"creating": "create", "updating": "update", "deleting": "delete"}
+OPERATION_OF_STATE = {States.CREATING: "create", States.UPDATING: "update",
+                      States.DELETING: "delete"}
 
 
 @attrs.frozen
@@ -399,7 +407,7 @@ def decide(machine: type[LifecycleMachine], facts: Facts) -> Decision:
     choice = choose_event(facts)
     decision = transit(machine, facts.state, choice, facts, error=error,
                        failed_operation=operation)
-    if decision.transition is not None and choice.event == "fail" and error is None:
+    if decision.transition is not None and choice.event == Events.FAIL and error is None:
         # The provider reports the resource failed: remember what was under way.
         return Decision(facts.state, choice, decision.transition,
                         HandledError(choice.message, reason=choice.reason),
@@ -411,7 +419,7 @@ def fail_edge(machine: type[LifecycleMachine], state: str,
               facts: object) -> TransitionSpec | None:
     """The ``fail`` transition from ``state``, or None (no such edge, or a guard raised)."""
     try:
-        return machine.table().fire(state, "fail", guard_of(machine, facts))
+        return machine.table().fire(state, Events.FAIL, guard_of(machine, facts))
     except HandledError:
         return None
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import enum
 
+from lifecycle.core.vocabulary import Reasons
+
 __all__ = [
     "CredentialsError",
     "ExternalError",
@@ -50,7 +52,7 @@ class HandledError(LifecycleError):
     """
 
     severity: Severity = Severity.RETRYABLE
-    reason: str = "ReconcileError"
+    reason: str = Reasons.RECONCILE_ERROR
 
     def __init__(
         self,

@@ -10,9 +10,10 @@ from typing import Any
 
 import attrs
 
-from lifecycle.core.errors import TerminalError
+from lifecycle.core.errors import MachineDefinitionError, TerminalError
 from lifecycle.core.machine import LifecycleMachine
 from lifecycle.core.objects import is_mapping
+from lifecycle.core.vocabulary import Events
 
 #: Group of the engine's own kinds (ProviderConfig) and annotations.
 GROUP = "lifecycle.dev"
@@ -102,6 +103,9 @@ class Kind:
     #: What an object of the kind manages, in plain text: the CRD's description, which
     #: ``kubectl explain`` prints (empty: a sentence naming the kind).
     description: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        check_machine_events(self.kind, self.machine)
 
     @property
     def api_version(self) -> str:
@@ -202,6 +206,27 @@ class Kind:
             raise TerminalError(
                 f"external name {shown} {problem}; set a valid {EXTERNAL_NAME} annotation, "
                 f"then annotate {OPERATION}=reconcile", reason="InvalidExternalName")
+
+
+def check_machine_events(kind: str, machine: Any) -> None:
+    """Refuse a managed kind's machine that lacks an event the engine fires.
+
+    The event choice (:func:`lifecycle.core.decide.choose_event`) fires each of
+    :data:`Events.MANAGED <lifecycle.core.vocabulary.Events.MANAGED>`; a claim machine
+    (``is_claim = True``) has a choice of its own and is not checked here.
+    """
+    if not (isinstance(machine, type) and issubclass(machine, LifecycleMachine)):
+        raise MachineDefinitionError(
+            f"kind {kind}: machine must be a LifecycleMachine subclass, not {machine!r}")
+    if getattr(machine, "is_claim", False) is True:
+        return
+    declared = set(machine.table().events)
+    missing = [event for event in Events.MANAGED if event not in declared]
+    if missing:
+        raise MachineDefinitionError(
+            f"kind {kind}: machine {machine.__name__} declares no {', '.join(missing)} "
+            f"event{'s' if len(missing) > 1 else ''}; a managed resource's machine declares "
+            f"every event the engine fires: {', '.join(Events.MANAGED)}")
 
 
 def check_references(obj: Mapping[str, Any]) -> None:

@@ -42,6 +42,7 @@ from lifecycle.core.kind import PAUSED
 from lifecycle.core.machine import LifecycleMachine, TransitionSpec, camel
 from lifecycle.core.status import Outcome, Settled, paused, settle
 from lifecycle.core.values import Condition, Observation, ProviderStatus, Result
+from lifecycle.core.vocabulary import ConditionTypes, Reasons
 
 __all__ = ["OBSERVATIONS", "PAUSED_MESSAGE", "Plan", "Settler", "acted", "after_action",
            "after_create", "conclude", "created", "describe", "gather", "held", "passage", "plan",
@@ -89,7 +90,7 @@ def held(g: Gate, old: Mapping[str, Any], now: datetime) -> Plan:
     """
     status = paused(old, g.state, g.generation, PAUSED_MESSAGE, now, deleting=g.deleting)
     return Plan(g.state, Choice(None, "ReconcilePaused"), None, Settled(status),
-                Result.done("Paused"))
+                Result.done(Reasons.PAUSED))
 
 
 def gather(
@@ -303,7 +304,7 @@ def describe(p: Plan) -> str:
                      f"(guards: {guards}; actions: {actions})")
     conditions = {c["type"]: c for c in p.settled.status.get("conditions") or []
                   if isinstance(c, dict)}
-    for type_ in ("Ready", "Synced"):
+    for type_ in (ConditionTypes.READY, ConditionTypes.SYNCED):
         c = conditions.get(type_)
         if c is not None:
             lines.append(f"{type_ + ':':<11} {c['status']} ({c['reason']})")

@@ -26,6 +26,7 @@ from lifecycle.core.values import (
     ProviderStatus,
     rfc3339,
 )
+from lifecycle.core.vocabulary import ConditionTypes, Reasons
 
 __all__ = [
     "ENGINE_KEYS",
@@ -57,7 +58,7 @@ ENGINE_KEYS = frozenset({
 
 #: Condition types that report problems with the object itself (annotations,
 #: policies, a repaired stored state); True once the problem is gone.
-NOTE_TYPES = frozenset({"ConfigValid", "StatusValid"})
+NOTE_TYPES = ConditionTypes.NOTES
 
 
 @attrs.frozen
@@ -134,15 +135,15 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
         updates.append(Condition(cond.READY, _STATUS[spec.ready[0]], spec.ready[1],
                                  message, gen))
     if error is not None and (decision.hold or refused_change(facts, decision)):
-        updates.append(Condition(cond.SYNCED, F, "ReconcileError",
+        updates.append(Condition(cond.SYNCED, F, Reasons.RECONCILE_ERROR,
                                  f"{decision.failed_operation} failed ({error.reason}): "
                                  f"{error.message}", gen))
     elif error is not None:
-        updates.append(Condition(cond.SYNCED, F, "ReconcileError", error.message, gen))
+        updates.append(Condition(cond.SYNCED, F, Reasons.RECONCILE_ERROR, error.message, gen))
     elif choice.reason == "ReconcileSkipped" or facts.policy is ReconcilePolicy.SKIP:
         updates.append(Condition(cond.SYNCED, T, "ReconcileSkipped", choice.message, gen))
     else:
-        updates.append(Condition(cond.SYNCED, T, "ReconcileSuccess", "", gen))
+        updates.append(Condition(cond.SYNCED, T, Reasons.RECONCILE_SUCCESS, "", gen))
     for state_id, activity in machine.activity_conditions.items():
         if state_id == target:
             if error is not None and state_id == "failed":
@@ -165,9 +166,9 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
     held = stuck(machine, target, operation_since or since, stored, gen, now)
     if held is not None:
         updates.append(held)
-        previous = present.get("Stuck")
+        previous = present.get(ConditionTypes.STUCK)
         if held.status is T and (previous is None or str(previous.get("status")) != T.value):
-            events.append(("Warning", "Stuck", held.message))
+            events.append(("Warning", ConditionTypes.STUCK, held.message))
     history = kept_history(old.get("history"))
     if transition is not None and transition.source != transition.target:
         reason = error.reason if error else choice.reason
@@ -236,7 +237,7 @@ def ready_as_observed(machine: type[LifecycleMachine], stored: Sequence[Mapping[
     if ready is not None and ready.status is T:
         return Condition(cond.READY, T, ready.reason, ready.message, gen)
     declared = next((s.ready for s in machine.table().states.values()
-                     if s.ready[0] == T.value), (T.value, "Available"))
+                     if s.ready[0] == T.value), (T.value, Reasons.AVAILABLE))
     return Condition(cond.READY, T, declared[1], "", gen)
 
 
@@ -256,7 +257,8 @@ def unreachable_since(old: Mapping[str, Any], stored: Sequence[Mapping[str, Any]
     """
     synced = cond.get(stored, cond.SYNCED)
     kept = valid_timestamp(old.get("operationSince"))
-    if kept and synced is not None and synced.status is F and synced.reason == "ReconcileError":
+    if (kept and synced is not None and synced.status is F
+            and synced.reason == Reasons.RECONCILE_ERROR):
         return kept
     return when
 
@@ -371,7 +373,7 @@ def stuck(machine: type[LifecycleMachine], state: str, since: str,
     None when there is nothing to record.
     """
     limit = machine.timing.max_in_state.get(state)
-    had = cond.get(stored, "Stuck") is not None
+    had = cond.get(stored, ConditionTypes.STUCK) is not None
     held = 0.0
     if limit is not None:
         try:
@@ -379,6 +381,6 @@ def stuck(machine: type[LifecycleMachine], state: str, since: str,
         except ValueError:
             held = 0.0
     if limit is not None and held > limit:
-        return Condition("Stuck", T, f"StuckIn{camel(state)}",
+        return Condition(ConditionTypes.STUCK, T, f"StuckIn{camel(state)}",
                          f"in {state} for {int(held)}s, longer than {int(limit)}s", gen)
-    return Condition("Stuck", F, "NotStuck", "", gen) if had else None
+    return Condition(ConditionTypes.STUCK, F, Reasons.NOT_STUCK, "", gen) if had else None

@@ -39,6 +39,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from lifecycle.core.objects import status as stored_status
+from lifecycle.core.vocabulary import ConditionTypes
 
 __all__ = ["OperatorMetrics", "ProbeServer"]
 
@@ -224,7 +225,7 @@ def _is_stuck(status: Mapping[str, Any]) -> bool:
     """Whether a stored status carries ``Stuck=True``."""
     conditions = status.get("conditions")
     return isinstance(conditions, list) and any(
-        isinstance(c, dict) and c.get("type") == "Stuck" and c.get("status") == "True"
+        isinstance(c, dict) and c.get("type") == ConditionTypes.STUCK and c.get("status") == "True"
         for c in conditions)
 
 

@@ -19,6 +19,7 @@ from lifecycle.core import objects
 from lifecycle.core.errors import HandledError
 from lifecycle.core.kind import EXTERNAL_NAME
 from lifecycle.core.values import Condition, ConditionStatus
+from lifecycle.core.vocabulary import ConditionTypes
 from lifecycle.runtime.names import ExternalName
 from lifecycle.runtime.redaction import credential_values, redact, redact_status
 from lifecycle.runtime.secrets import ConnectionSecrets
@@ -130,7 +131,8 @@ class PassObject:
 
 def config_note(reason: str, message: str, generation: int) -> Condition:
     """A ``ConfigValid`` False note of this generation."""
-    return Condition("ConfigValid", ConditionStatus.FALSE, reason, message, generation)
+    return Condition(ConditionTypes.CONFIG_VALID, ConditionStatus.FALSE, reason, message,
+                     generation)
 
 
 def informational(error: HandledError, generation: int) -> Condition:

@@ -44,6 +44,7 @@ from lifecycle.core.claims import ClassKind
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 from lifecycle.core.parents import ParentKind
 from lifecycle.core.providerconfig import ProviderConfigSpec
+from lifecycle.core.vocabulary import ConditionTypes
 from lifecycle.schema.openapi import SchemaError, plain_text, schema_for_type
 from lifecycle.schema.structural import check_crd, check_structural
 
@@ -178,10 +179,10 @@ def spec_schema(kind: Kind) -> dict[str, Any]:
 
 
 _COLUMNS: list[dict[str, Any]] = [
-    {"name": "Ready", "type": "string",
-     "jsonPath": ".status.conditions[?(@.type=='Ready')].status"},
-    {"name": "Synced", "type": "string",
-     "jsonPath": ".status.conditions[?(@.type=='Synced')].status"},
+    {"name": ConditionTypes.READY, "type": "string",
+     "jsonPath": f".status.conditions[?(@.type=='{ConditionTypes.READY}')].status"},
+    {"name": ConditionTypes.SYNCED, "type": "string",
+     "jsonPath": f".status.conditions[?(@.type=='{ConditionTypes.SYNCED}')].status"},
     {"name": "State", "type": "string", "jsonPath": ".status.state"},
     {"name": "External-Name", "type": "string", "jsonPath": ".status.externalName"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

@@ -35,6 +35,7 @@ from lifecycle.core.history import DEFAULT_LIMIT, History
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
 from lifecycle.core.requeue import Reconciles
 from lifecycle.core.values import Condition, Result
+from lifecycle.core.vocabulary import ConditionTypes
 from lifecycle.kube.errors import BadRequest, NotFound
 from lifecycle.runtime.contract import Connector
 from lifecycle.runtime.reconciler import Reconciler
@@ -511,7 +512,7 @@ class Environment:
         status = obj.get("status")
         status = status if isinstance(status, Mapping) else {}
         if key is not None:
-            stuck = get_condition(status.get("conditions") or [], "Stuck")
+            stuck = get_condition(status.get("conditions") or [], ConditionTypes.STUCK)
             if stuck is not None and stuck.status.value == "True":
                 self._queue.stuck[key] = stuck.message or stuck.reason
             else:

@@ -17,6 +17,7 @@ from lifecycle.core.kind import (
     Kind,
     connection_secret_ref,
 )
+from lifecycle.core.vocabulary import ConditionTypes
 from lifecycle.kube.errors import NotFound
 from lifecycle.runtime.secrets import decode, read_secret
 from lifecycle.sim.apiserver import EmbeddedAPI
@@ -299,7 +300,7 @@ def converged_objects(env: Environment, kind: Kind, manifests: Mapping[str, dict
             problems.append(f"{name} vanished")
             continue
         status = objects.status(obj)
-        ready = get_condition(status.get("conditions") or [], "Ready")
+        ready = get_condition(status.get("conditions") or [], ConditionTypes.READY)
         generation = obj["metadata"].get("generation")
         if status.get("state") != "ready" or ready is None or ready.status.value != "True":
             problems.append(f"{name} did not converge to Ready (state={status.get('state')}, "

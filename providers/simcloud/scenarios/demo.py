@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 import attrs
 
+from lifecycle.core.vocabulary import ConditionTypes
 from lifecycle.providers.simcloud import CloudUnavailable, SimCloud
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.testing import Environment, Step
@@ -94,8 +95,8 @@ class Display:
             state = self.env.state(KIND, r.name) or "-"
             ready = synced = "-"
             if self.env.exists(KIND, r.name):
-                rc = self.env.condition(KIND, r.name, "Ready")
-                sc = self.env.condition(KIND, r.name, "Synced")
+                rc = self.env.condition(KIND, r.name, ConditionTypes.READY)
+                sc = self.env.condition(KIND, r.name, ConditionTypes.SYNCED)
                 ready = rc.status.value if rc else "-"
                 synced = sc.status.value if sc else "-"
             path = " > ".join(self.paths.get(r.name, []))

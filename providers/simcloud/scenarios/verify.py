@@ -17,6 +17,7 @@ from lifecycle.core import objects
 from lifecycle.core.claims import ClaimBinding
 from lifecycle.core.conditions import get as get_condition
 from lifecycle.core.kind import EXTERNAL_NAME, INTENT, INTENT_MAC, Kind
+from lifecycle.core.vocabulary import ConditionTypes
 from lifecycle.kube.errors import NotFound
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest
@@ -148,7 +149,7 @@ def claim_target(kind: Kind, binding: ClaimBinding, label: str = "") -> Target:
                 problems.append(f"{len(mine)} managed resources provisioned for claim {name}: "
                                 f"{', '.join(mine) or 'none'}")
             status = objects.status(claim)
-            ready = get_condition(status.get("conditions") or [], "Ready")
+            ready = get_condition(status.get("conditions") or [], ConditionTypes.READY)
             if status.get("state") != "bound" or ready is None or ready.status.value != "True":
                 problems.append(f"claim {name} did not bind (state={status.get('state')}, "
                                 f"Ready={ready.status.value if ready else None} "
