@@ -69,10 +69,11 @@ def _reference(value: Any) -> Reference | None:
         hint = (" (a reference names an object of the same namespace only)"
                 if "namespace" in extra else "")
         raise TypeError(f"has unknown field(s) {', '.join(extra)}{hint}")
-    return Reference(value.get("name"))
+    name: Any = value.get("name")  # checked by Reference's validator
+    return Reference(name)
 
 
-def _name(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _name(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str) or not value:
         raise TypeError("name must be a non-empty string")
 
@@ -105,7 +106,7 @@ def _labels(value: Any) -> dict[str, str] | None:
     return dict(value)
 
 
-def _flag(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _flag(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and not isinstance(value, bool):
         raise TypeError("matchControllerRef must be true or false")
 
@@ -196,7 +197,8 @@ def required_rules(*fields: str) -> tuple[dict[str, str], ...]:
 def check_given(parameters: Any, *fields: str) -> None:
     """Raise ``ValueError`` naming the first of ``fields`` (attribute names) that
     ``parameters`` leaves unset without a reference or selector to fill it."""
-    by_field = {d.field: d for d in declared(type(parameters))}
+    cls: type = type(parameters)
+    by_field = {d.field: d for d in declared(cls)}
     keys = {a.name: a.alias or a.name for a in attrs.fields(type(parameters))}
     aliases = {a.alias or a.name: a.name for a in attrs.fields(type(parameters))}
     for name in fields:

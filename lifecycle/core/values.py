@@ -166,6 +166,10 @@ class ProviderStatus(enum.StrEnum):
     FAILED = "failed"
 
 
+def _names(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(names)
+
+
 @attrs.frozen
 class Observation:
     """What ``observe`` learned about the external resource.
@@ -191,7 +195,7 @@ class Observation:
     protected: str = ""
     #: The spec fields (as the spec spells them) an out-of-date resource differs in, for
     #: the drift Event: names only, never values (:func:`drift_detail` keeps only names).
-    drifted: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    drifted: tuple[str, ...] = attrs.field(default=(), converter=_names)
 
     @classmethod
     def absent(cls) -> Observation:

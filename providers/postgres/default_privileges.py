@@ -86,23 +86,23 @@ class DefaultPrivilegesParameters:
 
     __schema_validations__ = references.required_rules("role", "database")
 
-    role: str = fields.referenced_name()
-    """The PostgreSQL role that receives the privileges on future objects (or roleRef,
-    roleSelector)."""
-    role_ref: references.Reference | None = fields.reference("role", "Role")  # noqa: RUF009
-    role_selector: references.Selector | None = fields.selector("role", "Role")  # noqa: RUF009
     target_role: str = attrs.field(validator=_name, alias="targetRole")
     """The role whose future objects get these privileges: the defaults apply to objects it
     creates."""
-    database: str = fields.referenced_name()
-    """The database the default privileges apply in (or databaseRef, databaseSelector)."""
-    database_ref: references.Reference | None = fields.reference("database", "Database")  # noqa: RUF009
-    database_selector: references.Selector | None = fields.selector("database", "Database")  # noqa: RUF009
     object_type: str = attrs.field(converter=_object_type, alias="objectType")
     """The type of the future objects: table, sequence, function, type or schema."""
     privileges: tuple[str, ...] = attrs.field(converter=_privileges)
     """The privileges to grant on each future object, such as SELECT or USAGE, or ALL for every
     privilege of the type."""
+    role: str = fields.referenced_name()
+    """The PostgreSQL role that receives the privileges on future objects (or roleRef,
+    roleSelector)."""
+    role_ref: references.Reference | None = fields.reference("role", "Role")  # noqa: RUF009
+    role_selector: references.Selector | None = fields.selector("role", "Role")  # noqa: RUF009
+    database: str = fields.referenced_name()
+    """The database the default privileges apply in (or databaseRef, databaseSelector)."""
+    database_ref: references.Reference | None = fields.reference("database", "Database")  # noqa: RUF009
+    database_selector: references.Selector | None = fields.selector("database", "Database")  # noqa: RUF009
     schema: str | None = fields.name()
     """A schema of the database the defaults are limited to; unset, they apply in the whole
     database (or schemaRef, schemaSelector)."""

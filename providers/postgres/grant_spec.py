@@ -198,6 +198,9 @@ class GrantParameters:
 
     __schema_validations__ = references.required_rules("role", "database")
 
+    privileges: tuple[str, ...] = attrs.field(converter=privilege_list)
+    """The privileges to grant, such as CONNECT, CREATE, SELECT, USAGE, or ALL for every privilege
+    the target has."""
     role: str = fields.referenced_name()
     """The PostgreSQL role that receives the privileges (or roleRef, roleSelector)."""
     role_ref: references.Reference | None = fields.reference("role", "Role")  # noqa: RUF009
@@ -207,9 +210,6 @@ class GrantParameters:
     databaseRef, databaseSelector)."""
     database_ref: references.Reference | None = fields.reference("database", "Database")  # noqa: RUF009
     database_selector: references.Selector | None = fields.selector("database", "Database")  # noqa: RUF009
-    privileges: tuple[str, ...] = attrs.field(converter=privilege_list)
-    """The privileges to grant, such as CONNECT, CREATE, SELECT, USAGE, or ALL for every privilege
-    the target has."""
     with_option: str | None = attrs.field(default=None, validator=with_grant_option,
                                           alias="withOption")
     """GRANT also gives the role the right to grant these privileges on to others (WITH GRANT
