@@ -8,6 +8,7 @@ the spec, and what a tenant writes never reaches another namespace.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -308,3 +309,38 @@ def test_the_api_refuses_a_grant_without_role_or_reference(tenant: Environment) 
     with pytest.raises(ApiError, match="namespace"):
         tenant.apply(by_ref("elsewhere", roleRef={"name": "app", "namespace": "team-b"},
                             database="db"))
+
+
+@pytest.mark.postgres
+def test_schema_extension_and_default_privileges_resolve_theirs(
+        superuser_env: Environment, server: PostgresServer) -> None:
+    env = superuser_env
+    env.namespace(NS)
+    owner = f"owner_{uuid.uuid4().hex[:8]}"
+    for name, external in (("app", None), ("owner", owner)):
+        env.apply(manifest("Role", name, namespace=NS, external_name=external))
+    env.apply(manifest("Database", "db", namespace=NS))
+    schema = manifest("Schema", "s", namespace=NS, external_name="refs")
+    schema["spec"]["forProvider"] = {"databaseRef": {"name": "db"}, "roleRef": {"name": "owner"}}
+    env.apply(schema)
+    extension = manifest("Extension", "e", namespace=NS, extension="hstore")
+    extension["spec"]["forProvider"]["databaseSelector"] = {"matchLabels": {}}
+    env.apply(extension)
+    defaults = manifest("DefaultPrivileges", "d", namespace=NS, targetRole=owner,
+                        objectType="table", privileges=["SELECT"])
+    defaults["spec"]["forProvider"].update(roleRef={"name": "app"}, databaseRef={"name": "db"},
+                                           schemaRef={"name": "s"})
+    env.apply(defaults)
+    env.run_until_idle()
+
+    database = env.get("Database", "db", NS)["status"]["externalName"]
+    app = env.get("Role", "app", NS)["status"]["externalName"]
+    assert env.get("Schema", "s", NS)["spec"]["forProvider"] == {
+        "databaseRef": {"name": "db"}, "roleRef": {"name": "owner"}, "database": database,
+        "role": owner, "revokePublicOnSchema": False}
+    ext = env.get("Extension", "e", NS)["spec"]["forProvider"]
+    assert ext["database"] == database and ext["databaseRef"] == {"name": "db"}
+    dp = env.get("DefaultPrivileges", "d", NS)["spec"]["forProvider"]
+    assert (dp["role"], dp["database"], dp["schema"]) == (app, database, "refs")
+    for kind, name in (("Schema", "s"), ("Extension", "e"), ("DefaultPrivileges", "d")):
+        assert env.condition(kind, name, "Ready", NS).status.value == "True", kind
