@@ -443,9 +443,10 @@ class Claims:
         if key is None:
             return
         with self._lock:
-            held = None if self._held is None else self._held.get((config, key))
-            if held is not None and held[1] == resource.uid:
-                del self._held[(config, key)]
+            record = self._held
+            held = None if record is None else record.get((config, key))
+            if record is not None and held is not None and held[1] == resource.uid:
+                del record[(config, key)]
 
 
 #: What a statement that has run reports of its effect: finished (observe it now).
