@@ -477,22 +477,37 @@ class RealCluster:
 
 
 def install(client: Any, documents: Sequence[dict[str, Any]], *, timeout: float = 60.0) -> None:
-    """Create or update each CRD in ``documents`` and wait until all are Established."""
+    """Create or update each CRD in ``documents`` and wait until all are Established.
+
+    A ProviderConfig CRD the server already serves is merged with it, not replaced
+    (:func:`lifecycle.testing.crdmerge.merged_crd`): the kinds installed earlier keep
+    their fields, and a field is required only where every install requires it.
+    """
     from kubernetes import client as k8s
+
+    from lifecycle.testing.crdmerge import merged_crd
 
     ext = k8s.ApiextensionsV1Api(client)
     for doc in documents:
         name = doc["metadata"]["name"]
         body: Any = doc  # the client sends plain dicts as they are
-        try:
-            ext.create_custom_resource_definition(body)
-        except k8s.ApiException as exc:
-            if exc.status != 409:
-                raise
-            current = ext.read_custom_resource_definition(name)
-            version = current.metadata.resource_version if current.metadata else None
-            body = {**doc, "metadata": {**doc["metadata"], "resourceVersion": version}}
-            ext.replace_custom_resource_definition(name, body)
+        for attempt in range(5):
+            try:
+                ext.create_custom_resource_definition(body)
+                break
+            except k8s.ApiException as exc:
+                if exc.status != 409:
+                    raise
+            served = json.loads(ext.read_custom_resource_definition(
+                name, _preload_content=False).data)
+            body = {**merged_crd(served, doc), "metadata": {
+                **doc["metadata"], "resourceVersion": served["metadata"]["resourceVersion"]}}
+            try:
+                ext.replace_custom_resource_definition(name, body)
+                break
+            except k8s.ApiException as exc:  # changed since read (its status): read again
+                if exc.status != 409 or attempt == 4:
+                    raise
     deadline = time.monotonic() + timeout
     for doc in documents:
         name = doc["metadata"]["name"]
