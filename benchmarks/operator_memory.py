@@ -50,12 +50,15 @@ def _child(argv: list[str]) -> int:
         for line in sys.stdin:
             command, _, arg = line.strip().partition(" ")
             gc.collect()
+            if command == "trim":  # what glibc's malloc holds free, handed back (diagnostic)
+                import ctypes
+                ctypes.CDLL("libc.so.6").malloc_trim(0)
             if command == "snap" and trace:
                 if not tracemalloc.is_tracing():  # the first snapshot starts tracing
                     tracemalloc.start(frames)
                 tracemalloc.take_snapshot().dump(arg)
-            answer({"rss": rss_bytes(os.getpid()),
-                     "traced": tracemalloc.get_traced_memory()[0] if trace else None})
+            traced = tracemalloc.get_traced_memory() if trace else (None, None)
+            answer({"rss": rss_bytes(os.getpid()), "traced": traced[0], "peak": traced[1]})
 
     threading.Thread(target=serve, daemon=True).start()
     from lifecycle.cli import main as lifecycle_main
@@ -103,14 +106,18 @@ def measure(n: int, *, trace: bool, top: int, workdir: Path,
             raise SystemExit(f"only {len(tracker.ready_at)} of {n} Ready")
         settle(lambda: server.counts("lifecycle"), 120)
         after = _ask(operator, f"snap {workdir}/after-{n}.snap")
+        trimmed = _ask(operator, "trim")
         sizes = [len(json.dumps(o, separators=(",", ":"))) for o in tracker.objects.values()]
         size = sum(sizes) / len(sizes)
         growth = (after["rss"] - before["rss"]) / n
         out: dict[str, Any] = {"n": n, "object_json_bytes": size,
                                "rss_growth_bytes_per_object": growth,
-                               "memory_ratio_json": growth / size}
+                               "memory_ratio_json": growth / size,
+                               "rss_growth_after_malloc_trim_bytes_per_object":
+                                   (trimmed["rss"] - before["rss"]) / n}
         if trace:
             out["traced_growth_bytes_per_object"] = (after["traced"] - before["traced"]) / n
+            out["traced_peak_growth_bytes_per_object"] = (after["peak"] - before["traced"]) / n
             old = tracemalloc.Snapshot.load(f"{workdir}/before-{n}.snap")
             new = tracemalloc.Snapshot.load(f"{workdir}/after-{n}.snap")
             group = "traceback" if frames > 1 else "lineno"

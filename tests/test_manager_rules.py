@@ -280,7 +280,7 @@ def test_own_events_queue_keys_through_the_filters_and_tell_followers() -> None:
 
 def test_a_watched_kind_queues_the_mapped_keys_sorted_and_once() -> None:
     c = controller(owns=lambda key: key[1] != "skip")
-    c.informer._cache[("default", "own")] = obj("own")
+    c.informer._cache[("default", "own")] = c.informer._pack(obj("own"))
     asked: list[list[dict[str, Any]]] = []
 
     def keys(changed: dict[str, Any], cached: Any) -> list[Key]:
@@ -610,7 +610,8 @@ def test_provider_config_usage_runs_per_config_api_only_for_managed_kinds() -> N
     assert manager.controllers["DatabaseClaim"].followers == []
     # The usage reconciler lists users from the managed kinds' informers.
     informer = manager.controllers["DatabaseInstance"].informer
-    informer._cache[("a", "db")] = {"metadata": {"name": "db", "namespace": "a"}, "spec": {}}
+    informer._cache[("a", "db")] = informer._pack({"metadata": {"name": "db", "namespace": "a"},
+                                                   "spec": {}})
     assert usage.users("default") == ["DatabaseInstance a/db"]
 
 

@@ -24,6 +24,7 @@ timeout, each event decoded once.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -204,7 +205,9 @@ class KubeCluster:
         for kind in kinds:
             self.register(ResourceInfo(kind.group, kind.version, kind.kind, kind.plural,
                                        kind.namespaced))
-        self._events: OrderedDict[tuple[str, ...], tuple[str, int]] = OrderedDict()
+        #: Recent Events: a digest of (namespace, uid, type, reason, message) to the
+        #: Event's name and count (a digest: the message and uid are not kept alive).
+        self._events: OrderedDict[Any, tuple[str, int]] = OrderedDict()
         self._transport: Transport | None = None
 
     def register(self, info: ResourceInfo) -> None:
@@ -369,7 +372,8 @@ class KubeCluster:
         meta = metadata(involved)
         namespace = meta.get("namespace") or "default"
         message = message[:1024]
-        key = (namespace, str(meta.get("uid", "")), type, reason, message)
+        key = hashlib.blake2b("\0".join((namespace, str(meta.get("uid", "")), type, reason,
+                                          message)).encode(), digest_size=16).digest()
         stamp = rfc3339(now())
         events = self.info("v1", "Event")
         seen = self._events.get(key)
@@ -401,7 +405,7 @@ class KubeCluster:
         self._remember(key, event["metadata"]["name"], 1)
         return event
 
-    def _remember(self, key: tuple[str, ...], name: str, count: int) -> None:
+    def _remember(self, key: Any, name: str, count: int) -> None:
         with self._lock:
             self._events[key] = (name, count)
             self._events.move_to_end(key)

@@ -500,6 +500,9 @@ class Manager:
         if self.elector is not None:
             self.metrics.leader.labels(name=self.elector.options.name).set(1)
         for controller in self.controllers.values():
+            load = getattr(getattr(controller.reconciler, "names", None), "load", None)
+            if load is not None:  # the external-name index: listed now, not in a pass
+                load()
             controller.start_workers()
 
     def _stop_workers(self) -> None:

@@ -149,6 +149,16 @@ class NameIndex:
             self._holders = holders
         return self._holders
 
+    def load(self) -> bool:
+        """Load the index now (an operator does it as its workers start, so no pass waits
+        on the list); False when the list failed, which leaves it to the first claim."""
+        try:
+            with self._lock:
+                self._load()
+        except Exception:
+            return False
+        return True
+
     def claim(self, obj: Mapping[str, Any], external_name: str) -> Claimant | None:
         """Claim ``external_name`` for ``obj``: None when it is (now) obj's, else the holder.
 
