@@ -340,6 +340,15 @@ def _key_of(kind: str, want: Any) -> str | None:
 Holder = tuple[str, str, str]
 
 
+def _conflict(resource: ManagedResource, owner: Holder) -> TerminalError:
+    """The terminal refusal of ``resource`` because ``owner`` holds its role and target."""
+    return TerminalError(
+        f"{resource.kind} {owner[2]} (uid {owner[1]}) already manages these privileges "
+        f"of {resource.parameters.role!r} on this target: one object per role and "
+        "target (the older keeps it), so that two never undo each other; merge the two, "
+        "or delete that one and then change this one's spec", reason=TARGET_CONFLICT)
+
+
 class Claims:
     """One owner per (role, target) of the Grant-like kinds: the oldest object holding it.
 
@@ -416,6 +425,9 @@ class Claims:
                 if take and held is None:
                     self._held[slot] = ("", resource.uid, me)  # its age is read when needed
                 return
+            unbound = self._lister is None
+        if unbound:  # nothing to read: the first claimant of this process keeps it
+            raise _conflict(resource, held)
         fresh = self._holders()  # the holder may be gone, or name another target now
         with self._lock:
             assert self._held is not None
@@ -431,11 +443,7 @@ class Claims:
                 return
             if owner[1] == resource.uid:
                 return
-        raise TerminalError(
-            f"{resource.kind} {owner[2]} (uid {owner[1]}) already manages these privileges "
-            f"of {resource.parameters.role!r} on this target: one object per role and "
-            "target (the older keeps it), so that two never undo each other; merge the two, "
-            "or delete that one and then change this one's spec", reason=TARGET_CONFLICT)
+        raise _conflict(resource, owner)
 
     def release(self, config: str, resource: ManagedResource) -> None:
         """Give up the resource's target (its delete ran)."""
