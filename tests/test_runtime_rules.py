@@ -526,8 +526,8 @@ def test_the_first_write_of_a_connection_secret_carries_the_label_and_the_owner(
     real_create = env.api.create
     created: list[dict[str, Any]] = []
 
-    def create(obj: dict[str, Any]) -> dict[str, Any]:
-        made = real_create(obj)
+    def create(obj: dict[str, Any], **options: Any) -> dict[str, Any]:
+        made = real_create(obj, **options)
         if obj["kind"] == "Secret":
             created.append(made)
         return made

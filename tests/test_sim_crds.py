@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle.kube.errors import Invalid, MethodNotAllowed, NotFound
+from lifecycle.kube.errors import BadRequest, Invalid, MethodNotAllowed, NotFound
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.schema.crds import crd, crds
 from lifecycle.sim import EmbeddedAPI
@@ -47,7 +47,9 @@ def test_a_created_crd_is_established_and_serves_its_kind_with_its_schema() -> N
     rtype = api.resource_type(DBI, "DatabaseInstance")
     assert rtype.short_names == ("dbi",) and "managed" in rtype.categories
     assert [c["name"] for c in rtype.printer_columns][:2] == ["Ready", "Synced"]
-    created = api.create(instance(extra="pruned"))
+    with pytest.raises(BadRequest, match=r'unknown field "spec\.forProvider\.extra"'):
+        api.create(instance(extra="pruned"))  # strict field validation, by default
+    created = api.create(instance(extra="pruned"), field_validation="Ignore")
     assert "extra" not in created["spec"]["forProvider"]
     assert created["spec"]["deletionPolicy"] == "Delete"  # defaulted
     with pytest.raises(Invalid) as caught:

@@ -24,7 +24,7 @@ Faults (errors, latency, dropped watches) are injected through
 
 from __future__ import annotations
 
-import collections
+import logging
 import random
 import threading
 from collections.abc import Callable
@@ -41,10 +41,12 @@ from lifecycle.kube.errors import (
 )
 from lifecycle.kube.objects import clone, merge_patch
 from lifecycle.kube.resources import BUILTIN_TYPES, NAMESPACE, SECRET, ResourceType
+from lifecycle.sim.counting import Counting
 from lifecycle.sim.crds import CRD, CRDController
 from lifecycle.sim.events import Events
-from lifecycle.sim.faults import WRITE_VERBS, FaultInjector
+from lifecycle.sim.faults import FaultInjector
 from lifecycle.sim.gc import Collector, Deletes, deletion_done
+from lifecycle.sim.openapi import check_fields
 from lifecycle.sim.reads import Reads
 from lifecycle.sim.schema import admit as admit_schema
 from lifecycle.sim.sharing import Lender, SharedView
@@ -75,6 +77,9 @@ _KEPT_ON_UPDATE = (*_SERVER_METADATA, "name", "namespace", "resourceVersion", "g
 # The bits uuid.UUID(int=..., version=4) clears and sets (variant RFC 4122, version 4).
 _UUID_CLEAR = ~((0xC000 << 48) | (0xF000 << 64))
 _UUID_SET = (0x8000 << 48) | (4 << 76)
+_HINT = (" (a misspelt field? field_validation=\"Ignore\" prunes it, as the call's keyword "
+         "or EmbeddedAPI's)")
+_log = logging.getLogger(__name__)
 
 
 def _uuid4(bits: int) -> str:
@@ -83,7 +88,7 @@ def _uuid4(bits: int) -> str:
     return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
-class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
+class EmbeddedAPI(Counting, Reads, Deletes, Events, Snapshots):
     """An in-memory Kubernetes API server for tests, the demo and benchmarks.
 
     ``clock`` supplies timestamps (default: :func:`lifecycle.core.values.now`);
@@ -100,6 +105,13 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
     raises :class:`~lifecycle.kube.sharing.SharedObjectChanged` when a caller
     changed one (default: the ``LIFECYCLE_MUTATION_DETECTOR`` environment
     variable); :meth:`check_shared` runs it over everything handed out.
+
+    ``field_validation`` is what :meth:`create`, :meth:`replace` and :meth:`patch` do with a
+    field the schema does not declare, as a request's ``fieldValidation``: ``Strict`` (the
+    default) refuses the write with :class:`~lifecycle.kube.errors.BadRequest` naming it,
+    ``Warn`` logs it and ``Ignore`` prunes it silently; each call may pass its own. Writes
+    through :meth:`shared` (the engine's) warn, as a real server answers a client that
+    names no ``fieldValidation``.
     """
 
     def __init__(
@@ -110,7 +122,10 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
         seed: int = 0,
         bookmark_interval: float = 1.0,
         detect_mutations: bool | None = None,
+        field_validation: str = "Strict",
     ) -> None:
+        check_fields({}, CRD, field_validation, skip_status=False)  # a known mode
+        self.field_validation = field_validation
         self._clock = clock or now
         self._lender = Lender(detect=detect_mutations)
         self._last_stamp: tuple[datetime | None, str] = (None, "")
@@ -188,32 +203,6 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
 
     # -- bookkeeping -----------------------------------------------------------
 
-    def _count(self, verb: str, kind: str) -> None:
-        key = (verb, kind)
-        with self._lock:
-            calls = self._calls
-            calls[key] = calls.get(key, 0) + 1
-
-    @property
-    def stats(self) -> collections.Counter[str]:
-        """Calls so far per verb (failed and faulted calls included), as of now."""
-        totals: collections.Counter[str] = collections.Counter()
-        with self._lock:
-            for (verb, _), calls in self._calls.items():
-                totals[verb] += calls
-        return totals
-
-    def writes(self, kind: str | None = None) -> int:
-        """How many write calls (create, replace, replace_status, patch, delete) were made."""
-        with self._lock:
-            return sum(calls for (verb, of), calls in self._calls.items()
-                       if verb in WRITE_VERBS and (kind is None or of == kind))
-
-    def reset_stats(self) -> None:
-        """Zero ``stats`` and the per-kind counters."""
-        with self._lock:
-            self._calls.clear()
-
     @property
     def resource_version(self) -> str:
         """The current (latest) resourceVersion of the whole server."""
@@ -277,7 +266,16 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
 
     # -- create ----------------------------------------------------------------
 
-    def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+    def _check_fields(self, obj: Any, rtype: ResourceType, mode: str | None, *,
+                      skip_status: bool) -> None:
+        """The unknown fields of a write, under ``mode``, else ``Warn`` for the engine's
+        :meth:`shared` view (a real server's default) or :attr:`field_validation`."""
+        mode = mode or ("Warn" if self._lender.in_view() else self.field_validation)
+        for path in check_fields(obj, rtype, mode, skip_status=skip_status, hint=_HINT):
+            _log.warning("%s: unknown field %r is pruned", rtype.kind, path)
+
+    def create(self, obj: dict[str, Any], *, dry_run: bool = False,
+               field_validation: str | None = None) -> dict[str, Any]:
         """Create an object and return it as stored.
 
         The server sets uid, creationTimestamp, resourceVersion and generation;
@@ -290,6 +288,7 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
         rtype = self._type_of(obj)
         self._count("create", rtype.kind)
         self.faults.check("create", rtype.kind)
+        self._check_fields(obj, rtype, field_validation, skip_status=rtype.status_subresource)
         with self._lock:
             new = self._lender.taken(obj, "create")
             return self._out("create", self._create(rtype, new, dry_run=dry_run), dry_run)
@@ -390,7 +389,8 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
         check_resource_version(rtype, stored, meta.get("resourceVersion"))
         return stored
 
-    def replace(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+    def replace(self, obj: dict[str, Any], *, dry_run: bool = False,
+                field_validation: str | None = None) -> dict[str, Any]:
         """Update the main resource (PUT) and return the object as stored.
 
         ``status`` comes from the stored object for types with a status
@@ -404,6 +404,7 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
         self._count("replace", rtype.kind)
         self.faults.check("replace", rtype.kind)
         check_meta_types(rtype, obj)
+        self._check_fields(obj, rtype, field_validation, skip_status=rtype.status_subresource)
         with self._lock:
             stored = self._target_of_update(rtype, obj)
             if rtype.status_subresource and obj.__class__ is dict and "status" in obj:
@@ -548,6 +549,7 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
         *,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: str | None = None,
     ) -> dict[str, Any]:
         """Apply a JSON merge patch (RFC 7386) to the object or its ``status`` subresource.
 
@@ -571,6 +573,8 @@ class EmbeddedAPI(Reads, Deletes, Events, Snapshots):
                 check_uid(stored, patch_meta.get("uid"))
                 check_resource_version(rtype, stored, patch_meta.get("resourceVersion"))
             merged = merge_patch(stored, patch)
+            self._check_fields(merged, rtype, field_validation, skip_status=(
+                rtype.status_subresource and subresource is None))
             if subresource == "status":
                 result = self._replace_status(rtype, stored, merged.get("status"), dry_run)
             else:

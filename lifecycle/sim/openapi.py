@@ -17,10 +17,11 @@ import hashlib
 import json
 from typing import Any
 
+from lifecycle.kube.errors import BadRequest
 from lifecycle.kube.resources import ResourceType
 
-__all__ = ["is_builtin", "schema_name", "type_schema", "unknown_fields", "v2_document",
-           "v3_document", "v3_index"]
+__all__ = ["FIELD_VALIDATION", "check_fields", "is_builtin", "schema_name", "type_schema",
+           "unknown_fields", "v2_document", "v3_document", "v3_index"]
 
 _META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 _STR = {"type": "string"}
@@ -153,6 +154,31 @@ def unknown_fields(obj: Any, rtype: ResourceType, *, skip_status: bool = False) 
         elif not schema.get("x-kubernetes-preserve-unknown-fields"):
             found.append(key)
     return found
+
+
+#: What a write does with a field its schema does not declare, as the API server's
+#: ``fieldValidation``: refuse the write (``Strict``), keep going with a warning (``Warn``),
+#: or prune the field silently (``Ignore``).
+FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
+
+
+def check_fields(obj: Any, rtype: ResourceType, mode: str, *, skip_status: bool,
+                 hint: str = "") -> list[str]:
+    """Apply ``fieldValidation`` ``mode`` to a write of ``obj``: the unknown fields' paths
+    under ``Warn``, none under ``Ignore``; under ``Strict`` a
+    :class:`~lifecycle.kube.errors.BadRequest` naming each one (``hint`` appended), as a
+    real server's strict decoding error. An unknown ``mode`` is a :class:`ValueError`."""
+    if mode not in FIELD_VALIDATION:
+        raise ValueError(f"field_validation must be one of {', '.join(FIELD_VALIDATION)}, "
+                         f"not {mode!r}")
+    if mode == "Ignore":
+        return []
+    unknown = unknown_fields(obj, rtype, skip_status=skip_status)
+    if unknown and mode == "Strict":
+        listed = ", ".join(f'unknown field "{path}"' for path in unknown)
+        raise BadRequest(f'{rtype.kind} in version "{rtype.version}" cannot be handled as '
+                         f"a {rtype.kind}: strict decoding error: {listed}{hint}")
+    return unknown
 
 
 def _walk(value: Any, schema: Any, path: str, found: list[str]) -> None:

@@ -46,6 +46,10 @@ class Lender:
         """Whether the calling thread is inside a :class:`SharedView` call of ``verb``."""
         return self._local.__dict__.get("verb") == verb
 
+    def in_view(self) -> bool:
+        """Whether the calling thread is inside any :class:`SharedView` call."""
+        return self._local.__dict__.get("verb") is not None
+
     def out(self, obj: dict[str, Any], verb: str, share: bool | None = None) -> dict[str, Any]:
         """What ``verb`` hands out for the stored ``obj``: a copy, or ``obj`` itself when
         sharing (``share``, or by default whether the calling thread is inside a
@@ -97,7 +101,10 @@ class SharedView:
     themselves instead of copies; every other attribute is the API's own.
     A body written through the view is kept below the levels the server
     fills in (:meth:`Lender.taken`): the caller hands it over and must not
-    change it afterwards. Obtain one with ``EmbeddedAPI.shared()``.
+    change it afterwards. A field its schema lacks is pruned with a logged
+    warning unless the call names its own ``field_validation``: the view is the
+    engine's, and a real server treats a client that names none (the official
+    client) so. Obtain one with ``EmbeddedAPI.shared()``.
     """
 
     def __init__(self, api: Any, lender: Lender) -> None:

@@ -120,7 +120,9 @@ class Verbs:
               content_type: str) -> tuple[int, Any]:
         """Carry out a POST, PUT, PATCH or DELETE; returns the HTTP status and the answer."""
         api, rtype = self.api, route.rtype
-        dry = {"dry_run": True} if options.dry_run else {}
+        dry: dict[str, Any] = {"dry_run": True} if options.dry_run else {}
+        # the request's own fieldValidation is applied here; the API then checks nothing
+        checked = {**dry, "field_validation": "Ignore"}
         if method == "POST":
             if route.name is not None:
                 raise MethodNotAllowed(NOT_ALLOWED)
@@ -128,7 +130,7 @@ class Verbs:
             if rtype in reviews.REVIEWS:
                 return 201, reviews.answer(rtype, obj)
             self._check_fields(obj, rtype, options, skip_status=rtype.status_subresource)
-            return 201, api.create(obj, **dry)
+            return 201, api.create(obj, **checked)
         if rtype in reviews.REVIEWS:
             raise MethodNotAllowed(NOT_ALLOWED)
         if method == "DELETE":
@@ -149,7 +151,7 @@ class Verbs:
                                          obj["metadata"].get("resourceVersion"))
                 return 200, api.replace_status(obj, **dry)
             self._check_fields(obj, rtype, options, skip_status=rtype.status_subresource)
-            return self._put(obj, route, dry)
+            return self._put(obj, route, checked)
         return 200, self._patch(route, body, options, content_type)
 
     def _put(self, obj: dict[str, Any], route: Route, dry: dict[str, Any]) -> tuple[int, Any]:
@@ -210,15 +212,8 @@ class Verbs:
     def _check_fields(self, obj: Any, rtype: ResourceType, options: Options, *,
                       skip_status: bool) -> None:
         """``fieldValidation``: Strict refuses unknown fields, Warn (the default) warns."""
-        if options.field_validation == "Ignore":
-            return
-        unknown = openapi.unknown_fields(obj, rtype, skip_status=skip_status)
-        if not unknown:
-            return
-        if options.field_validation == "Strict":
-            listed = ", ".join(f'unknown field "{path}"' for path in unknown)
-            raise BadRequest(f'{rtype.kind} in version "{rtype.version}" cannot be handled as '
-                             f"a {rtype.kind}: strict decoding error: {listed}")
+        unknown = openapi.check_fields(obj, rtype, options.field_validation,
+                                       skip_status=skip_status)
         self.warnings += [f'unknown field "{path}"' for path in unknown]
 
     # --------------------------------------------------------------- patch
@@ -249,7 +244,8 @@ class Verbs:
                 raise BadRequest("a merge patch must be a JSON object")
             self._check_fields(body, rtype, options, skip_status=skip_status)
             return api.patch(rtype.api_version, rtype.kind, route.namespace, name, body,
-                             subresource=subresource, dry_run=dry_run)
+                             subresource=subresource, dry_run=dry_run,
+                             field_validation="Ignore")
         if content_type == STRATEGIC_PATCH and not isinstance(body, dict):
             raise BadRequest("a strategic merge patch must be a JSON object")
         if content_type == JSON_PATCH and not isinstance(body, list):
@@ -277,7 +273,8 @@ class Verbs:
             patch.setdefault("metadata", {})["resourceVersion"] = asked or version
             try:
                 return api.patch(rtype.api_version, rtype.kind, route.namespace, name,
-                                 patch, subresource=subresource, dry_run=dry_run)
+                                 patch, subresource=subresource, dry_run=dry_run,
+                                 field_validation="Ignore")
             except Conflict:
                 # the object changed between the read and the write: patch it again
                 if asked != version or attempt == 4:

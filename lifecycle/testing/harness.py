@@ -291,7 +291,7 @@ class Environment:
         except NotFound:
             created = merge_applied({}, None, data)
             created["metadata"].setdefault("annotations", {})
-            obj = self.api.create(created)
+            obj = self.api.create(created, field_validation="Ignore")  # checked above
         else:
             last = self._applied.get(key, {})
             cmeta, lmeta = current["metadata"], last.get("metadata") or {}
@@ -302,7 +302,7 @@ class Environment:
                                  {k: v for k, v in last.items() if k not in _NOT_APPLIED},
                                  {k: v for k, v in data.items() if k not in _NOT_APPLIED})
             merged = {k: v for k, v in current.items() if k in _NOT_APPLIED}
-            obj = self.api.replace({**merged, **body})
+            obj = self.api.replace({**merged, **body}, field_validation="Ignore")
         self._applied[key] = data
         self.enqueue(data["kind"], meta["name"], namespace)
         return obj
