@@ -498,8 +498,8 @@ def install(client: Any, documents: Sequence[dict[str, Any]], *, timeout: float 
             except k8s.ApiException as exc:
                 if exc.status != 409:
                     raise
-            served = json.loads(ext.read_custom_resource_definition(
-                name, _preload_content=False).data)
+            raw: Any = ext.read_custom_resource_definition(name, _preload_content=False)
+            served = json.loads(raw.data)  # the CRD as served, not the client's model
             body = {**merged_crd(served, doc), "metadata": {
                 **doc["metadata"], "resourceVersion": served["metadata"]["resourceVersion"]}}
             try:
