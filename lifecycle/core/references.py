@@ -266,10 +266,10 @@ def pending(parameters: type, spec: Any) -> list[tuple[Declared, Reference | Non
         if params.get(decl.field) not in (None, ""):
             continue
         try:
-            ref = _converting(decl.ref_key, _reference)(params.get(decl.ref_key)) \
-                if decl.ref_key else None
-            selector = _converting(decl.selector_key, _selector)(
-                params.get(decl.selector_key)) if decl.selector_key else None
+            ref = (_converting(decl.ref_key, _reference)(params.get(decl.ref_key))
+                   if decl.ref_key else None)
+            selector = (_converting(decl.selector_key, _selector)(params.get(decl.selector_key))
+                        if decl.selector_key else None)
         except TypeError as exc:
             raise TerminalError(f"invalid spec.forProvider: {exc.args[0]}",
                                 reason="InvalidReference") from None
