@@ -446,8 +446,9 @@ class KubeListWatcher:
         self._lock = threading.Lock()
 
     def list(self) -> tuple[list[dict[str, Any]], str]:
-        """All objects (decoded by :func:`lifecycle.driver.store.loads`, without
-        ``managedFields``) and the list's resourceVersion.
+        """All objects (in the compact form of :func:`lifecycle.driver.store.decode`,
+        the smallest while a whole list is held at once before it is packed) and the
+        list's resourceVersion.
 
         Read in pages of :data:`LIST_PAGE` objects, one consistent snapshot, so
         a large list never sits in memory whole as bytes and text (memory a
@@ -461,12 +462,12 @@ class KubeListWatcher:
         items: list[dict[str, Any]] = []
         while True:
             try:
-                doc = self.cluster._request("GET", path, query=query, decode=store.loads)
+                doc = self.cluster._request("GET", path, query=query, decode=store.decode)
             except Gone:
                 if "continue" not in query:
                     raise
                 return self.cluster.list(info.api_version, info.kind, self.namespace,
-                                         self.label_selector, decode=store.loads,
+                                         self.label_selector, decode=store.decode,
                                          field_selector=self.field_selector)
             items.extend(doc.get("items") or [])
             meta = doc.get("metadata") or {}

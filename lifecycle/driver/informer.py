@@ -168,11 +168,12 @@ class Informer:
             entry = self._cache.get(key)
         return None if entry is None else self._unpack(entry)
 
-    def items(self) -> list[dict[str, Any]]:
-        """A snapshot of every cached object."""
+    def items(self) -> Iterator[dict[str, Any]]:
+        """Every cached object, as of the call (unpacked one at a time as the caller
+        iterates, so a pass over a large store never holds it all decoded at once)."""
         with self._lock:
             entries = list(self._cache.values())
-        return [self._unpack(entry) for entry in entries]
+        return map(self._unpack, entries)
 
     def stored_bytes(self) -> int | None:
         """The bytes of the packed objects held (None when the objects are not packed)."""
@@ -280,17 +281,16 @@ class Informer:
         with self._lock:
             held = self._cache
             self._cache = packed
-        old = {key: self._unpack(entry) for key, entry in held.items()}
-        del held
         for obj in fresh.values():
             for observe in self.observers:
                 observe(obj)
-        for key, obj in old.items():
-            now = fresh.get(key)
-            if now is None or _uid(now) != _uid(obj):
-                self.handler.on_delete(obj)  # gone, or replaced by another of that name
+        for key, entry in held.items():  # the previous objects unpacked one at a time
+            now, old = fresh.get(key), self._unpack(entry)
+            if now is None or _uid(now) != _uid(old):
+                self.handler.on_delete(old)  # gone, or replaced by another of that name
         for key, obj in fresh.items():
-            before = old.get(key)
+            entry = held.get(key)
+            before = None if entry is None else self._unpack(entry)
             if before is None or _uid(before) != _uid(obj):
                 self.handler.on_add(obj)
             elif _rv(before) != _rv(obj):
