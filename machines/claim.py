@@ -53,6 +53,11 @@ from lifecycle.machines import database
 if TYPE_CHECKING:
     from lifecycle.runtime.claims import ClaimEffects
 
+__all__ = [
+    "DATABASE_BINDING", "ClaimMachine", "DatabaseClaim", "DatabaseClaimParameters",
+    "DatabaseInstanceClass", "configure_database",
+]
+
 
 class ClaimMachine(LifecycleMachine):
     """Unbound, Binding, Bound, Lost, Released and the final Deleted.

@@ -13,6 +13,8 @@ from lifecycle.core.machine import Timing
 from lifecycle.machines.managed import ManagedResourceMachine
 from lifecycle.providers.simcloud import DatabaseParameters
 
+__all__ = ["DatabaseInstance", "DatabaseInstanceMachine"]
+
 
 class DatabaseInstanceMachine(ManagedResourceMachine):
     """The standard lifecycle, polling every 30 s and waiting 2 s on pending operations."""

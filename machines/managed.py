@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from lifecycle.core.decide import Facts
     from lifecycle.runtime.effects import Effects
 
+__all__ = ["ManagedResourceMachine"]
+
 
 class ManagedResourceMachine(LifecycleMachine):
     """Unclaimed, Creating, Ready, Updating, Deleting, Failed and the final Deleted.

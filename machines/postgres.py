@@ -29,6 +29,12 @@ from lifecycle.providers.postgres.providerconfig import PostgresProviderConfigSp
 from lifecycle.providers.postgres.role import RoleClient, RoleParameters
 from lifecycle.providers.postgres.schema import SchemaClient, SchemaParameters
 
+__all__ = [
+    "GROUP", "SQL_TIMING", "Database", "DatabaseMachine", "DefaultPrivileges",
+    "DefaultPrivilegesMachine", "Extension", "ExtensionMachine", "Grant", "GrantMachine", "Role",
+    "RoleMachine", "Schema", "SchemaMachine", "kinds",
+]
+
 #: API group of the PostgreSQL kinds.
 GROUP = "postgresql.lifecycle.dev"
 #: Synchronous SQL: re-observe a second after acting, poll Ready objects every minute.

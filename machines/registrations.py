@@ -16,6 +16,8 @@ from lifecycle.machines.claim import DATABASE_BINDING, DatabaseClaim, DatabaseIn
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.registry import Registration
 
+__all__ = ["CLAIMS", "DATABASE", "POSTGRES", "simulated_connector"]
+
 
 def _postgres_kinds() -> list[tuple[Kind, Any]]:
     """The PostgreSQL kinds with their connectors; none without psycopg (the optional

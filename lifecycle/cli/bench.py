@@ -31,6 +31,8 @@ from typing import Any
 
 from lifecycle.cli import UsageError
 
+__all__ = ["register", "run"]
+
 
 def _checkouts(chosen: Path | None) -> list[Path]:
     if chosen is not None:

@@ -35,6 +35,8 @@ from lifecycle.verify import (
 )
 from lifecycle.verify.remote import RealServer, ServerRefused, real_kinds
 
+__all__ = ["parse_points", "register", "run_cli"]
+
 
 def _print_point(out: TextIO, checked: Checked, example: Counterexample | None) -> None:
     p = checked.point

@@ -536,7 +536,8 @@ def claim_secret_name(claim: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------------------
 
 
-def settle_claim(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Outcome,
+def settle_claim(machine: type[LifecycleMachine], old: Mapping[str, Any],
+                 outcome: Outcome[ClaimFacts],
                  now: datetime) -> Settled:
     """The claim's status after one pass, built on the stored one, and its Events (pure).
 

@@ -15,6 +15,14 @@ from lifecycle.core.machine import LifecycleMachine
 from lifecycle.core.objects import is_mapping
 from lifecycle.core.vocabulary import Events
 
+__all__ = [
+    "ADOPT", "CONNECTION_SECRET_LABEL", "EXTERNAL_NAME", "FINALIZER", "GROUP", "INTENT",
+    "INTENT_MAC", "INVISIBLE_CATEGORIES", "OPERATION", "OWNER", "OWNER_UID", "PAUSED",
+    "PROVIDER_CONFIG_API", "PROVIDER_CONFIG_KIND", "RECONCILE_POLICY", "SCHEMA_METADATA", "Kind",
+    "check_machine_events", "check_references", "connection_secret_ref", "invisible_character",
+    "spec_field", "spec_keys",
+]
+
 #: Group of the engine's own kinds (ProviderConfig) and annotations.
 GROUP = "lifecycle.dev"
 #: The finalizer the engine commits before any mutating external call.

@@ -40,7 +40,7 @@ from lifecycle.core.decide import (
 from lifecycle.core.errors import HandledError
 from lifecycle.core.kind import PAUSED
 from lifecycle.core.machine import LifecycleMachine, TransitionSpec, camel
-from lifecycle.core.status import Outcome, Settled, paused, settle
+from lifecycle.core.status import Outcome, PassFacts, Settled, paused, settle
 from lifecycle.core.values import Condition, Observation, ProviderStatus, Result
 from lifecycle.core.vocabulary import ConditionTypes, Reasons
 
@@ -50,7 +50,8 @@ __all__ = ["OBSERVATIONS", "PAUSED_MESSAGE", "Plan", "Settler", "acted", "after_
 
 #: A status builder: ``(machine, stored status, outcome, now) -> Settled``.
 #: :func:`lifecycle.core.status.settle` builds the status of managed resources.
-Settler = Callable[[type[LifecycleMachine], Mapping[str, Any], Outcome, datetime], Settled]
+#: A status writer: :func:`settle`, or a kind's own for its own facts type.
+Settler = Callable[[type[LifecycleMachine], Mapping[str, Any], Outcome[Any], datetime], Settled]
 
 #: The Synced / Ready message of a paused object.
 PAUSED_MESSAGE = f"annotation {PAUSED} is 'true'"
@@ -126,7 +127,7 @@ def gather(
 def conclude(
     machine: type[LifecycleMachine],
     old: Mapping[str, Any],
-    facts: Facts,
+    facts: PassFacts,
     decision: Decision,
     *,
     now: datetime,

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 
 from lifecycle.core import conditions as cond
-from lifecycle.core.decide import Decision, ReconcilePolicy
+from lifecycle.core.decide import Decision, Facts, ReconcilePolicy
 from lifecycle.core.errors import Severity
 from lifecycle.core.machine import LifecycleMachine, TransitionSpec, camel
 from lifecycle.core.values import (
@@ -33,6 +33,7 @@ __all__ = [
     "NOTE_TYPES",
     "STALE",
     "Outcome",
+    "PassFacts",
     "Settled",
     "held_ready",
     "kept_history",
@@ -61,8 +62,32 @@ ENGINE_KEYS = frozenset({
 NOTE_TYPES = ConditionTypes.NOTES
 
 
+class PassFacts(Protocol):
+    """What any kind's facts of a pass tell the requeue matrix and a status writer:
+    :class:`~lifecycle.core.decide.Facts` for managed resources, a kind's own type
+    (:class:`~lifecycle.core.claims.ClaimFacts`) otherwise."""
+
+    @property
+    def state(self) -> str:
+        """The stored state the pass started from."""
+        ...
+
+    @property
+    def deleting(self) -> bool:
+        """Whether the object is being deleted."""
+        ...
+
+    @property
+    def generation(self) -> int:
+        """The object's ``metadata.generation``."""
+        ...
+
+
+FactsT = TypeVar("FactsT", bound=PassFacts, covariant=True)
+
+
 @attrs.frozen
-class Outcome:
+class Outcome(Generic[FactsT]):
     """What one pass decided and what came of it: everything :func:`settle` needs.
 
     ``facts`` are what the pass knew, ``decision`` what it chose (with any
@@ -72,7 +97,7 @@ class Outcome:
     ``external_name`` the name the client was given (recorded in status).
     """
 
-    facts: Any  # Facts for managed resources; a kind with its own facts type passes those
+    facts: FactsT
     decision: Decision
     transition: TransitionSpec | None
     notes: Sequence[Condition] = ()
@@ -92,7 +117,7 @@ class Settled:
     events: tuple[tuple[str, str, str], ...] = ()
 
 
-def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Outcome,
+def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Outcome[Facts],
            now: datetime) -> Settled:
     """The new status after one pass, and the Events to record (pure).
 

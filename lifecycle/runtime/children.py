@@ -48,6 +48,11 @@ from lifecycle.kube.errors import AlreadyExists, ApiError, NotFound
 from lifecycle.kube.objects import owned_by, owner_reference
 from lifecycle.kube.resources import ResourceType
 
+__all__ = [
+    "ChildOutcome", "ParentReconciler", "covers", "initialize_conditions", "overlay",
+    "resource_types",
+]
+
 T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
 
 

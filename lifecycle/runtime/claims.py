@@ -72,6 +72,8 @@ from lifecycle.kube.objects import (
 )
 from lifecycle.runtime.effects import run_actions
 
+__all__ = ["ClaimEffects", "ClaimPass", "ClaimReconciler", "ClaimStore"]
+
 
 @attrs.define
 class ClaimPass:

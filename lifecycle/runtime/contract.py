@@ -56,6 +56,11 @@ from lifecycle.core.values import Completion, Creation, Observation
 if TYPE_CHECKING:
     from lifecycle.core.kind import Kind
 
+__all__ = [
+    "Admits", "Binds", "Connector", "ExternalClient", "ManagedResource", "ProviderConfig",
+    "admission", "bind_objects", "close_client",
+]
+
 
 @attrs.frozen
 class ManagedResource:

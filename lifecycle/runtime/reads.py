@@ -18,6 +18,8 @@ from lifecycle.kube.errors import NotFound
 from lifecycle.runtime.contract import ProviderConfig
 from lifecycle.runtime.credentials import resolve_credentials
 
+__all__ = ["DEFAULT_READS_TTL", "TTLCache", "namespace_annotations", "provider_config"]
+
 #: How long an operator reuses the supporting reads, in seconds (``ManagerOptions.reads_ttl``).
 DEFAULT_READS_TTL = 5.0
 

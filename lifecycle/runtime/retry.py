@@ -8,6 +8,8 @@ from typing import TypeVar
 from lifecycle.core.errors import UnhandledError
 from lifecycle.kube.conflict import ConflictsExhausted, on_conflict
 
+__all__ = ["retry_conflicts"]
+
 T = TypeVar("T")
 
 

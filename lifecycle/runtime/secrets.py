@@ -25,8 +25,10 @@ from lifecycle.core import objects
 from lifecycle.core.errors import HandledError, TerminalError
 from lifecycle.core.kind import CONNECTION_SECRET_LABEL, OWNER_UID, Kind, connection_secret_ref
 from lifecycle.kube.cluster import Cluster
+from lifecycle.kube.conflict import on_conflict
 from lifecycle.kube.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
-from lifecycle.runtime.retry import retry_conflicts
+
+__all__ = ["ConnectionSecrets", "decode", "generate_password", "read_secret", "secret_owner"]
 
 
 def generate_password() -> str:

@@ -15,6 +15,8 @@ from typing import Any
 
 from lifecycle.core import objects
 from lifecycle.core.kind import INTENT, INTENT_MAC
+from lifecycle.core.requeue import Reconciles
+from lifecycle.core.values import Result
 from lifecycle.runtime.contract import (
     ExternalClient,
     ManagedResource,
@@ -22,8 +24,9 @@ from lifecycle.runtime.contract import (
     admission,
     bind_objects,
 )
-from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.verify.model import ExternalSystem, Recorder
+
+__all__ = ["CrashingAPI", "CrashingClient", "CrashingConnector", "TracedReconciler"]
 
 
 def _obj_label(obj: Mapping[str, Any]) -> str:
@@ -232,11 +235,11 @@ class CrashingConnector:
 class TracedReconciler:
     """Delegates to a reconciler and writes each reconcile and its outcome to the trace."""
 
-    def __init__(self, reconciler: Reconciler, recorder: Recorder) -> None:
+    def __init__(self, reconciler: Reconciles, recorder: Recorder) -> None:
         self.reconciler = reconciler
         self.recorder = recorder
 
-    def reconcile(self, namespace: str | None, name: str) -> Any:
+    def reconcile(self, namespace: str | None, name: str) -> Result:
         """Run one reconcile, tracing its key and result."""
         key = f"{namespace}/{name}" if namespace else name
         self.recorder.note(f"reconcile {key}")

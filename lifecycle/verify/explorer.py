@@ -40,6 +40,8 @@ from lifecycle.verify.model import (
 from lifecycle.verify.remote import RealServer
 from lifecycle.verify.stale import StaleView
 
+__all__ = ["ScenarioRun", "converged_objects", "explore", "run_scenario"]
+
 
 @attrs.define
 class ScenarioRun:
@@ -73,9 +75,9 @@ def _engine(target: Target, api: Any, clock: VirtualClock, connector: CrashingCo
                          lambda kind, ns, name: env.enqueue(kind, name, ns), now=clock.now)
         start = clock.now()
         engine_api = view.cache(engine_api, lambda: (clock.now() - start).total_seconds())
-    env.stale_view = view  # type: ignore[attr-defined]
+    env.stale_view = view
     reconciler = target.reconciler(engine_api, managed, connector, clock=clock.now)
-    env.reconcilers[managed.kind] = TracedReconciler(reconciler, recorder)  # type: ignore[assignment]
+    env.reconcilers[managed.kind] = TracedReconciler(reconciler, recorder)
     if target.extend is not None:
         target.extend(env, engine_api, recorder)
     return env

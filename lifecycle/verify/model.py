@@ -21,6 +21,11 @@ from lifecycle.runtime.contract import Connector
 from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.testing import Environment
 
+__all__ = [
+    "CONCURRENT", "PHASES", "SIDES", "VARIANTS", "Checked", "Counterexample", "Crash", "CrashPoint",
+    "ExternalSystem", "Phase", "Recorder", "Report", "Target", "Unavailable", "VerifyError",
+]
+
 #: Sides of a side-effect point at which the process can die.
 SIDES = ("before", "after")
 #: Crash variants: the engine restarts at once, or the objects are deleted while it is down.
@@ -245,14 +250,15 @@ class Recorder:
         index = self.count
         self.operations.append(label)
         self.phases.append(self.phase)
-        armed = self.crash is not None and self.crash.index == index and self.crashed_at is None
-        if armed and self.crash.variant == CONCURRENT:
+        crash = self.crash
+        armed = crash is not None and crash.index == index and self.crashed_at is None
+        if armed and crash is not None and crash.variant == CONCURRENT:
             self.trace.append(f"engine {self.engine}: #{index} {label}  <- the user acts first")
             self.crashed_at = label
             if self.interject is not None:
                 self.interject()
             armed = False
-        if armed and self.crash.side == "before":
+        if armed and crash is not None and crash.side == "before":
             self.trace.append(f"engine {self.engine}: #{index} {label}  <- CRASH before")
             self.crashed_at = label
             raise Crash(label)

@@ -26,6 +26,7 @@ must not swallow it, which the command line prints as one line.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import secrets
@@ -518,18 +519,18 @@ class RemoteAPI:
     def list(self, api_version: str, kind: str, namespace: str | None = None,
              label_selector: str | None = None, **_: Any) -> tuple[list[dict[str, Any]], str]:
         """The run's objects of a kind (in one of its namespaces, or all of them)."""
-        items, _, _, _ = self.list_page(api_version, kind, namespace,
-                                        label_selector=label_selector)
+        items = self.list_page(api_version, kind, namespace,
+                               label_selector=label_selector)[0]
         return items, self.resource_version
 
     def list_page(self, api_version: str, kind: str, namespace: str | None = None, *,
                   label_selector: str | None = None, resource_version: str | None = None,
                   resource_version_match: str | None = None,
-                  **_: Any) -> tuple[list[dict[str, Any]], str, None, None]:
+                  **_: Any) -> tuple[builtins.list[dict[str, Any]], str, None, None]:
         """One list of the run's objects; with ``resource_version`` (a count of the run's
         writes) and ``resource_version_match`` ``Exact``, as they were after that write."""
         if (api_version, kind) == _CRD:
-            items, _ = self.server.mirror.list(api_version, kind)
+            items = self.server.mirror.list(api_version, kind)[0]
             return items, self.resource_version, None, None
         info = self._info(api_version, kind)
         query: dict[str, str] = {}

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from lifecycle.driver.cache import CachedCluster
+from lifecycle.driver.cluster import KubeCluster
 from lifecycle.driver.filters import add_triggers, update_triggers
 from lifecycle.kube.errors import NotFound
 from lifecycle.kube.objects import clone
@@ -168,7 +169,8 @@ class StaleView:
 
     def cache(self, engine_api: Any, clock: Callable[[], float]) -> CachedCluster:
         """The operator's cached reader over ``engine_api``, serving every kind from its store."""
-        cached = CachedCluster(_WithInfo(engine_api), clock=clock)
+        # An embedded-API face stands in for the official-client cluster it duck-types.
+        cached = CachedCluster(cast(KubeCluster, _WithInfo(engine_api)), clock=clock)
         for (api_version, kind), store in self.stores.items():
             cached.serve_from(api_version, kind, store, complete=True)
         return cached

@@ -25,6 +25,8 @@ from lifecycle import registry
 from lifecycle.core.kind import Kind
 from lifecycle.verify.model import ExternalSystem, Target, Unavailable, VerifyError
 
+__all__ = ["fake_target", "scenarios_for", "target_for", "targets"]
+
 
 def fake_target(
     connector: Callable[[Any], Any],
@@ -56,7 +58,7 @@ def fake_target(
         raise VerifyError("fake_target needs changed=: spec.forProvider fields whose new "
                           "values need an external update")
     base = dict(parameters or {})
-    extra = {} if credentials is None else {"credentials": dict(credentials)}
+    secret = None if credentials is None else dict(credentials)
 
     def build(kind: Kind) -> Target:
         def system() -> ExternalSystem:
@@ -65,7 +67,9 @@ def fake_target(
             if not callable(getattr(made, "connect", None)):
                 raise VerifyError(f"{kind.kind}: the connector factory returned "
                                   f"{type(made).__name__}, which has no connect() method")
-            return ExternalSystem(made, lambda: _names(fake), **extra)
+            if secret is None:
+                return ExternalSystem(made, lambda: _names(fake))
+            return ExternalSystem(made, lambda: _names(fake), credentials=secret)
 
         def manifest(name: str) -> dict[str, Any]:
             metadata: dict[str, Any] = {"name": name}

@@ -319,6 +319,11 @@ def check_name(what: str, name: str) -> None:
                             "PostgreSQL would truncate it")
 
 
+def conninfo(options: dict[str, str]) -> dict[str, Any]:
+    """Connection parameters for ``psycopg.connect``'s keywords (libpq's, as strings)."""
+    return dict(options)
+
+
 class Session:
     """One autocommit admin connection; every statement's errors are translated."""
 
@@ -335,7 +340,7 @@ class Session:
                     host=server.host, port=server.port, user=server.username,
                     password=server.password, dbname=server.database, sslmode=server.sslmode,
                     connect_timeout=server.connect_timeout, application_name="lifecycle",
-                    options=SESSION_OPTIONS, autocommit=True, **tls)
+                    options=SESSION_OPTIONS, autocommit=True, **conninfo(tls))
         except psycopg.Error as exc:
             raise connect_failure(exc, server) from None
         return cls(server, connection)
@@ -365,7 +370,7 @@ class Session:
                 secrets: Sequence[str | None] = ()) -> None:
         """Run one statement (identifiers and values already composed safely)."""
         with self.translated(doing, secrets):
-            self.connection.execute(statement)
+            self.connection.execute(sql.Composed([statement]))  # any Composable
 
     def close(self) -> None:
         """Close the connection; idempotent."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import psycopg
 
-from lifecycle.providers.postgres.config import ServerConfig
+from lifecycle.providers.postgres.config import ServerConfig, conninfo
 
 #: Refusals the server sends only after the password was accepted.
 AFTER_AUTHENTICATION = ("permission denied for database", "too many connections for role",
@@ -38,7 +38,8 @@ def password_works(server: ServerConfig, user: str, password: str) -> bool | Non
                 host=server.host, port=server.port, user=user, password=password,
                 dbname=server.database, sslmode=server.sslmode,
                 connect_timeout=server.connect_timeout,
-                application_name="lifecycle-password-check", autocommit=True, **tls)
+                application_name="lifecycle-password-check", autocommit=True,
+                **conninfo(tls))
     except psycopg.Error as exc:
         return judge(str(exc))
     connection.close()

@@ -209,7 +209,7 @@ class SimCloud:
                 raise CloudAlreadyExists(f"an instance named {name!r} already exists")
             check_known(params, PARAMETER_KEYS)
             engine = params.get("engine")
-            if engine not in ENGINES:
+            if not isinstance(engine, str) or engine not in ENGINES:
                 raise CloudInvalidParameter(
                     f"engine must be one of {', '.join(sorted(ENGINES))}, got {engine!r}"
                 )

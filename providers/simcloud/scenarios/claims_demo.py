@@ -23,6 +23,8 @@ from lifecycle.providers.simcloud.scenarios.harness import claim_environment
 from lifecycle.testing import Step
 from lifecycle.testing.claims import ClaimEnvironment, claim_manifest, class_manifest
 
+__all__ = ["CLAIM", "NAMESPACE", "ROTATED", "run", "run_claim_demo"]
+
 NAMESPACE = "shop"
 CLAIM = "orders-db"
 ROTATED = "rotated-by-the-dba-0001"

@@ -22,6 +22,10 @@ from lifecycle.providers.simcloud import CloudUnavailable, SimCloud
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.testing import Environment, Step
 
+__all__ = [
+    "KIND", "RESOURCES", "Display", "Expectation", "run_demo", "scenario", "terminal_features",
+]
+
 KIND = "DatabaseInstance"
 
 

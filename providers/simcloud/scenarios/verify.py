@@ -32,6 +32,11 @@ from lifecycle.testing.claims import (
 from lifecycle.verify import ExternalSystem, Recorder, Target, TracedReconciler
 from lifecycle.verify.explorer import converged_objects
 
+__all__ = [
+    "FORGED_INTENT", "OTHER_NAMESPACE", "adoption_target", "claim_target", "forged_journal_target",
+    "shared_name_target", "simcloud_target",
+]
+
 
 def _cloud() -> SimCloud:
     """A fresh simulated cloud whose every operation stays pending for a poll or two."""
