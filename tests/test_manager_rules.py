@@ -32,6 +32,7 @@ from lifecycle.driver.kinds import Watch
 from lifecycle.driver.leader import LeaseOptions
 from lifecycle.driver.manager import (
     USAGE_DELAY,
+    USAGE_REFRESH,
     Controller,
     Manager,
     ManagerOptions,
@@ -284,7 +285,7 @@ def test_a_watched_kind_queues_the_mapped_keys_sorted_and_once() -> None:
     asked: list[list[dict[str, Any]]] = []
 
     def keys(changed: dict[str, Any], cached: Any) -> list[Key]:
-        asked.append(cached())
+        asked.append(list(cached()))
         return [(ns or None, n) for ns, n in changed["keys"]]
 
     informer = c.watch(Watch("v1", "Thing", keys), Source())
@@ -627,10 +628,11 @@ def _user(name: str, config: str | None, *, deleting: bool = False,
 
 
 def test_a_change_of_a_user_queues_its_configs_once_after_the_usage_delay() -> None:
-    assert USAGE_DELAY == 2.0
+    assert (USAGE_DELAY, USAGE_REFRESH) == (2.0, 10.0)
     manager = Manager(FakeCluster(), [(DatabaseInstance, connector())])
     users = manager.controllers["DatabaseInstance"]
-    queue = manager.controllers[f"{PROVIDER_CONFIG_KIND}.{PROVIDER_CONFIG_API}"].queue
+    configs = manager.controllers[f"{PROVIDER_CONFIG_KIND}.{PROVIDER_CONFIG_API}"]
+    queue = configs.queue
 
     def pending() -> dict[str, float]:
         found = {name: queue.due((None, name)) for name in ("default", "a", "b")}
@@ -639,16 +641,20 @@ def test_a_change_of_a_user_queues_its_configs_once_after_the_usage_delay() -> N
         queue._waiting.clear()
         return {k: round(v) for k, v in found.items() if v is not None}
 
+    # A live config's count is only shown: a burst is written once per USAGE_REFRESH.
     users.on_add(_user("x", None))
-    assert pending() == {"default": 2}
+    assert pending() == {"default": 10}
     users.on_update(_user("x", "a"), _user("x", "a"))
     assert pending() == {}
     users.on_update(_user("x", "a"), _user("x", "b"))
-    assert pending() == {"a": 2, "b": 2}
+    assert pending() == {"a": 10, "b": 10}
     users.on_update(_user("x", "a"), _user("x", "a", deleting=True, finalizers=["f"]))
     assert pending() == {}
     users.on_update(_user("x", "a"), _user("x", "a", deleting=True))
-    assert pending() == {"a": 2}
+    assert pending() == {"a": 10}
+    # A config being deleted waits on its count: its users are recounted after USAGE_DELAY.
+    configs.informer._cache[(None, "b")] = configs.informer._pack(
+        {"metadata": {"name": "b", "deletionTimestamp": "2026-01-01T00:00:00Z"}})
     users.on_delete(_user("x", "b"))
     assert pending() == {"b": 2}
     assert len(queue) == 0

@@ -276,8 +276,10 @@ class Controller:
             self.metrics.worker_finished(self.name)
 
 
-#: How long a change of a provider config's users waits, so that a burst is counted once.
-USAGE_DELAY = 2.0
+#: How long a change of a provider config's users waits, so that a burst is counted once:
+#: a config being deleted (its release waits on the count), and a live one (the count is
+#: only shown, in ``status.users``: written at most once per ten seconds of churn).
+USAGE_DELAY, USAGE_REFRESH = 2.0, 10.0
 
 
 def _live(obj: dict[str, Any]) -> bool:
@@ -458,7 +460,10 @@ class Manager:
             if before != after:
                 for name in {s[0] for s in (before, after) if s is not None}:
                     if controller.owns((None, name)):  # a burst of users: one pass, one write
-                        controller.queue.add_after((None, name), USAGE_DELAY)
+                        config = controller.informer.get((None, name)) or {}
+                        deleting = (config.get("metadata") or {}).get("deletionTimestamp")
+                        controller.queue.add_after(
+                            (None, name), USAGE_DELAY if deleting else USAGE_REFRESH)
 
         for kind in usage.kinds:
             controllers[kind.kind].followers.append(follow)
