@@ -7,13 +7,14 @@ nothing and ``import lifecycle.core`` stays as light as the core itself::
     from lifecycle import Kind, LifecycleMachine, Observation, Timing
 
 The packages, from the bottom up: :mod:`lifecycle.core` (machines, values,
-errors, conditions, the pure event choice and requeue matrix),
-:mod:`lifecycle.kube` (Kubernetes mechanics: API errors, object helpers,
-conflict retries), :mod:`lifecycle.runtime` (the reconciler and the provider
-contract), :mod:`lifecycle.driver` (the operator), :mod:`lifecycle.sim` (the
-embedded Kubernetes API), :mod:`lifecycle.testing` (the harness and pytest
-plugin), :mod:`lifecycle.verify`, :mod:`lifecycle.diagrams` and
-:mod:`lifecycle.cli`. Kinds are found through :mod:`lifecycle.registry`.
+errors, conditions, the provider contract, the pure event choice and requeue
+matrix), :mod:`lifecycle.kube` (Kubernetes mechanics: API errors, object
+helpers, conflict retries), :mod:`lifecycle.schema` (CRDs from kinds),
+:mod:`lifecycle.runtime` (the reconciler), :mod:`lifecycle.driver` (the
+operator), :mod:`lifecycle.sim` (the embedded Kubernetes API),
+:mod:`lifecycle.testing` (the harness and pytest plugin), :mod:`lifecycle.verify`,
+:mod:`lifecycle.diagrams` and :mod:`lifecycle.cli`. Kinds are found through
+:mod:`lifecycle.registry`.
 """
 
 from __future__ import annotations
@@ -47,10 +48,10 @@ _HOMES: dict[str, str] = {
     "Severity": "lifecycle.core.errors",
     # Running a kind.
     "Reconciler": "lifecycle.runtime.reconciler",
-    "ManagedResource": "lifecycle.runtime.contract",
-    "ProviderConfig": "lifecycle.runtime.contract",
-    "ExternalClient": "lifecycle.runtime.contract",
-    "Connector": "lifecycle.runtime.contract",
+    "ManagedResource": "lifecycle.core.contract",
+    "ProviderConfig": "lifecycle.core.contract",
+    "ExternalClient": "lifecycle.core.contract",
+    "Connector": "lifecycle.core.contract",
     # Registering and testing a kind.
     "Registration": "lifecycle.registry",
     "Environment": "lifecycle.testing",

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from postgres_helpers import query
 
+from lifecycle.core.contract import ManagedResource, ProviderConfig, admission
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
 from lifecycle.core.values import ResultKind
 from lifecycle.kube.errors import NotFound
 from lifecycle.providers.postgres import config as pgconfig
 from lifecycle.providers.postgres.testing import PostgresServer, manifest
-from lifecycle.runtime.contract import ManagedResource, ProviderConfig, admission
 from lifecycle.testing import Environment
 
 pytestmark = pytest.mark.postgres

@@ -88,7 +88,7 @@ def test_layering_contracts_hold(layout):
 
 def test_layering_contracts_fail_on_bad_imports(tmp_path):
     root = installed_layout(tmp_path)
-    with (root / "lifecycle/runtime/contract.py").open("a") as module:
+    with (root / "lifecycle/core/contract.py").open("a") as module:
         module.write("\nfrom lifecycle.sim import apiserver  # a runtime module using the fake\n")
     with (root / "lifecycle/core/values.py").open("a") as module:
         module.write("\nimport lifecycle.runtime  # the core reaching up\n")
@@ -115,7 +115,7 @@ def test_layering_contracts_fail_on_bad_imports(tmp_path):
     assert {name for name, c in by_name.items() if c["type"] in ("protected",
                                                                  "acyclic_siblings")} <= broken
     assert "lifecycle.core.values -> lifecycle.runtime" in report
-    assert "lifecycle.runtime.contract -> lifecycle.sim.apiserver" in report
+    assert "lifecycle.core.contract -> lifecycle.sim.apiserver" in report
     assert "lifecycle.cli.plan -> lifecycle.machines" in report
     assert re.search(r"\.conflict -> \.objects|\.objects -> \.conflict", report), report
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from lifecycle.core.contract import ManagedResource
 from lifecycle.core.decide import Facts, decide
 from lifecycle.core.errors import ExternalError
 from lifecycle.core.kind import FINALIZER, INTENT
@@ -16,7 +17,6 @@ from lifecycle.core.values import Completion, Creation, Intent, Observation, Pro
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest
-from lifecycle.runtime.contract import ManagedResource
 from lifecycle.runtime.effects import Effects, next_intent
 from lifecycle.testing import Environment
 

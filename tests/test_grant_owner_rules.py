@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from lifecycle.core.contract import ManagedResource
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.kind import FINALIZER
 from lifecycle.machines.postgres import Grant
 from lifecycle.providers.postgres.tenancy import TARGET_CONFLICT, Claims
 from lifecycle.providers.postgres.testing import manifest
-from lifecycle.runtime.contract import ManagedResource
 
 
 def grant(name: str, uid: str, created: str, *, held: bool, database: str = "db") -> dict[str, Any]:

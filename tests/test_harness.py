@@ -8,11 +8,11 @@ from pathlib import Path
 import attrs
 import pytest
 
+from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.kind import Kind
 from lifecycle.core.values import Creation, Observation
 from lifecycle.machines.managed import ManagedResourceMachine
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest
-from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 from lifecycle.testing import Backoff, Environment
 
 

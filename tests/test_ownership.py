@@ -14,12 +14,12 @@ from typing import Any
 import attrs
 import pytest
 
+from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.kind import ADOPT, EXTERNAL_NAME, INTENT
 from lifecycle.core.ownership import NotOwnedError, Verdict, judge, mark_uid, owner_mark
 from lifecycle.core.values import Observation
 from lifecycle.providers.simcloud import OWNER_TAG, DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
-from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 from lifecycle.runtime.names import NameIndex
 from lifecycle.testing import Environment
 

@@ -639,9 +639,9 @@ def test_dropping_with_option_on_columns_and_tables(env: Environment,
 
 
 def test_a_grant_option_still_to_revoke_stays_in_the_record(server: PostgresServer) -> None:
+    from lifecycle.core.contract import ManagedResource
     from lifecycle.providers.postgres.config import ServerConfig, Session
     from lifecycle.providers.postgres.grant import GrantClient
-    from lifecycle.runtime.contract import ManagedResource
 
     role, db = hostile("ok"), unique("okdb")
     run(server, "postgres", sql.SQL("CREATE ROLE {}").format(sql.Identifier(role)),
@@ -924,9 +924,9 @@ def test_without_a_record_nothing_is_revoked(env: Environment, server: PostgresS
 
 
 def test_a_revoke_still_to_do_stays_in_the_record(server: PostgresServer) -> None:
+    from lifecycle.core.contract import ManagedResource
     from lifecycle.providers.postgres.config import ServerConfig, Session
     from lifecycle.providers.postgres.grant import GrantClient
-    from lifecycle.runtime.contract import ManagedResource
 
     role, db = hostile("rk"), unique("rkdb")
     run(server, "postgres", sql.SQL("CREATE ROLE {}").format(sql.Identifier(role)),
@@ -1101,10 +1101,10 @@ def test_default_privileges_crash_exploration_has_no_counterexample(
 def test_the_default_privileges_target_sees_leaks_and_counts_creations(
     server: PostgresServer
 ) -> None:
+    from lifecycle.core.contract import ManagedResource, ProviderConfig
     from lifecycle.core.values import Creation
     from lifecycle.machines.postgres import DefaultPrivileges as Kind
     from lifecycle.providers.postgres.verify import PostgresSettings, postgres_target
-    from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 
     settings = PostgresSettings(host=server.host, port=server.port, user=server.user,
                                 password=server.password, sslmode="disable")
@@ -1160,7 +1160,7 @@ def with_client(target: Any, client_class: type) -> Any:
 def test_the_grant_target_narrows_and_counts_its_creation_once(server: PostgresServer) -> None:
     import attrs
 
-    from lifecycle.runtime.contract import ManagedResource, ProviderConfig
+    from lifecycle.core.contract import ManagedResource, ProviderConfig
 
     target = grant_target(server)
     system = target.system()

@@ -272,8 +272,8 @@ def test_superuser_admin_refuses_superuser_roles_unless_the_provider_config_allo
 
 def _read_config(**spec: Any) -> Any:
     """The provider's reading of a config stored with ``spec`` (before a schema refused it)."""
+    from lifecycle.core.contract import ProviderConfig
     from lifecycle.providers.postgres.config import ServerConfig
-    from lifecycle.runtime.contract import ProviderConfig
 
     return ServerConfig.from_provider_config(ProviderConfig(
         "default", {"host": "db", **spec}, {"username": "u", "password": "p"}))

@@ -24,12 +24,12 @@ from postgres_fixtures import Admin
 from postgres_helpers import act_as, execute, query, unique
 from psycopg import sql
 
+from lifecycle.core.contract import ProviderConfig
 from lifecycle.core.errors import CredentialsError, TerminalError
 from lifecycle.providers.postgres.config import ServerConfig
 from lifecycle.providers.postgres.marks import tenant_of
 from lifecycle.providers.postgres.policy import DEFAULT_EXTENSIONS, Policy
 from lifecycle.providers.postgres.testing import PostgresServer, manifest, set_policy
-from lifecycle.runtime.contract import ProviderConfig
 from lifecycle.testing import Environment
 
 pytestmark = pytest.mark.postgres
@@ -586,10 +586,10 @@ def test_the_connector_answers_the_policy_without_changing_anything(
         env: Environment, server: PostgresServer, admin: Admin) -> None:
     """``PostgresConnector.admit``: the refusal an engine could ask for before it takes
     ownership."""
+    from lifecycle.core.contract import ManagedResource
     from lifecycle.machines.postgres import Grant
     from lifecycle.providers.postgres.connector import PostgresConnector
     from lifecycle.providers.postgres.grant import GrantClient
-    from lifecycle.runtime.contract import ManagedResource
 
     _, b_db, before = victim(env, server)
     a_role, a_db = attacker(env)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from lifecycle.core.contract import ManagedResource
 from lifecycle.core.ownership import NotOwnedError, owner_mark
 from lifecycle.providers.postgres import marks
 from lifecycle.providers.simcloud import OWNER_TAG, SimCloud
 from lifecycle.providers.simcloud.client import DatabaseClient
-from lifecycle.runtime.contract import ManagedResource
 
 OURS = owner_mark("lifecycle", "uid-1")
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from helpers import KIND, cond, external, make, ready
 
+from lifecycle.core.contract import ManagedResource
 from lifecycle.core.errors import UnhandledError
 from lifecycle.core.kind import (
     CONNECTION_SECRET_LABEL,
@@ -31,7 +32,6 @@ from lifecycle.core.values import Creation, Intent, Observation, ResultKind
 from lifecycle.kube.errors import Conflict, Invalid, ServerError, TooManyRequests
 from lifecycle.providers.simcloud import CloudThrottled, CloudUnavailable, SimCloud
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
-from lifecycle.runtime.contract import ManagedResource
 from lifecycle.runtime.effects import Effects, next_intent
 from lifecycle.testing import Environment
 

@@ -27,13 +27,13 @@ import attrs
 import pytest
 from helpers import KIND, external, make, ready
 
+from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.errors import HandledError, Severity
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, INTENT
 from lifecycle.core.values import Intent, Observation, ResultKind
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest
-from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 from lifecycle.runtime.effects import next_intent
 from lifecycle.runtime.names import NameIndex, _older
 from lifecycle.testing import Environment

@@ -8,6 +8,7 @@ import time
 import attrs
 import pytest
 
+from lifecycle.core.contract import ExternalClient, ManagedResource, ProviderConfig
 from lifecycle.core.errors import (
     CredentialsError,
     ExternalError,
@@ -32,7 +33,6 @@ from lifecycle.providers.simcloud import (
     DatabaseParameters,
     SimCloud,
 )
-from lifecycle.runtime.contract import ExternalClient, ManagedResource, ProviderConfig
 
 CREDS = ("AKIDEXAMPLE", "s3cr3t-key-value")
 PG = {"engine": "postgres", "storage_gb": 20}

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from helpers import KIND, external, make, ready
 
+from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.errors import HandledError, Severity
 from lifecycle.core.kind import (
     EXTERNAL_NAME,
@@ -39,7 +40,6 @@ from lifecycle.providers.simcloud import (
     SimCloud,
 )
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest
-from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 from lifecycle.testing import Environment
 
 #: metav1.Condition.reason validation pattern of the Kubernetes API server.

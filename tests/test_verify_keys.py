@@ -21,12 +21,12 @@ import attrs
 import pytest
 
 from lifecycle import verify
+from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.kind import Kind
 from lifecycle.core.values import Creation, Observation
 from lifecycle.machines.managed import ManagedResourceMachine
 from lifecycle.runtime import effects
-from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 from lifecycle.verify.targets import fake_target
 
 

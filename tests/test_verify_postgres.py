@@ -117,7 +117,7 @@ def test_created_twice_is_caught(kind: str, client_class: type, dsn: str,
 @pytest.mark.parametrize("kind", ["Schema", "Extension"])
 def test_the_schema_and_extension_targets_follow_the_server(kind: str, dsn: str,
                                                             server: PostgresServer) -> None:
-    from lifecycle.runtime.contract import ManagedResource, ProviderConfig
+    from lifecycle.core.contract import ManagedResource, ProviderConfig
 
     target = _target(kind)
     system = target.system()

@@ -121,7 +121,7 @@ def machine_of(spec: str, option: str = "machine") -> type[LifecycleMachine]:
     return machine
 
 
-#: The methods every external client has (see :mod:`lifecycle.runtime.contract`).
+#: The methods every external client has (see :mod:`lifecycle.core.contract`).
 CLIENT_METHODS = ("observe", "create", "update", "delete")
 
 

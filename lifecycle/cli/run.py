@@ -31,9 +31,9 @@ import yaml
 from lifecycle import registry
 from lifecycle.cli import UsageError, check_connector, load
 from lifecycle.core.claims import ClassKind
+from lifecycle.core.contract import Connector
 from lifecycle.core.kind import Kind
 from lifecycle.core.parents import ParentKind
-from lifecycle.runtime.contract import Connector
 
 __all__ = ["JsonFormatter", "configure_logging", "register"]
 

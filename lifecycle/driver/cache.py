@@ -50,6 +50,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from lifecycle.core import objects
+from lifecycle.core.contract import Connector
 from lifecycle.core.kind import CONNECTION_SECRET_LABEL, PROVIDER_CONFIG_KIND
 from lifecycle.core.objects import metadata
 from lifecycle.driver.cluster import KubeCluster
@@ -58,7 +59,6 @@ from lifecycle.driver.kinds import Target
 from lifecycle.driver.manager import Manager, ManagerOptions
 from lifecycle.kube.errors import AlreadyExists, Conflict, NotFound
 from lifecycle.kube.sharing import MutationDetector
-from lifecycle.runtime.contract import Connector
 
 __all__ = ["CachedCluster", "Store", "cached_manager"]
 
@@ -259,6 +259,20 @@ class CachedCluster:
             self._informers.append(informer)
         return informer.start()
 
+    def wait_synced(self, timeout: float = 30.0) -> bool:
+        """Block until every informer this cache started has synced (those started
+        meanwhile included); False when ``timeout`` passed first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                informers = list(self._informers)
+            if all(i.wait_synced(max(0.0, deadline - time.monotonic())) for i in informers):
+                with self._lock:
+                    if len(self._informers) == len(informers):
+                        return True
+            elif time.monotonic() >= deadline:
+                return False
+
     def stop(self) -> None:
         """Stop the informers this cache started itself; with the detector on, check
         every object handed out (:class:`~lifecycle.kube.sharing.SharedObjectChanged`)."""
@@ -432,8 +446,20 @@ class CachedCluster:
     # ------------------------------------------------------- pass-through
     def list(self, api_version: str, kind: str, namespace: str | None = None,
              label_selector: str | None = None) -> tuple[list[dict[str, Any]], str]:
-        """List from the API server (a consistent list with its resourceVersion)."""
-        return self.cluster.list(api_version, kind, namespace, label_selector)
+        """List a kind: from its store when a synced store holds every object of the
+        kind (no label selector asked; the store's resourceVersion), else from the API
+        server (a consistent list with its resourceVersion). Each object is the
+        caller's to read, not to change, like a read's."""
+        found = self._stores.get((api_version, kind))
+        if (found is None or not found[1] or label_selector is not None
+                or not found[0].synced.is_set() or not hasattr(found[0], "items")):
+            return self.cluster.list(api_version, kind, namespace, label_selector)
+        store = found[0]
+        ns = namespace if self.cluster.info(api_version, kind).namespaced else None
+        items = [obj for obj in store.items()  # type: ignore[attr-defined]
+                 if ns is None or metadata(obj).get("namespace") == ns]
+        self.hits += 1
+        return items, str(getattr(store, "resource_version", None) or "")
 
     def record_event(self, involved: dict[str, Any], type: str, reason: str,
                      message: str) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 
 from lifecycle.core.claims import CLAIM_NAME, CLAIM_NAMESPACE, ClaimBinding, ClassKind
+from lifecycle.core.contract import Connector
 from lifecycle.core.kind import Kind
 from lifecycle.core.objects import labels, metadata, spec
 from lifecycle.core.parents import ParentKind
@@ -39,7 +40,6 @@ from lifecycle.core.requeue import Reconciles
 from lifecycle.driver.cluster import KubeCluster, ResourceInfo
 from lifecycle.runtime.children import ParentReconciler
 from lifecycle.runtime.claims import ClaimReconciler
-from lifecycle.runtime.contract import Connector
 from lifecycle.runtime.reconciler import Reconciler
 
 __all__ = ["ControllerSpec", "Reconciles", "Target", "Watch", "controller_spec",

@@ -32,6 +32,7 @@ from typing import Any, cast
 
 import attrs
 
+from lifecycle.core.contract import Connector
 from lifecycle.core.decide import ReconcilePolicy
 from lifecycle.core.errors import UnhandledError
 from lifecycle.core.kind import (
@@ -62,7 +63,6 @@ from lifecycle.driver.leader import LeaderElector, LeaseOptions
 from lifecycle.driver.metrics import OperatorMetrics, ProbeServer
 from lifecycle.driver.queue import WorkQueue, default_rate_limiter
 from lifecycle.driver.references import follow_references
-from lifecycle.runtime.contract import Connector
 from lifecycle.runtime.providerconfigs import ProviderConfigReconciler, config_of
 from lifecycle.runtime.reads import DEFAULT_READS_TTL
 

@@ -34,11 +34,11 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
+from lifecycle.core.contract import ExternalClient, ManagedResource
 from lifecycle.core.decide import Decision
 from lifecycle.core.errors import ExternalError, HandledError, Severity
 from lifecycle.core.kind import EXTERNAL_NAME, INTENT, INTENT_MAC
 from lifecycle.core.values import Completion, Creation, Intent, Observation, rfc3339
-from lifecycle.runtime.contract import ExternalClient, ManagedResource
 from lifecycle.runtime.journalkey import Journal, subject_of
 
 T = TypeVar("T")

@@ -11,11 +11,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lifecycle.core import objects
+from lifecycle.core.contract import ProviderConfig
 from lifecycle.core.errors import CredentialsError
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.errors import NotFound
-from lifecycle.runtime.contract import ProviderConfig
 from lifecycle.runtime.credentials import resolve_credentials
 
 __all__ = ["DEFAULT_READS_TTL", "TTLCache", "namespace_annotations", "provider_config"]

@@ -57,6 +57,15 @@ from typing import Any
 import attrs
 
 from lifecycle.core import objects
+from lifecycle.core.contract import (
+    Connector,
+    ExternalClient,
+    ManagedResource,
+    ProviderConfig,
+    admission,
+    bind_objects,
+    close_client,
+)
 from lifecycle.core.decide import Decision, Facts, Gate, ReconcilePolicy, decide, gate
 from lifecycle.core.errors import ExternalError, HandledError, TerminalError, UnhandledError
 from lifecycle.core.kind import (
@@ -80,15 +89,6 @@ from lifecycle.core.values import Observation, Result, now
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.errors import ApiError, NotFound, TooManyRequests
 from lifecycle.kube.objects import add_finalizer, remove_finalizer
-from lifecycle.runtime.contract import (
-    Connector,
-    ExternalClient,
-    ManagedResource,
-    ProviderConfig,
-    admission,
-    bind_objects,
-    close_client,
-)
 from lifecycle.runtime.effects import Effects, guarded, run_actions
 from lifecycle.runtime.journalkey import Journal, subject_of
 from lifecycle.runtime.names import NameIndex, external_name_of
@@ -237,7 +237,7 @@ class Reconciler:
                 close_client(effects.client)
 
     def _admit(self, run: Pass) -> HandledError | None:
-        """Ask the connector's optional ``admit`` (:class:`~lifecycle.runtime.contract.Connector`)
+        """Ask the connector's optional ``admit`` (:class:`~lifecycle.core.contract.Connector`)
         whether the provider refuses an object not claimed yet: the refusal, or None.
 
         Runs before anything is committed or created: the resource carries no

@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from lifecycle.core.conditions import get as get_condition
+from lifecycle.core.contract import Connector
 from lifecycle.core.decide import ReconcilePolicy
 from lifecycle.core.errors import UnhandledError
 from lifecycle.core.history import DEFAULT_LIMIT, History
@@ -37,7 +38,6 @@ from lifecycle.core.requeue import Reconciles
 from lifecycle.core.values import Condition, Result
 from lifecycle.core.vocabulary import ConditionTypes
 from lifecycle.kube.errors import BadRequest, NotFound
-from lifecycle.runtime.contract import Connector
 from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.schema.crds import crds
 from lifecycle.sim.apiserver import EmbeddedAPI

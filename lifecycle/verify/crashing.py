@@ -14,16 +14,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lifecycle.core import objects
-from lifecycle.core.kind import INTENT, INTENT_MAC
-from lifecycle.core.requeue import Reconciles
-from lifecycle.core.values import Result
-from lifecycle.runtime.contract import (
+from lifecycle.core.contract import (
     ExternalClient,
     ManagedResource,
     ProviderConfig,
     admission,
     bind_objects,
 )
+from lifecycle.core.kind import INTENT, INTENT_MAC
+from lifecycle.core.requeue import Reconciles
+from lifecycle.core.values import Result
 from lifecycle.verify.model import ExternalSystem, Recorder
 
 __all__ = ["CrashingAPI", "CrashingClient", "CrashingConnector", "TracedReconciler"]

@@ -15,9 +15,9 @@ from typing import Any
 
 import attrs
 
+from lifecycle.core.contract import Connector
 from lifecycle.core.errors import LifecycleError
 from lifecycle.core.kind import Kind
-from lifecycle.runtime.contract import Connector
 from lifecycle.runtime.reconciler import Reconciler
 from lifecycle.testing import Environment
 

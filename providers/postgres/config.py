@@ -23,7 +23,7 @@ create roles and databases, and optionally ``ca.crt`` (the CA bundle that
 ``verify-ca``/``verify-full`` check the server against), ``tls.crt`` and
 ``tls.key`` (a client certificate and its key); ``spec.tls`` names Secrets holding
 the CA bundle and client certificate instead, and wins over those keys. The engine
-resolves both into a :class:`lifecycle.runtime.contract.ProviderConfig`;
+resolves both into a :class:`lifecycle.core.contract.ProviderConfig`;
 :class:`lifecycle.providers.postgres.connector.PostgresConnector` turns that into one admin
 connection per reconcile.
 
@@ -46,11 +46,11 @@ import attrs
 import psycopg
 from psycopg import sql
 
+from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.errors import CredentialsError, ExternalError, HandledError, TerminalError
 from lifecycle.core.providerconfig import TLS_KEYS
 from lifecycle.providers.postgres.policy import Policy, read_policy
 from lifecycle.providers.postgres.providerconfig import SSLMODES
-from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 
 #: PostgreSQL truncates identifiers longer than this many bytes (NAMEDATALEN - 1).
 MAX_IDENTIFIER_BYTES = 63

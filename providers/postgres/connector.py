@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.kind import Kind
 from lifecycle.providers.postgres.config import ServerConfig, Session, SqlClient
 from lifecycle.providers.postgres.tenancy import Claims, PolicyGate
-from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 
 
 class PostgresConnector:
@@ -43,7 +43,7 @@ class PostgresConnector:
 
     def bind(self, kind: Kind, objects: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
         """Read the one-owner record of the Grant-like kinds from ``objects()``, the
-        engine's list of ``kind``'s objects (:class:`lifecycle.runtime.contract.Binds`)."""
+        engine's list of ``kind``'s objects (:class:`lifecycle.core.contract.Binds`)."""
         self.claims.bind(kind, objects)
 
     def admit(self, resource: ManagedResource, config: ProviderConfig) -> None:
@@ -52,7 +52,7 @@ class PostgresConnector:
         policy lets it through.
 
         The engine asks once, before it takes ownership of an object (see
-        :class:`lifecycle.runtime.contract.Connector`): a refused object never gets a
+        :class:`lifecycle.core.contract.Connector`): a refused object never gets a
         finalizer, an external name or a connection Secret. It costs one admin session,
         on that first pass only; a failure to connect is the retryable error of
         ``connect`` and the object is asked again on its next pass."""

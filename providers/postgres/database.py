@@ -24,11 +24,11 @@ from typing import Any
 import attrs
 from psycopg import sql
 
+from lifecycle.core.contract import ManagedResource
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.values import Creation, Observation, ProviderStatus
 from lifecycle.providers.postgres import fields, marks
 from lifecycle.providers.postgres.config import SqlClient, check_name
-from lifecycle.runtime.contract import ManagedResource
 
 
 @attrs.frozen

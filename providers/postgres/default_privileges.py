@@ -30,6 +30,7 @@ import attrs
 from psycopg import sql
 
 from lifecycle.core import references
+from lifecycle.core.contract import ManagedResource
 from lifecycle.core.values import Creation, Observation
 from lifecycle.providers.postgres import fields
 from lifecycle.providers.postgres.config import Session, SqlClient, check_name
@@ -43,7 +44,6 @@ from lifecycle.providers.postgres.grant_spec import (
     with_grant_option,
 )
 from lifecycle.providers.postgres.schema import in_database
-from lifecycle.runtime.contract import ManagedResource
 
 #: Per ``objectType``: (``pg_default_acl.defaclobjtype``, the keyword of ALTER DEFAULT
 #: PRIVILEGES, the privileges that type has). Fixed SQL text, never user input.

@@ -17,11 +17,11 @@ import attrs
 from psycopg import sql
 
 from lifecycle.core import references
+from lifecycle.core.contract import ManagedResource
 from lifecycle.core.values import Creation, Observation
 from lifecycle.providers.postgres import fields, marks
 from lifecycle.providers.postgres.config import Session, SqlClient, check_name
 from lifecycle.providers.postgres.schema import in_database
-from lifecycle.runtime.contract import ManagedResource
 
 #: Extensions the server installs itself; never adopted.
 SYSTEM_EXTENSIONS = frozenset({"plpgsql"})

@@ -44,6 +44,7 @@ from typing import Any
 
 from psycopg import sql
 
+from lifecycle.core.contract import ManagedResource
 from lifecycle.core.errors import ExternalError, TerminalError
 from lifecycle.core.values import Creation, Observation
 from lifecycle.providers.postgres.config import Session, SqlClient, check_name
@@ -66,7 +67,6 @@ from lifecycle.providers.postgres.grant_spec import (
     recorded,
 )
 from lifecycle.providers.postgres.schema import in_database
-from lifecycle.runtime.contract import ManagedResource
 
 #: The spec's names are re-exported from here, where they lived first.
 __all__ = [

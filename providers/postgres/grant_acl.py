@@ -18,9 +18,9 @@ from typing import Any
 import attrs
 from psycopg import sql
 
+from lifecycle.core.contract import ManagedResource
 from lifecycle.providers.postgres.config import Session, check_name
 from lifecycle.providers.postgres.grant_spec import HELD_WITH_OPTION, GrantParameters, recorded
-from lifecycle.runtime.contract import ManagedResource
 
 __all__ = ["OPTION", "PRIVILEGE_TARGETS", "VERBS", "Earlier", "SchemaObject", "change",
            "labels", "role_exists"]

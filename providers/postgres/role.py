@@ -27,12 +27,12 @@ from typing import Any
 import attrs
 from psycopg import sql
 
+from lifecycle.core.contract import ManagedResource
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.values import Creation, Observation
 from lifecycle.providers.postgres import fields, marks, scram
 from lifecycle.providers.postgres.config import Session, SqlClient, check_name
 from lifecycle.providers.postgres.login import password_works
-from lifecycle.runtime.contract import ManagedResource
 
 #: Predefined roles whose membership lets a role act as the server's operating-system user.
 SERVER_ACCESS_ROLES = frozenset({"pg_execute_server_program", "pg_read_server_files",

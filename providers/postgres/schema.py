@@ -19,11 +19,11 @@ import attrs
 from psycopg import sql
 
 from lifecycle.core import references
+from lifecycle.core.contract import ManagedResource
 from lifecycle.core.errors import ExternalError
 from lifecycle.core.values import Creation, Observation
 from lifecycle.providers.postgres import fields, marks
 from lifecycle.providers.postgres.config import Session, SqlClient, check_name
-from lifecycle.runtime.contract import ManagedResource
 
 #: Schemas the server makes itself; never adopted.
 SYSTEM_SCHEMAS = frozenset({"public", "information_schema"})

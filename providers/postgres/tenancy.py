@@ -47,6 +47,7 @@ from typing import Any
 import attrs
 
 from lifecycle.core import objects
+from lifecycle.core.contract import ManagedResource
 from lifecycle.core.errors import ExternalError, TerminalError
 from lifecycle.core.kind import FINALIZER
 from lifecycle.core.values import Completion, Creation, Observation
@@ -54,7 +55,6 @@ from lifecycle.providers.postgres import marks
 from lifecycle.providers.postgres.config import Session, SqlClient
 from lifecycle.providers.postgres.policy import POLICY_DENIED, ROLE_ATTRIBUTES, denied
 from lifecycle.providers.postgres.schema import in_database
-from lifecycle.runtime.contract import ManagedResource
 
 #: Templates every namespace may create a database from.
 TEMPLATES = frozenset({"template0", "template1"})
@@ -359,7 +359,7 @@ class Claims:
     terminal ``TargetConflict``; an object not yet taken over is refused while anyone
     holds the target, so it never gets the finalizer. The answer is read from the kind's
     objects (:meth:`bind` hands over the engine's list of them; see
-    :class:`lifecycle.runtime.contract.Binds`), so a restarted operator finds the same
+    :class:`lifecycle.core.contract.Binds`), so a restarted operator finds the same
     owner, whatever it reconciles first.
 
     The holders are loaded from one list on first use and then kept as objects take and

@@ -24,6 +24,7 @@ import attrs
 import psycopg
 from psycopg import conninfo, sql
 
+from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, Kind
 from lifecycle.kube.errors import NotFound
 from lifecycle.providers.postgres.config import SESSION_OPTIONS, ServerConfig, Session
@@ -35,7 +36,6 @@ from lifecycle.providers.postgres.policy import POLICY_DENIED
 from lifecycle.providers.postgres.role import RoleClient
 from lifecycle.providers.postgres.schema import SchemaClient
 from lifecycle.providers.postgres.tenancy import Claims, PolicyGate
-from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 from lifecycle.verify import ExternalSystem, Target, Unavailable, VerifyError
 
 #: Environment variable naming a PostgreSQL server for the PostgreSQL kinds.

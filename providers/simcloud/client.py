@@ -2,7 +2,7 @@
 
 :class:`DatabaseParameters` is the kind's ``spec.forProvider``;
 :class:`DatabaseClient` implements the external client contract of
-:mod:`lifecycle.runtime.contract` over :class:`~lifecycle.providers.simcloud.api.CloudApi`,
+:mod:`lifecycle.core.contract` over :class:`~lifecycle.providers.simcloud.api.CloudApi`,
 translating the cloud's own exceptions into :mod:`lifecycle.core.errors` with
 messages that never carry a credential or a password.
 """
@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import attrs
 
+from lifecycle.core.contract import ManagedResource
 from lifecycle.core.errors import (
     CredentialsError,
     ExternalError,
@@ -37,7 +38,6 @@ from lifecycle.providers.simcloud.api import (
     CloudThrottled,
     CloudUnavailable,
 )
-from lifecycle.runtime.contract import ManagedResource
 
 __all__ = ["ADMIN_USER", "OWNER_TAG", "DatabaseClient", "DatabaseParameters"]
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.errors import CredentialsError
 from lifecycle.providers.simcloud.api import CloudApi
 from lifecycle.providers.simcloud.client import DatabaseClient
-from lifecycle.runtime.contract import ManagedResource, ProviderConfig
 
 __all__ = ["DatabaseConnector"]
 
