@@ -49,6 +49,7 @@ from psycopg import sql
 from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.errors import CredentialsError, ExternalError, HandledError, TerminalError
 from lifecycle.core.providerconfig import TLS_KEYS
+from lifecycle.core.values import Creation, Observation
 from lifecycle.providers.postgres.policy import Policy, read_policy
 from lifecycle.providers.postgres.providerconfig import SSLMODES
 
@@ -393,6 +394,25 @@ class SqlClient:
     def close(self) -> None:
         """Release the admin connection."""
         self.session.close()
+
+    # Each kind's client implements the external client contract's four calls; every
+    # statement has finished when it returns.
+
+    def observe(self, resource: ManagedResource) -> Observation:
+        """What the server holds of ``resource``."""
+        raise NotImplementedError(f"{type(self).__name__} does not observe")
+
+    def create(self, resource: ManagedResource) -> Creation:
+        """Create ``resource`` on the server."""
+        raise NotImplementedError(f"{type(self).__name__} does not create")
+
+    def update(self, resource: ManagedResource) -> None:
+        """Bring what the server holds to ``resource``'s spec."""
+        raise NotImplementedError(f"{type(self).__name__} does not update")
+
+    def delete(self, resource: ManagedResource) -> None:
+        """Remove ``resource`` from the server."""
+        raise NotImplementedError(f"{type(self).__name__} does not delete")
 
     def name(self, resource: ManagedResource) -> str:
         """The external name, checked to be a valid PostgreSQL identifier."""
