@@ -63,10 +63,12 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
     Yields a started :class:`~lifecycle.testing.envtest.RealCluster`:
     ``.kubeconfig`` is an admin kubeconfig, ``.api_client()`` an official
     client as the administrator, ``.service_account_token(namespace, name)``
-    mints a ServiceAccount's token, ``.install_crds(kinds)`` installs CRDs.
-    The servers are built from their Go modules on first use (minutes once,
-    cached in the user's cache directory); without ``go`` on PATH the
-    fixture errors with the install hint. Objects outlive each test: give
+    mints a ServiceAccount's token, ``.install_crds(kinds)`` installs CRDs (a
+    ProviderConfig CRD already served is merged with the new one, so the order
+    test files install kinds in does not decide its type). The servers are
+    built from their Go modules on first use (minutes once, cached in the
+    user's cache directory); without ``go`` on PATH the fixture errors with
+    the install hint. Objects outlive each test: give
     every test its own namespace.
     """
     from lifecycle.testing.envtest import RealCluster
