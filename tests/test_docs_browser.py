@@ -217,3 +217,20 @@ def test_misfits_reads_each_measure() -> None:
         "diagram 1 (svg): distorted (height/width 0.286, drawn 0.500)"]
     clipped = {**fits, "viewScroll": 1400}
     assert misfits([clipped]) == ["diagram 1 (svg): 700 px hidden in a scrolled view"]
+
+
+def test_a_missing_browser_skips_locally_and_fails_in_ci(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import browser_helpers
+
+    monkeypatch.setattr(browser_helpers.shutil, "which", lambda name: None)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install chromium"):
+        chromium_or_skip()
+    for value in ("true", "1", "yes"):
+        monkeypatch.setenv("CI", value)
+        with pytest.raises(pytest.fail.Exception, match="CI must run the browser checks"):
+            chromium_or_skip()
+    monkeypatch.setenv("CI", "false")
+    with pytest.raises(pytest.skip.Exception):
+        chromium_or_skip()
