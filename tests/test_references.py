@@ -344,3 +344,17 @@ def test_schema_extension_and_default_privileges_resolve_theirs(
     assert (dp["role"], dp["database"], dp["schema"]) == (app, database, "refs")
     for kind, name in (("Schema", "s"), ("Extension", "e"), ("DefaultPrivileges", "d")):
         assert env.condition(kind, name, "Ready", NS).status.value == "True", kind
+
+
+def test_an_operator_of_grants_alone_may_read_and_watch_what_they_reference() -> None:
+    from lifecycle.driver.manifests import cluster_rules
+    from lifecycle.machines.postgres import Database, Role
+
+    alone = cluster_rules([Grant])
+    assert {"apiGroups": [GROUP], "resources": ["databases", "roles"],
+            "verbs": ["get", "list", "watch"]} in alone
+    # Run together, the referenced kinds get the rules of a kind the operator runs only.
+    together = cluster_rules([Grant, Role, Database])
+    assert not any(r["verbs"] == ["get", "list", "watch"] and "roles" in r["resources"]
+                   for r in together)
+    assert any("roles" in r["resources"] and "update" in r["verbs"] for r in together)

@@ -42,7 +42,8 @@ from lifecycle.core.kind import EXTERNAL_NAME
 
 __all__ = ["REFERENCE", "Declared", "Reference", "ReferenceIndex", "Selector",
            "UnresolvedReference", "check_given", "choose", "declared", "is_ready", "pending",
-           "reference_field", "required_rules", "selector_field", "value_of"]
+           "reference_field", "referenced_resources", "required_rules", "selector_field",
+           "value_of"]
 
 #: The key of an attrs field's ``metadata`` declaring what the field references:
 #: ``(field, api_version, kind, how)``, ``how`` being ``"ref"`` or ``"selector"``.
@@ -163,25 +164,28 @@ def _converting(key: str, convert: Callable[[Any], Any]) -> Callable[[Any], Any]
     return converter
 
 
-def reference_field(field: str, api_version: str, kind: str) -> Any:
+def reference_field(field: str, api_version: str, kind: str, plural: str = "") -> Any:
     """The optional field ``<field>Ref`` of a parameters class: ``{name}`` of a ``kind``
-    object (``api_version``) of the same namespace whose external name fills ``field`` (the
-    spec key of the field it resolves)."""
+    object (``api_version``; its resource ``plural``, by default the kind in lower case
+    with an ``s``) of the same namespace whose external name fills ``field`` (the spec key
+    of the field it resolves)."""
     key = f"{field}Ref"
     return attrs.field(
         default=None, kw_only=True, alias=key, converter=_converting(key, _reference),
-        metadata={REFERENCE: (field, api_version, kind, "ref"), "description": (
+        metadata={REFERENCE: (field, api_version, kind, "ref", plural or f"{kind.lower()}s"),
+                  "description": (
             f"A {kind} of this object's namespace, by name: once it is Ready, its external "
             f"name is written into {field} (when {field} is empty).")})
 
 
-def selector_field(field: str, api_version: str, kind: str) -> Any:
+def selector_field(field: str, api_version: str, kind: str, plural: str = "") -> Any:
     """The optional field ``<field>Selector``: labels selecting the one ``kind`` object of
     the same namespace whose external name fills ``field``."""
     key = f"{field}Selector"
     return attrs.field(
         default=None, kw_only=True, alias=key, converter=_converting(key, _selector),
-        metadata={REFERENCE: (field, api_version, kind, "selector"), "description": (
+        metadata={REFERENCE: (field, api_version, kind, "selector",
+                              plural or f"{kind.lower()}s"), "description": (
             f"Selects the one {kind} of this object's namespace with these labels: once it is "
             f"Ready, its external name is written into {field} and its name into {field}Ref "
             f"(when {field} is empty).")})
@@ -225,6 +229,8 @@ class Declared:
     kind: str
     ref_key: str = ""
     selector_key: str = ""
+    #: The referenced kind's resource name (for the operator's RBAC rules).
+    plural: str = ""
 
     @property
     def target(self) -> tuple[str, str]:
@@ -242,15 +248,25 @@ def declared(parameters: type) -> tuple[Declared, ...]:
         meta = (attribute.metadata or {}).get(REFERENCE)
         if meta is None:
             continue
-        field, api_version, kind, how = meta
+        field, api_version, kind, how, plural = meta
         key = attribute.alias or attribute.name
-        before = found.get(field, Declared(field, api_version, kind))
+        before = found.get(field, Declared(field, api_version, kind, plural=plural))
         if before.target != (api_version, kind):
             raise TypeError(f"{parameters.__qualname__}: the reference and selector of "
                             f"{field!r} name different kinds")
         found[field] = attrs.evolve(before, **({"ref_key": key} if how == "ref"
                                               else {"selector_key": key}))
     return tuple(found.values())
+
+
+def referenced_resources(kinds: Iterable[Any]) -> list[tuple[str, str]]:
+    """``(group, plural)`` of each kind the managed ``kinds`` reference that is not among
+    them: the operator watches those for the objects waiting on them (get, list, watch)."""
+    run = {(getattr(k, "api_version", ""), getattr(k, "kind", "")) for k in kinds}
+    found = {(d.api_version.rpartition("/")[0], d.plural): None
+             for k in kinds if attrs.has(getattr(k, "parameters", None) or object)
+             for d in declared(k.parameters) if d.target not in run}
+    return list(found)
 
 
 def pending(parameters: type, spec: Any) -> list[tuple[Declared, Reference | None,

@@ -28,6 +28,7 @@ from lifecycle.core.claims import ClaimBinding, ClassKind
 from lifecycle.core.errors import LifecycleError
 from lifecycle.core.kind import Kind
 from lifecycle.core.parents import ParentKind
+from lifecycle.core.references import referenced_resources
 from lifecycle.driver.permissions import lease_rules, rules, secret_rules
 from lifecycle.schema.crds import crds, is_claim, provider_config_apis
 
@@ -172,6 +173,7 @@ def cluster_rules(kinds: Sequence[Kind | ClassKind | ParentKind], *, secrets: bo
     """
     run = [(k.group, k.plural) for k in kinds if not isinstance(k, ClassKind)]
     classes = [(k.group, k.plural) for k in kinds if isinstance(k, ClassKind)]
+    classes += referenced_resources(kinds)  # read like classes: get, list, watch
     groups = [api.partition("/")[0] for api in provider_config_apis(kinds)]
     return rules(run, classes, secrets=secrets, children=_child_types(kinds),
                  provisioned=_provisioned(kinds, bindings), provider_config_groups=groups)
