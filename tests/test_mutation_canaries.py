@@ -96,7 +96,7 @@ CANARIES: tuple[Canary, ...] = (
     ),
     Canary(
         "late-init-pruned-taken-as-persisted",
-        "runtime/writes.py",
+        "runtime/passes.py",
         "        if after != before and all(written.get(k) is not None for k in missing):\n",
         "        if True:\n",
         ("tests/test_runtime_rules.py::"
@@ -104,7 +104,7 @@ CANARIES: tuple[Canary, ...] = (
     ),
     Canary(
         "late-init-overwrites-the-user",
-        "runtime/writes.py",
+        "runtime/passes.py",
         "if params.get(k) is None and v is not None}",
         "if v is not None}",
         ("tests/test_runtime_rules.py::test_late_init_never_overwrites_a_value_the_user_set",
@@ -129,8 +129,8 @@ CANARIES: tuple[Canary, ...] = (
     ),
     Canary(
         "status-write-no-409-retry",
-        "runtime/writes.py",
-        "        retry_conflicts(attempt, lambda: self.refresh(run), what=\"status write\")\n",
+        "runtime/passes.py",
+        "        on_conflict(attempt, self.refresh, what=\"status write\")\n",
         "        attempt()\n",
         ("tests/test_conflicts.py::test_fewer_conflicts_than_the_limit_are_absorbed_and_the_write_"
          "lands_in_the_same_pass",),

@@ -19,8 +19,8 @@ from lifecycle.core.kind import FINALIZER, INTENT
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.postgres.verify import POSTGRES_DSN_ENV
 from lifecycle.providers.simcloud.scenarios.verify import simcloud_target
+from lifecycle.runtime.passes import Pass
 from lifecycle.runtime.reconciler import Reconciler
-from lifecycle.runtime.writes import ObjectWrites
 from lifecycle.verify import Crash, CrashPoint, VerifyError, explore, run_scenario
 
 
@@ -32,10 +32,10 @@ def _create_committed(meta: dict[str, Any]) -> bool:
     return not (intent["operation"] == "create" and intent.get("outcome") != "succeeded")
 
 
-class LateFinalizerWrites(ObjectWrites):
+class LateFinalizerPass(Pass):
     """Deliberately broken: the finalizer is committed only after the external create."""
 
-    def mutate(self, pass_: Any, change: Any) -> None:
+    def mutate(self, change: Any) -> None:
         def late(meta: dict[str, Any]) -> None:
             change(meta)
             finalizers = meta.get("finalizers") or []
@@ -47,18 +47,16 @@ class LateFinalizerWrites(ObjectWrites):
                 # pass for a kind that observes right after creating).
                 meta["finalizers"] = [*finalizers, FINALIZER]
 
-        super().mutate(pass_, late)
+        super().mutate(late)
 
-    def commit_staged(self, pass_: Any) -> None:
-        self.mutate(pass_, lambda meta: None)  # every pass ends with a write, staged or not
+    def commit_staged(self) -> None:
+        self.mutate(lambda meta: None)  # every pass ends with a write, staged or not
 
 
 class LateFinalizerReconciler(Reconciler):
-    """A reconciler whose object writes are :class:`LateFinalizerWrites`."""
+    """A reconciler whose passes write as :class:`LateFinalizerPass` does."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.writes = LateFinalizerWrites(lambda: self.api, self.kind)
+    pass_type = LateFinalizerPass
 
 
 def test_crash_is_not_an_exception() -> None:

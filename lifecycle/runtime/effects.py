@@ -21,7 +21,9 @@ changed) is read as no entry at all.
 
 :class:`Effects` knows nothing of the reconciler: it gets the client, the
 resource, an :class:`ObjectPort` (read and commit annotations of the
-reconciled object) and a clock.
+reconciled object) and a clock. A pass enters it twice: :func:`connect`
+connects and observes, :meth:`Effects.act` carries the decision out and
+follows what the call left, then closes the client.
 """
 
 from __future__ import annotations
@@ -34,12 +36,25 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
-from lifecycle.core.contract import ExternalClient, ManagedResource
-from lifecycle.core.decide import Decision
+from lifecycle.core.contract import (
+    Connector,
+    ExternalClient,
+    ManagedResource,
+    ProviderConfig,
+    close_client,
+)
+from lifecycle.core.decide import Decision, Facts
 from lifecycle.core.errors import ExternalError, HandledError, Severity
 from lifecycle.core.kind import EXTERNAL_NAME, INTENT, INTENT_MAC
+from lifecycle.core.plan import acted, after_action
+from lifecycle.core.seal import Subject, mac, unseal
 from lifecycle.core.values import Completion, Creation, Intent, Observation, rfc3339
-from lifecycle.runtime.journalkey import Journal, subject_of
+from lifecycle.runtime.journalkey import Journal
+
+__all__ = [
+    "Effects", "ObjectPort", "closed_intent", "connect", "guarded", "next_intent",
+    "run_actions", "stored_intent",
+]
 
 T = TypeVar("T")
 
@@ -176,6 +191,36 @@ def _parsed_intent(raw: str) -> Intent | None:
 
 
 
+def connect(connector: Connector, resource: ManagedResource, config: ProviderConfig,
+            port: ObjectPort, clock: Callable[[], datetime], journal: Journal, *,
+            defer_closes: bool = False, ready: bool = False,
+            resume: bool = False) -> tuple[Effects, Observation]:
+    """Connect to the provider and observe the resource: the pass's :class:`Effects` and
+    what observe saw.
+
+    ``resume`` (a deletion, for a kind whose provider assigns names): when
+    nothing is seen, a create interrupted before the name it assigned was
+    recorded is repeated with its journalled key to learn the name
+    (:meth:`Effects.resume_create`), and the resource observed there. An
+    error (handled, or anything else) closes the client before it propagates.
+    """
+    client = guarded(functools.partial(connector.connect, resource, config))
+    try:
+        observation = guarded(functools.partial(client.observe, resource))
+        if not isinstance(observation, Observation):
+            raise ExternalError(
+                f"observe returned {type(observation).__name__}, not an Observation",
+                reason="InvalidObservation")
+        effects = Effects(client, resource, port, clock, journal, defer_closes=defer_closes,
+                          ready=ready)
+        if resume and not observation.exists and guarded(effects.resume_create) is not None:
+            observation = guarded(functools.partial(client.observe, effects.resource))
+    except BaseException:
+        close_client(client)
+        raise
+    return effects, observation
+
+
 class Effects:
     """The side effects a transition's actions may perform, behind the intent journal.
 
@@ -211,16 +256,27 @@ class Effects:
         self.completion = Completion()
         self.defer_closes = defer_closes
         self.settled = defer_closes and ready
+        self.closed = False
         self._pending: Intent | None = None
 
-    def _subject(self) -> Any:
+    def _subject(self) -> Subject:
+        """What an entry is about: the resource's kind, namespace, name, uid and external
+        name (as :func:`~lifecycle.runtime.journalkey.subject_of` makes it)."""
         r = self.resource
-        return subject_of(r.kind, r.namespace, r.name, r.uid,
-                          self.external_name or r.external_name)
+        return Subject(r.kind, r.namespace or "", r.name, r.uid,
+                       self.external_name or r.external_name)
 
     def trusted(self) -> Intent | None:
-        """The journal entry this operator sealed for this object and external name, or None."""
-        return self.journal.read(self.port.annotations(), self._subject())
+        """The journal entry this operator sealed for this object and external name, or None
+        (read with the journal's key as :meth:`Journal.read
+        <lifecycle.runtime.journalkey.Journal.read>` reads it)."""
+        annotations = self.port.annotations()
+        return unseal(self.journal.key, self._subject(), annotations.get(INTENT),
+                      annotations.get(INTENT_MAC))
+
+    def _seal(self, intent: Intent) -> str:
+        """The MAC of ``intent`` about this resource, with the journal's key."""
+        return mac(self.journal.key, self._subject(), intent)
 
     def create(self) -> None:
         """Journal, then create (the password, if any, was persisted before connect).
@@ -250,7 +306,7 @@ class Effects:
     def _reseal(self, intent: Intent | None) -> None:
         """Stage ``intent`` sealed for the name just assigned, to ride on the name's write."""
         if intent is not None:
-            self.port.stage(INTENT_MAC, self.journal.mac(intent, self._subject()))
+            self.port.stage(INTENT_MAC, self._seal(intent))
 
     def resume_create(self) -> str | None:
         """Repeat a pending create with its journalled key; the name the provider assigned.
@@ -331,11 +387,53 @@ class Effects:
         if closed is None:
             return False
         stage = self.port.defer if self.defer_closes else self.port.stage
-        stage(INTENT_MAC, self.journal.mac(closed, self._subject()))
+        stage(INTENT_MAC, self._seal(closed))
         stage(INTENT, closed.to_json())
         return True
 
+    def act(self, facts: Facts, decision: Decision, host: object, machine: Any, *,
+            observe_after_create: bool = False,
+            passthrough: tuple[type[BaseException], ...] = ()
+            ) -> tuple[Decision, tuple[HandledError, ...], tuple[Facts, Decision] | None]:
+        """Carry ``decision`` out on the resource ``facts`` describe, then close the client.
+
+        A pending journal entry whose effect the observation shows was
+        interrupted after the call: it is closed first, so a later call mints
+        a new key. The transition's actions run on the machine's ``host``
+        (:func:`run_actions`; the decision, failing or not, and the
+        informational notices are returned). After a create, update or delete
+        that succeeded, what the call left (:meth:`after`; observed again
+        after a create when ``observe_after_create``) gives the next facts and
+        decision when it moves the resource on
+        (:func:`~lifecycle.core.plan.after_action`), its entry closed; else None.
+        """
+        try:
+            self.close_observed(facts.observation)
+            notices: tuple[HandledError, ...] = ()
+            if decision.actions:
+                decision, notices = run_actions(decision, host, self, self._operation,
+                                                passthrough=passthrough)
+            following = None
+            call = acted(decision)
+            if call is not None:
+                seen = self.after(observe_again=observe_after_create and call == "create")
+                following = after_action(machine, facts, decision, seen)
+                if following is not None:
+                    self.close_observed(seen)
+            return decision, notices, following
+        finally:
+            self.close()
+
+    def _operation(self) -> str | None:
+        return self.operation
+
+    def close(self) -> None:
+        """Close the client (its optional ``close``), once."""
+        if not self.closed:
+            self.closed = True
+            close_client(self.client)
+
     def _record(self, intent: Intent) -> None:
         """Commit the entry and its MAC in one write (the MAC staged, riding on the entry's)."""
-        self.port.stage(INTENT_MAC, self.journal.mac(intent, self._subject()))
+        self.port.stage(INTENT_MAC, self._seal(intent))
         self.port.annotate(INTENT, intent.to_json())

@@ -30,8 +30,10 @@ import attrs
 
 from lifecycle.core import objects
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
+from lifecycle.kube.errors import NotFound
 
-__all__ = ["Claimant", "ExternalName", "NameIndex", "external_name_of", "name_key"]
+__all__ = ["Claimant", "ExternalName", "NameIndex", "external_name_of", "kind_objects",
+           "name_key", "read_object"]
 
 #: (provider config name, the kind's extra scope, external name)
 NameKey = tuple[str, tuple[str, ...], str]
@@ -198,6 +200,24 @@ class NameIndex:
             holders = self._load()
             if key in holders and holders[key][0] == uid:
                 del holders[key]
+
+
+def kind_objects(api: Any, api_version: str, kind: str) -> list[Any]:
+    """Every object of a kind, listed from ``api`` (none from a cluster that cannot list):
+    what the index is loaded from, and what a connector's ``bind`` reads."""
+    lister = getattr(api, "list", None)
+    return lister(api_version, kind)[0] if lister is not None else []
+
+
+def read_object(api: Any, api_version: str, kind: str, namespace: str | None,
+                name: str) -> Mapping[str, Any] | None:
+    """One object of a kind read afresh from ``api``, or None when it is gone (the index's
+    check of a holder)."""
+    try:
+        found: Mapping[str, Any] = api.get(api_version, kind, namespace, name)
+    except NotFound:
+        return None
+    return found
 
 
 def _intended(obj: Mapping[str, Any]) -> str | None:

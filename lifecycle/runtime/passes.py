@@ -1,31 +1,61 @@
-"""The working state of one managed reconcile pass, and the small helpers around it.
+"""The managed pass: one reconcile's working state, and the reads and writes on its object.
 
-:class:`Pass` is what the reconciler has learned and decided so far;
-:class:`PassObject` is the reconciled object as the intent journal sees it.
+:class:`Pass` is the home of one pass of the managed reconciler: what it has
+learned and decided so far, the reads of its object (the spec's parameters,
+parsed once; the provider config with its credentials, read once; the
+:class:`~lifecycle.core.contract.ManagedResource` handed to the provider)
+and every write to it: metadata, late-initialised spec fields, status. It is
+also the object as the intent journal sees it (an
+:class:`~lifecycle.runtime.effects.ObjectPort`).
+
 Metadata changes may be *staged* on a pass: they are not written at once but
 ride on the pass's next object write (:func:`staged_meta` applies them to a
 copy of the stored metadata), so the finalizer, the external name and the
-journal entry before an external call cost one write, not three.
+journal entry before an external call cost one write, not three. Each write
+keeps the object it returns as the pass's object (no read after one's own
+write) and retries a 409 Conflict from a fresh read, the staged changes
+applied again (:func:`~lifecycle.kube.conflict.on_conflict`; when every
+attempt conflicts, ``ConflictsExhausted`` ends the pass and the reconciler
+hands it to the work queue's backoff). An object that vanished ends the pass
+(:class:`ObjectGone`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import functools
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
 
 from lifecycle.core import objects
-from lifecycle.core.errors import HandledError
-from lifecycle.core.kind import EXTERNAL_NAME
+from lifecycle.core.contract import ManagedResource, ProviderConfig
+from lifecycle.core.errors import HandledError, TerminalError
+from lifecycle.core.kind import (
+    EXTERNAL_NAME,
+    FINALIZER,
+    OPERATION,
+    Kind,
+    check_references,
+    connection_secret_ref,
+)
+from lifecycle.core.ownership import owner_mark
 from lifecycle.core.values import Condition, ConditionStatus
 from lifecycle.core.vocabulary import ConditionTypes
+from lifecycle.kube.cluster import Cluster
+from lifecycle.kube.conflict import on_conflict
+from lifecycle.kube.errors import ApiError, NotFound
+from lifecycle.kube.objects import add_finalizer, remove_finalizer
 from lifecycle.runtime.names import ExternalName
-from lifecycle.runtime.redaction import credential_values, redact, redact_status
+from lifecycle.runtime.reads import TTLCache, provider_config
+from lifecycle.runtime.redaction import credential_values, redact, redact_events, redact_status
 from lifecycle.runtime.secrets import ConnectionSecrets
 
-__all__ = ["ObjectGone", "Pass", "PassObject", "config_note", "informational", "managed_name",
+__all__ = ["ObjectGone", "Pass", "config_note", "informational", "managed_name", "record_event",
            "staged_meta"]
+
+log = logging.getLogger("lifecycle.runtime.reconciler")
 
 
 class ObjectGone(Exception):
@@ -34,12 +64,22 @@ class ObjectGone(Exception):
 
 @attrs.define
 class Pass:
-    """What one reconcile has learned and decided so far (internal working state)."""
+    """One pass of the managed reconciler: what it has learned and decided so far, and the
+    reads and writes on its object.
+
+    ``api`` is the cluster the pass reads and writes, ``kind`` the object's
+    kind, ``reads`` the reconciler's cache of supporting reads and
+    ``operator`` the name in the ownership mark.
+    """
 
     obj: dict[str, Any]
     state: str
     generation: int
     secrets: ConnectionSecrets
+    api: Cluster
+    kind: Kind
+    reads: TTLCache = attrs.field(factory=lambda: TTLCache(0.0))
+    operator: str = "lifecycle"
     forced: bool = False
     notes: list[Condition] = attrs.Factory(list)
     dirty: bool = False
@@ -68,6 +108,85 @@ class Pass:
     #: The spec's parameters, parsed once per pass (after its references are resolved):
     #: the parameters, or the refusal of a spec that does not parse.
     parsed: tuple[Any, Any] | None = None
+    #: The password persisted by this pass before anything else was committed, if any.
+    password: str | None = attrs.field(default=None, repr=False)
+
+    # ------------------------------------------------------- reads on the object
+    def validate(self, creating: bool = False) -> TerminalError | None:
+        """Check what this pass would act on; the refusal, or None when all is valid.
+
+        Every pass checks the references, the connection Secret's namespace
+        and the external name (the one held, or the one about to be
+        committed: an annotation set even to "" is taken as chosen). Before
+        ownership is taken, the spec and the connection Secret's owner are
+        checked too, so an invalid object never gets a finalizer and stays
+        deletable. ``creating``: the pass persists a password next, so a cache
+        may answer the Secret's absence.
+        """
+        try:
+            check_references(self.obj)
+            self.secrets.check_namespace(self.obj)
+            if self.holds:
+                self.kind.check_external_name(self.name.current)
+            else:
+                self.kind.check_external_name(self.name.chosen)
+                self.parameters()
+                self.secrets.read(self.obj, *connection_secret_ref(self.obj), creating=creating)
+        except TerminalError as exc:
+            return exc
+        return None
+
+    def parameters(self) -> Any:
+        """The spec's parameters, parsed once per pass; a spec that does not parse raises
+        its :class:`TerminalError` each time they are asked for."""
+        if self.parsed is None:
+            try:
+                self.parsed = (self.kind.parse_parameters(self.obj.get("spec")), None)
+            except TerminalError as exc:
+                self.parsed = (None, exc)
+        parameters, refusal = self.parsed
+        if refusal is not None:
+            raise refusal
+        return parameters
+
+    def provider_config(self) -> ProviderConfig:
+        """The object's provider config with its credentials (noted for redaction): read
+        once per pass, through the supporting reads' cache."""
+        if self.config is None:
+            ref = objects.mapping(objects.spec(self.obj).get("providerConfigRef"))
+            name = str(ref.get("name") or "default")
+            self.config = self.credentials(self.reads.get(("config", name), functools.partial(
+                provider_config, self.api, name, self.kind.provider_config_api)))
+        return self.config
+
+    def resource(self, external_name: str, parameters: Any,
+                 password: str | None = None) -> ManagedResource:
+        """The :class:`ManagedResource` of the pass's object under ``external_name``."""
+        meta = self.obj["metadata"]
+        return ManagedResource(
+            kind=self.kind.kind, namespace=meta.get("namespace", ""), name=meta["name"],
+            uid=meta["uid"], generation=self.generation, external_name=external_name,
+            parameters=parameters, password=password,
+            owner_mark=owner_mark(self.operator, meta["uid"]),
+            observed=objects.mapping(objects.status(self.obj).get("atProvider")))
+
+    def managed_resource(self, deleting: bool, read_only: bool) -> ManagedResource:
+        """The resource to connect to, under the name the object took ownership with
+        (:func:`managed_name`), with its password: the one this pass persisted, else read
+        from (or, unless ``read_only``, first persisted to) the connection Secret. A spec
+        that does not parse gives no parameters while ``deleting``, and raises otherwise."""
+        self.external_name = managed_name(self)
+        try:
+            parameters = self.parameters()
+        except TerminalError:
+            if not deleting:
+                raise
+            parameters = None  # a broken spec must not block deletion
+        password = self.password
+        if self.kind.password and password is None:
+            password = self.secrets.password(self.obj, deleting or read_only, self.forced,
+                                             deleting=deleting)
+        return self.resource(self.external_name, parameters, password)
 
     def credentials(self, config: Any) -> Any:
         """Note the credential values of ``config`` (a ProviderConfig) for redaction; return it."""
@@ -82,7 +201,14 @@ class Pass:
         """``status`` whose condition messages hold no credential value noted in this pass."""
         return redact_status(status, self.redact)
 
-    def stage(self, change: Callable[[dict[str, Any]], Any], *, deferred: bool = False) -> None:
+    def scrubbed(self, status: Mapping[str, Any], events: Iterable[tuple[str, str, str]]
+                 ) -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
+        """``status`` and ``events`` with no credential value noted in this pass."""
+        return redact_status(status, self.redact), redact_events(events, self.redact)
+
+    # ------------------------------------------------------------ staged metadata
+    def stage_change(self, change: Callable[[dict[str, Any]], Any], *,
+                     deferred: bool = False) -> None:
         """Stage a metadata change for the next object write; unless ``deferred``, the
         pass writes it at the latest before its status."""
         self.staged.append(change)
@@ -93,40 +219,159 @@ class Pass:
         self.staged.clear()
         self.pressing = False
 
+    def acquire(self) -> None:
+        """Take ownership: stage the finalizer and the external name.
+
+        They are committed with the first object write of the pass: the
+        pending journal entry written before any mutating external call, or,
+        when the pass calls nothing, the write before the status. A resource
+        can then only be created under a name the object already records, and
+        the object cannot vanish while the resource exists; observing (which
+        changes nothing) may come first. An object that holds both already
+        stages nothing.
+        """
+        if not self.holds:
+            self.stage_change(functools.partial(_acquire, external=self.name.claimed))
+
+    def drop_operation(self) -> None:
+        """Remove the ``reconcile`` operation annotation that forced this pass (one write)."""
+        self.mutate(_drop_operation)
+
+    # ------------------------------------- the object as the intent journal sees it
     def annotations(self) -> Mapping[str, Any]:
         """The object's annotations with the staged changes applied (read-only)."""
         if not self.staged:  # nothing to apply: the object's own, without a copy
             return objects.annotations(self.obj)
         return objects.annotations({"metadata": staged_meta(self)})
 
-
-class PassObject:
-    """The reconciled object of one pass as the effects see it (an ObjectPort).
-
-    ``commit(run, key, value)`` writes one annotation together with
-    everything staged on ``run``.
-    """
-
-    def __init__(self, run: Pass, commit: Callable[[Pass, str, str], None]) -> None:
-        self._run = run
-        self._commit = commit
-
-    def annotations(self) -> Mapping[str, Any]:
-        """The object's annotations, staged changes applied."""
-        return self._run.annotations()
-
     def annotate(self, key: str, value: str) -> None:
         """Commit one annotation, with everything staged, before returning."""
-        self._commit(self._run, key, value)
+        self.mutate(functools.partial(_set_annotation, key=key, value=value))
 
     def stage(self, key: str, value: str) -> None:
         """Set one annotation with the pass's next object write."""
-        self._run.stage(lambda m: m.setdefault("annotations", {}).__setitem__(key, value))
+        self.stage_change(functools.partial(_set_annotation, key=key, value=value))
 
     def defer(self, key: str, value: str) -> None:
         """Set one annotation with the pass's next object write, if it makes one."""
-        self._run.stage(lambda m: m.setdefault("annotations", {}).__setitem__(key, value),
-                        deferred=True)
+        self.stage_change(functools.partial(_set_annotation, key=key, value=value),
+                          deferred=True)
+
+    # ------------------------------------------------------------------- writes
+    def write_back(self, status: dict[str, Any], events: Iterable[tuple[str, str, str]],
+                   old: Mapping[str, Any], *, final: bool, leaving: bool) -> None:
+        """Write the pass's conclusion, with no credential value in the status or an Event.
+
+        Unless the state is ``final``, what is still staged is committed; the
+        Events are recorded; the status is written once if it differs from
+        ``old`` (or the pass is forced), unless the object is ``leaving`` with
+        our finalizer; on a final state the finalizer is removed.
+        """
+        status, events = self.scrubbed(status, events)
+        if not final:
+            self.commit_staged()
+        for type_, reason, message in events:
+            record_event(self.api, self.obj, type_, reason, message)
+        if not leaving and (status != old or self.forced):
+            self.write_status(status)
+        if final:
+            self.mutate(functools.partial(remove_finalizer, name=FINALIZER))
+
+    def write_status(self, status: dict[str, Any]) -> None:
+        """Write ``status`` as the object's status."""
+        def attempt() -> None:
+            body = dict(self.obj)
+            body["status"] = status
+            try:
+                self.obj = self.api.replace_status(body)
+            except NotFound:
+                raise ObjectGone from None
+
+        on_conflict(attempt, self.refresh, what="status write")
+
+    def mutate(self, change: Callable[[dict[str, Any]], Any]) -> None:
+        """Apply the staged changes and ``change`` to metadata and commit them in one write,
+        retrying 409s from a fresh read."""
+        def attempt() -> None:
+            body = dict(self.obj)
+            body["metadata"] = staged_meta(self)
+            change(body["metadata"])
+            if body["metadata"] != self.obj["metadata"]:
+                try:
+                    self.obj = self.api.replace(body)
+                except NotFound:
+                    raise ObjectGone from None
+            self.committed()
+
+        on_conflict(attempt, self.refresh, what="object write")
+
+    def commit_staged(self) -> None:
+        """Commit what is staged, when something staged needs a write of its own
+        (a deferred change alone waits for a later write)."""
+        if self.staged and self.pressing:
+            self.mutate(_unchanged)
+
+    def late_init(self, fields: Mapping[str, Any]) -> None:
+        """Write provider defaults into unset spec parameters, never over a value.
+
+        The fields still missing are recomputed from every fresh read, so a
+        value the user set meanwhile wins; the write carries the staged
+        metadata changes. When it wrote the generation right after the one
+        this pass observed, the observation holds for it too (only the
+        provider's own values were filled in) and the status observes it;
+        after a concurrent spec change the pass is dirty instead. A schema
+        that prunes the field is reported, not retried in a loop.
+        """
+        def attempt() -> None:
+            missing = _missing(self.obj, fields)
+            if missing:
+                body = dict(self.obj)
+                body["metadata"] = staged_meta(self)
+                self._write_spec(body, missing)
+                self.committed()
+
+        on_conflict(attempt, self.refresh, what="late-init write")
+
+    def _write_spec(self, body: dict[str, Any], missing: Mapping[str, Any]) -> None:
+        """Write ``body`` with ``missing`` filled into its parameters; note the generation."""
+        spec = self.obj["spec"]
+        body["spec"] = {**spec, "forProvider": {**spec["forProvider"], **missing}}
+        before = self.obj["metadata"].get("generation")
+        try:
+            self.obj = self.api.replace(body)
+        except NotFound:
+            raise ObjectGone from None
+        written = (self.obj.get("spec") or {}).get("forProvider") or {}
+        after = self.obj["metadata"].get("generation")
+        if after != before and all(written.get(k) is not None for k in missing):
+            if before == self.generation and isinstance(after, int):
+                self.observed = after
+            else:
+                self.dirty = True
+        else:
+            self.notes.append(config_note(
+                "LateInitNotPersisted",
+                f"provider defaults for {', '.join(sorted(missing))} could not be written "
+                "to spec.forProvider (pruned by the schema?)", self.generation))
+
+    def refresh(self) -> None:
+        """Read the object afresh after a conflict; gone means the pass is over."""
+        meta = self.obj["metadata"]
+        try:
+            self.obj = self.api.get(self.kind.api_version, self.kind.kind,
+                                    meta.get("namespace"), meta["name"])
+        except NotFound:
+            raise ObjectGone from None
+
+
+def record_event(api: Cluster, obj: dict[str, Any], type_: str, reason: str,
+                 message: str) -> None:
+    """Record an Event about ``obj``, best effort (as client-go's recorder): an API error
+    is logged at DEBUG, never raised."""
+    try:
+        api.record_event(obj, type_, reason, message)
+    except ApiError as exc:
+        log.debug("event %s not recorded: %s", reason, exc)
 
 
 def config_note(reason: str, message: str, generation: int) -> Condition:
@@ -175,3 +420,31 @@ def managed_name(run: Pass) -> str:
             f"still managing {name.recorded!r}", run.generation))
         return name.recorded
     return name.managed
+
+
+def _set_annotation(meta: dict[str, Any], key: str, value: str) -> None:
+    meta.setdefault("annotations", {})[key] = value
+
+
+def _acquire(meta: dict[str, Any], external: str) -> None:
+    add_finalizer(meta, FINALIZER)
+    meta.setdefault("annotations", {}).setdefault(EXTERNAL_NAME, external)
+
+
+def _drop_operation(meta: dict[str, Any]) -> None:
+    meta.get("annotations", {}).pop(OPERATION, None)
+
+
+def _unchanged(meta: dict[str, Any]) -> None:
+    """No change of its own: the write carries what is staged."""
+
+
+def _missing(obj: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``fields`` the object's ``spec.forProvider`` leaves unset (none without one)."""
+    if not fields:
+        return {}
+    spec = obj.get("spec")
+    params = spec.get("forProvider") if objects.is_mapping(spec) else None
+    if not objects.is_mapping(params):
+        return {}
+    return {k: v for k, v in fields.items() if params.get(k) is None and v is not None}

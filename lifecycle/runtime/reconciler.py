@@ -39,11 +39,13 @@ this module only adds the I/O around them:
 Handled errors end in the Failed state with a condition (a connect or
 observe error that is not terminal holds a state reporting Ready instead:
 Synced False, Ready as last observed); API errors other
-than NotFound propagate as :class:`UnhandledError` for the work queue's
-backoff. Object writes (finalizer, annotations, late-initialised spec) and
-status writes are separate (:class:`~lifecycle.runtime.writes.ObjectWrites`)
-and each retries a 409 from a fresh read, staged metadata changes re-applied
-to it.
+than NotFound, and a write that kept conflicting, propagate as
+:class:`UnhandledError` for the work queue's backoff.
+
+The pass itself is a :class:`~lifecycle.runtime.passes.Pass`: its state and
+every read and write on the object (finalizer, annotations, late-initialised
+spec, status; each retries a 409 from a fresh read, staged metadata changes
+re-applied to it). This module only says in which order they happen.
 """
 
 from __future__ import annotations
@@ -52,55 +54,35 @@ import functools
 import logging
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import ClassVar
 
 import attrs
 
 from lifecycle.core import objects
-from lifecycle.core.contract import (
-    Connector,
-    ExternalClient,
-    ManagedResource,
-    ProviderConfig,
-    admission,
-    bind_objects,
-    close_client,
-)
+from lifecycle.core.contract import Connector, admission, bind_objects
 from lifecycle.core.decide import Decision, Facts, Gate, ReconcilePolicy, decide, gate
-from lifecycle.core.errors import ExternalError, HandledError, TerminalError, UnhandledError
-from lifecycle.core.kind import (
-    EXTERNAL_NAME,
-    FINALIZER,
-    OPERATION,
-    Kind,
-    check_references,
-    connection_secret_ref,
-)
-from lifecycle.core.ownership import (
-    NotOwnedError,
-    Verdict,
-    acted_on,
-    adoption_requested,
-    judge,
-    owner_mark,
-)
-from lifecycle.core.plan import Plan, acted, after_action, conclude, gather, held, passage
+from lifecycle.core.errors import HandledError, TerminalError, UnhandledError
+from lifecycle.core.kind import FINALIZER, Kind
+from lifecycle.core.ownership import NotOwnedError, Verdict, acted_on, adoption_requested, judge
+from lifecycle.core.plan import Plan, conclude, gather, held, passage
 from lifecycle.core.values import Observation, Result, now
 from lifecycle.kube.cluster import Cluster
+from lifecycle.kube.conflict import ConflictsExhausted
 from lifecycle.kube.errors import ApiError, NotFound, TooManyRequests
-from lifecycle.kube.objects import add_finalizer, remove_finalizer
-from lifecycle.runtime.effects import Effects, guarded, run_actions
+from lifecycle.runtime.effects import Effects, connect, guarded, run_actions
 from lifecycle.runtime.journalkey import Journal, subject_of
-from lifecycle.runtime.names import NameIndex, external_name_of
-from lifecycle.runtime.passes import ObjectGone, Pass, PassObject, informational, managed_name
-from lifecycle.runtime.reads import TTLCache, namespace_annotations, provider_config
+from lifecycle.runtime.names import NameIndex, external_name_of, kind_objects, read_object
+from lifecycle.runtime.passes import ObjectGone, Pass, informational, record_event
+from lifecycle.runtime.reads import TTLCache, namespace_annotations
 from lifecycle.runtime.references import References
 from lifecycle.runtime.secrets import ConnectionSecrets, generate_password
-from lifecycle.runtime.writes import ObjectWrites
 
 __all__ = ["ObjectGone", "Pass", "Reconciler"]
 
 log = logging.getLogger("lifecycle.runtime.reconciler")
+
+#: Errors of the engine's own that end the pass even inside a machine's actions.
+PASSTHROUGH = (UnhandledError, ApiError, ObjectGone, ConflictsExhausted)
 
 
 class Reconciler:
@@ -122,7 +104,10 @@ class Reconciler:
     external names (one owner per name); by default it is loaded from a list
     of the kind's objects. ``journal_key`` seals the intent journal
     (:mod:`lifecycle.runtime.journalkey`; default: this process's key).
+    ``pass_type`` is the class of the pass object (:class:`Pass`).
     """
+
+    pass_type: ClassVar[type[Pass]] = Pass
 
     def __init__(
         self,
@@ -142,16 +127,16 @@ class Reconciler:
     ) -> None:
         self.api, self.journal = api, Journal() if journal_key is None else Journal(journal_key)
         self.allow_adoption = frozenset(allow_adoption)
-        lister = getattr(api, "list", None)  # a cluster that cannot list starts empty
+        # A cluster that cannot list starts with an empty index.
+        listed = functools.partial(kind_objects, api, kind.api_version, kind.kind)
         self.names = names if names is not None else NameIndex(
-            lambda: lister(kind.api_version, kind.kind)[0] if lister is not None else [],
-            self._read_or_none, kind.scope_of)
+            listed, functools.partial(read_object, api, kind.api_version, kind.kind),
+            kind.scope_of)
         self.allow_cross_namespace_secrets = allow_cross_namespace_secrets
         self.reads = TTLCache(reads_ttl)
         self.kind = kind
         self.connector = connector
-        bind_objects(connector, kind,
-                     lambda: lister(kind.api_version, kind.kind)[0] if lister is not None else [])
+        bind_objects(connector, kind, listed)
         self.operator_id = operator_id
         self.default_policy = default_policy
         self.clock = clock
@@ -159,8 +144,7 @@ class Reconciler:
         self.table = kind.machine.table()
         self.host = kind.machine.guard_host()
         self.timing = kind.machine.timing
-        self.writes = ObjectWrites(lambda: self.api, kind)
-        self.references = References(lambda: self.api, kind, self.writes.refresh)
+        self.references = References(kind)
 
     # ------------------------------------------------------------------ entry
     def reconcile(self, namespace: str | None, name: str) -> Result:
@@ -174,6 +158,8 @@ class Reconciler:
             return Result.backoff("APIThrottled", at_least=exc.retry_after)
         except ApiError as exc:
             raise UnhandledError(f"API error during reconcile: {exc}") from exc
+        except ConflictsExhausted as exc:  # a write met a 409 at every attempt
+            raise UnhandledError(str(exc)) from None
 
     def _reconcile(self, namespace: str | None, name: str) -> Result:
         kind = self.kind
@@ -181,35 +167,36 @@ class Reconciler:
             obj = self.api.get(kind.api_version, kind.kind, namespace, name)
         except NotFound:
             return Result.done("NotFound")
-        # Operation annotation, ownership, policies: decided before any write.
-        g = gate(kind.machine, obj,
-                 self.reads.get(("ns", namespace),
-                                lambda: namespace_annotations(self.api, namespace)),
+        # The gate: operation annotation, ownership, policies, decided before any write.
+        g = gate(kind.machine, obj, self.reads.get(("ns", namespace), functools.partial(
+                     namespace_annotations, self.api, namespace)),
                  operator_id=self.operator_id, default_policy=self.default_policy)
         if g.stop == "NotOwned":
-            self._event(obj, "Warning", "NotOwned", g.stop_message)
+            record_event(self.api, obj, "Warning", "NotOwned", g.stop_message)
         if g.stop is not None:
             return Result.done(g.stop)
         if g.repaired is not None:
-            self._event(obj, "Warning", "StateRepaired", g.notes[0].message)
-        run = Pass(obj=obj, state=g.state, generation=g.generation,
-                   secrets=ConnectionSecrets(
-                       self.api, kind, self.password_factory,
-                       allow_cross_namespace=self.allow_cross_namespace_secrets),
-                   forced=g.forced, notes=list(g.notes),
-                   name=external_name_of(obj, kind.external_name))
+            record_event(self.api, obj, "Warning", "StateRepaired", g.notes[0].message)
+        # The pass starts: its external name resolved once, read by every later step.
+        run = self.pass_type(
+            obj=obj, state=g.state, generation=g.generation,
+            secrets=ConnectionSecrets(self.api, kind, self.password_factory,
+                                      allow_cross_namespace=self.allow_cross_namespace_secrets),
+            api=self.api, kind=kind, reads=self.reads,
+            operator=self.operator_id or "lifecycle", forced=g.forced, notes=list(g.notes),
+            name=external_name_of(obj, kind.external_name))
         if g.forced:
-            self.writes.mutate(run, lambda m: m.get("annotations", {}).pop(OPERATION, None))
+            run.drop_operation()
         run.holds = run.name.holds  # read by every step up to the first object write
         if g.paused:
             return self._held(run, g)
         if g.orphan:
             # Leaving the external resource behind needs no provider at all.
             return self._run(run, gather(g, objects.status(run.obj)), None)
-        # A pass that will persist a password creates a missing Secret rather than read it.
+        # Take-over checks: a refusal is a condition only, before anything is committed.
         creating = self.kind.password and not g.deleting and g.policy.allows_modify
         refused: HandledError | None = None if g.deleting else (
-            self.references.resolve(run) or self._validate(run, creating))
+            self.references.resolve(run) or run.validate(creating))
         if refused is None:
             refused = self._claim(run, g.deleting)
             if refused is not None and g.deleting:
@@ -221,20 +208,15 @@ class Reconciler:
             if refused is None and creating and not run.holds:
                 refused = self._first_password(run)
         if refused is not None:
-            # Refused before anything is committed or called: a condition only.
             return self._run(run, gather(g, objects.status(run.obj), error=refused), None)
-        self._acquire(run)
+        # Ownership is staged, to ride on the first object write.
+        run.acquire()
         facts, effects = self._observe(run, g)
-        facts = self._judge(run, facts)
         try:
-            if effects is not None:
-                # A pending journal entry whose effect is observed was interrupted
-                # after the call: close it, so a later call mints a new key.
-                effects.close_observed(facts.observation)
-            return self._run(run, facts, effects)
+            return self._run(run, self._judge(run, facts), effects)
         finally:
-            if effects is not None:
-                close_client(effects.client)
+            if effects is not None and not effects.closed:
+                effects.close()
 
     def _admit(self, run: Pass) -> HandledError | None:
         """Ask the connector's optional ``admit`` (:class:`~lifecycle.core.contract.Connector`)
@@ -250,9 +232,8 @@ class Reconciler:
             return None
         name = run.name.claimed
         try:
-            config = self._config(run)
-            resource = self._managed(run, name, self._parameters(run))
-            self.guarded_call(lambda: admit(resource, config))
+            config = run.provider_config()
+            guarded(functools.partial(admit, run.resource(name, run.parameters()), config))
         except HandledError as exc:
             self.names.release(run.obj, name)
             return exc
@@ -261,13 +242,13 @@ class Reconciler:
     def _first_password(self, run: Pass) -> TerminalError | None:
         """Persist the password of an object not claimed yet, before anything is committed.
 
-        The Secret was looked up in a cache (:meth:`_validate`); the create that
-        persists the password finds one the cache does not hold. Another's Secret
-        is then refused as in :meth:`_validate`, and the name claimed for the
+        The Secret was looked up in a cache (:meth:`Pass.validate`); the create
+        that persists the password finds one the cache does not hold. Another's
+        Secret is then refused as in validation, and the name claimed for the
         pass given back. Any other error is left to the pass.
         """
         try:
-            run.secrets.ensure_password(run.obj, run.forced)
+            run.password = run.secrets.ensure_password(run.obj, run.forced)
         except TerminalError as exc:
             name = run.name.claimed
             if name:
@@ -275,30 +256,6 @@ class Reconciler:
             return exc
         except HandledError:
             pass
-        return None
-
-    def _validate(self, run: Pass, creating: bool = False) -> TerminalError | None:
-        """Check what this pass would act on; the refusal, or None when all is valid.
-
-        Every pass checks the references, the connection Secret's namespace
-        and the external name (the one held, or the one about to be
-        committed: an annotation set even to "" is taken as chosen). Before
-        ownership is taken, the spec and the connection Secret's owner are
-        checked too, so an invalid object never gets a finalizer and stays
-        deletable. ``creating``: the pass persists a password next
-        (:meth:`_first_password`), so a cache may answer the Secret's absence.
-        """
-        try:
-            check_references(run.obj)
-            run.secrets.check_namespace(run.obj)
-            if run.holds:
-                self.kind.check_external_name(run.name.current)
-            else:
-                self.kind.check_external_name(run.name.chosen)
-                self._parameters(run)
-                run.secrets.read(run.obj, *connection_secret_ref(run.obj), creating=creating)
-        except TerminalError as exc:
-            return exc
         return None
 
     def _claim(self, run: Pass, deleting: bool) -> HandledError | None:
@@ -347,29 +304,10 @@ class Reconciler:
             return attrs.evolve(facts, observation=attrs.evolve(observation, up_to_date=False))
         return facts
 
-    def _acquire(self, run: Pass) -> None:
-        """Take ownership: stage the finalizer and the external name.
-
-        They are committed with the first object write of the pass: the
-        pending journal entry written before any mutating external call, or,
-        when the pass calls nothing, the write before the status. A resource
-        can then only be created under a name the object already records, and
-        the object cannot vanish while the resource exists; observing (which
-        changes nothing) may come first.
-        """
-        if run.holds:
-            return
-        external = run.name.claimed
-
-        def acquire(m: dict[str, Any]) -> None:
-            add_finalizer(m, FINALIZER)
-            m.setdefault("annotations", {}).setdefault(EXTERNAL_NAME, external)
-
-        run.stage(acquire)
-
     # --------------------------------------------------------------- observing
     def _observe(self, run: Pass, g: Gate) -> tuple[Facts, Effects | None]:
-        """Connect and observe; an error doing so becomes the facts' error."""
+        """Connect and observe (:func:`~lifecycle.runtime.effects.connect`); an error doing
+        so becomes the facts' error."""
         old = objects.status(run.obj)
         if g.deleting:
             try:
@@ -377,110 +315,42 @@ class Reconciler:
             except TerminalError:
                 # No provider can hold a resource under an invalid name: nothing to delete.
                 return gather(g, old, observation=Observation.absent()), None
-        client: ExternalClient | None = None
         try:
-            resource = self._resource(run, g.deleting, g.policy)
-            config = self._config(run)
-            client = self.guarded_call(lambda: self.connector.connect(resource, config))
-            observation = self.guarded_call(lambda: client.observe(resource))
-            if not isinstance(observation, Observation):
-                raise ExternalError(
-                    f"observe returned {type(observation).__name__}, not an Observation",
-                    reason="InvalidObservation")
-            effects = Effects(client, resource, PassObject(run, self.writes.annotate),
-                              self.clock, self.journal, defer_closes=not self.kind.names_assigned,
-                              ready=g.state == "ready")
-            if g.deleting and self.kind.names_assigned and not observation.exists:
-                # A create interrupted before the name it assigned was recorded: repeat it
-                # with its journalled key to learn the name, then look there.
-                assigned = self.guarded_call(effects.resume_create)
-                if assigned is not None:
-                    run.external_name = assigned
-                    observation = self.guarded_call(lambda: client.observe(effects.resource))
-        except BaseException as exc:
-            if client is not None:
-                close_client(client)
-            if isinstance(exc, HandledError):
-                return gather(g, old, error=exc), None
-            raise
+            resource = run.managed_resource(g.deleting, not g.policy.allows_modify)
+            effects, observation = connect(
+                self.connector, resource, run.provider_config(), run, self.clock,
+                self.journal, defer_closes=not self.kind.names_assigned,
+                ready=g.state == "ready", resume=g.deleting and self.kind.names_assigned)
+        except HandledError as exc:
+            return gather(g, old, error=exc), None
+        run.external_name = effects.resource.external_name  # as a resumed create named it
         return gather(g, old, observation=observation), effects
-
-    def _config(self, run: Pass) -> ProviderConfig:
-        """The object's provider config with its credentials (noted for redaction): read
-        once per pass, through the supporting reads' cache."""
-        if run.config is None:
-            ref = objects.mapping(objects.spec(run.obj).get("providerConfigRef"))
-            name = str(ref.get("name") or "default")
-            run.config = run.credentials(self.reads.get(("config", name), lambda: (
-                provider_config(self.api, name, self.kind.provider_config_api))))
-        return run.config
-
-    def _resource(self, run: Pass, deleting: bool, policy: ReconcilePolicy) -> ManagedResource:
-        run.external_name = managed_name(run)
-        try:
-            parameters = self._parameters(run)
-        except TerminalError:
-            if not deleting:
-                raise
-            parameters = None  # a broken spec must not block deletion
-        password = None
-        if self.kind.password:
-            password = run.secrets.password(run.obj, deleting or not policy.allows_modify,
-                                            run.forced, deleting=deleting)
-        return self._managed(run, run.external_name, parameters, password)
-
-    def _parameters(self, run: Pass) -> Any:
-        """The spec's parameters, parsed once per pass; a spec that does not parse raises
-        its :class:`TerminalError` each time they are asked for."""
-        if run.parsed is None:
-            try:
-                run.parsed = (self.kind.parse_parameters(run.obj.get("spec")), None)
-            except TerminalError as exc:
-                run.parsed = (None, exc)
-        parameters, refusal = run.parsed
-        if refusal is not None:
-            raise refusal
-        return parameters
-
-    def _managed(self, run: Pass, external_name: str, parameters: Any,
-                 password: str | None = None) -> ManagedResource:
-        """The :class:`ManagedResource` of the pass's object under ``external_name``."""
-        meta = run.obj["metadata"]
-        return ManagedResource(
-            kind=self.kind.kind, namespace=meta.get("namespace", ""), name=meta["name"],
-            uid=meta["uid"], generation=run.generation, external_name=external_name,
-            parameters=parameters, password=password,
-            owner_mark=owner_mark(self.operator_id or "lifecycle", meta["uid"]),
-            observed=objects.mapping(objects.status(run.obj).get("atProvider")))
-
-    def guarded_call(self, call: Callable[[], Any]) -> Any:
-        """Run provider or kind code, as :func:`~lifecycle.runtime.effects.guarded` does."""
-        return guarded(call)
 
     # ------------------------------------------------------------------ running
     def _run(self, run: Pass, facts: Facts, effects: Effects | None) -> Result:
         """Decide, carry the decision out, conclude and write the conclusion."""
         machine = self.kind.machine
         decision = decide(machine, facts)
-        if decision.actions:
-            # The journal's object writes fail as the pass's own writes do.
-            decision, notices = run_actions(
-                decision, self.host, effects,
-                lambda: effects.operation if effects is not None else None,
-                passthrough=(UnhandledError, ApiError, ObjectGone))
-            run.notes.extend(informational(exc, run.generation) for exc in notices)
-            if effects is not None and effects.external_name:
-                run.external_name = effects.external_name
         first: tuple[Facts, Decision] | None = None
-        if effects is not None and acted(decision) is not None:
-            after = self._follow(facts, decision, effects)
-            if after is not None:
-                first, (facts, decision) = (facts, decision), after
+        notices: tuple[HandledError, ...] = ()
+        if effects is not None:
+            # The journal's object writes fail as the pass's own writes do.
+            decision, notices, following = effects.act(
+                facts, decision, self.host, machine,
+                observe_after_create=self.kind.observe_after_create, passthrough=PASSTHROUGH)
+            if effects.external_name:
+                run.external_name = effects.external_name
+            if following is not None:
+                first, (facts, decision) = (facts, decision), following
+        elif decision.actions:
+            decision, notices = run_actions(decision, self.host, None, passthrough=PASSTHROUGH)
+        if notices:
+            run.notes.extend(informational(exc, run.generation) for exc in notices)
         observation = facts.observation
         if observation is not None and observation.late_init and not facts.deleting and (
             facts.policy.allows_modify
         ):
-            self.writes.late_init(run, self.kind.to_spec(observation.late_init))
+            run.late_init(self.kind.to_spec(observation.late_init))
         if run.observed is not None:
             facts = attrs.evolve(facts, generation=run.observed)
         connection: dict[str, str] = {}
@@ -507,21 +377,14 @@ class Reconciler:
                              external_name=run.external_name, dirty=run.dirty)
         events = (concluded.settled.events if made is None
                   else passage(made, concluded))
-        status = run.scrub_status(concluded.settled.status)  # no credential in it
         final = self.table.states[concluded.target].final
         leaving = final and self._leaving(run)
         if leaving:
             # The object goes with our finalizer: its status and the Normal Events
             # of this step would describe an object nobody can read any more.
             events = tuple(e for e in events if e[0] != "Normal")
-        if not final:
-            self.writes.commit_staged(run)
-        for type_, reason, message in events:
-            self._event(run.obj, type_, reason, run.scrub(message))
-        if not leaving and (status != old or run.forced):
-            self.writes.status(run, status)
+        run.write_back(concluded.settled.status, events, old, final=final, leaving=leaving)
         if final:
-            self.writes.mutate(run, functools.partial(remove_finalizer, name=FINALIZER))
             name = external_name_of(run.obj).current  # as the pass leaves the object
             if isinstance(name, str) and name:
                 self.names.release(run.obj, name)
@@ -541,24 +404,6 @@ class Reconciler:
                  extra={"kind": self.kind.kind, "object": key, "from": source,
                         "to": concluded.target, "reason": concluded.choice.reason})
 
-    def _follow(self, facts: Facts, decision: Decision,
-                effects: Effects) -> tuple[Facts, Decision] | None:
-        """After a create, update or delete that succeeded, what the call left: the next
-        facts and decision when they move the resource on, else None.
-
-        The resource is taken as the call's answer describes it, or observed
-        again when the call said it finished (or the kind observes after every
-        create, ``Kind.observe_after_create``); see
-        :class:`~lifecycle.core.values.Completion` and
-        :func:`~lifecycle.core.plan.after_action`.
-        """
-        again = self.kind.observe_after_create and acted(decision) == "create"
-        seen = effects.after(observe_again=again)
-        following = after_action(self.kind.machine, facts, decision, seen)
-        if following is not None:
-            effects.close_observed(seen)
-        return following
-
     @staticmethod
     def _leaving(run: Pass) -> bool:
         """Whether removing our finalizer lets the object go (it is deleted, and ours
@@ -573,18 +418,5 @@ class Reconciler:
         old = objects.status(run.obj)
         concluded = held(g, old, self.clock())
         if concluded.settled.status != old or run.forced:
-            self.writes.status(run, concluded.settled.status)
+            run.write_status(concluded.settled.status)
         return concluded.result
-
-    # ------------------------------------------------------------------ reads
-    def _read_or_none(self, namespace: str | None, name: str) -> dict[str, Any] | None:
-        try:
-            return self.api.get(self.kind.api_version, self.kind.kind, namespace, name)
-        except NotFound:
-            return None
-
-    def _event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
-        try:
-            self.api.record_event(obj, type_, reason, message)
-        except ApiError as exc:  # events are best effort, as in client-go's recorder
-            log.debug("event %s not recorded: %s", reason, exc)

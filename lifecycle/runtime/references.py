@@ -16,29 +16,26 @@ resolved (what they reference is likely going too).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from lifecycle.core import objects
 from lifecycle.core.errors import HandledError, TerminalError
 from lifecycle.core.kind import Kind
 from lifecycle.core.references import UnresolvedReference, choose, declared, pending
+from lifecycle.kube.conflict import on_conflict
 from lifecycle.kube.errors import NotFound
 from lifecycle.runtime.passes import ObjectGone, Pass, staged_meta
-from lifecycle.runtime.retry import retry_conflicts
 
 __all__ = ["References"]
 
 
 class References:
-    """The reference resolution of one kind's passes; ``api()`` is the cluster to read
-    and write (asked at each use, as the reconciler's may be swapped for a cached one)."""
+    """The reference resolution of one kind's passes, on the pass's own cluster
+    (:class:`~lifecycle.runtime.passes.Pass`); a write that keeps conflicting raises
+    ``ConflictsExhausted`` (:mod:`lifecycle.kube.conflict`)."""
 
-    def __init__(self, api: Callable[[], Any], kind: Kind,
-                 refresh: Callable[[Pass], None]) -> None:
-        self.api = api
+    def __init__(self, kind: Kind) -> None:
         self.kind = kind
-        self.refresh = refresh
         self.declared = declared(kind.parameters)
 
     def resolve(self, run: Pass) -> HandledError | None:
@@ -51,7 +48,7 @@ class References:
         def attempt() -> None:
             outcome[0] = self._resolve_once(run)
 
-        retry_conflicts(attempt, lambda: self.refresh(run), what="reference write")
+        on_conflict(attempt, run.refresh, what="reference write")
         return outcome[0]
 
     def _resolve_once(self, run: Pass) -> HandledError | None:
@@ -67,7 +64,7 @@ class References:
         for decl, ref, selector in wanted:
             if ref is not None:
                 try:
-                    found = [self.api().get(decl.api_version, decl.kind, namespace, ref.name)]
+                    found = [run.api.get(decl.api_version, decl.kind, namespace, ref.name)]
                 except NotFound:
                     found = []
                 answer = choose(decl, found, run.obj, named=ref.name)
@@ -75,7 +72,7 @@ class References:
                 assert selector is not None
                 labels = ",".join(f"{k}={v}" for k, v in sorted(
                     (selector.match_labels or {}).items())) or None
-                found, _ = self.api().list(decl.api_version, decl.kind, namespace, labels)
+                found, _ = run.api.list(decl.api_version, decl.kind, namespace, labels)
                 answer = choose(decl, found, run.obj, selector=selector)
             if isinstance(answer, str):
                 missing.append(answer)
@@ -99,7 +96,7 @@ class References:
             **objects.mapping(spec.get("forProvider")), **values}}
         before = objects.metadata(run.obj).get("generation")
         try:
-            run.obj = self.api().replace(body)
+            run.obj = run.api.replace(body)
         except NotFound:
             raise ObjectGone from None
         run.committed()

@@ -21,6 +21,8 @@ import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
+
 from lifecycle.core import objects
 from lifecycle.core.errors import HandledError, TerminalError
 from lifecycle.core.kind import CONNECTION_SECRET_LABEL, OWNER_UID, Kind, connection_secret_ref
@@ -78,26 +80,27 @@ def secret_owner(secret: Mapping[str, Any]) -> str | None:
     return None
 
 
+@attrs.define
 class ConnectionSecrets:
     """The connection Secrets one reconcile pass touches, each read at most once.
 
     ``kind`` is the owner's kind (for its ownerReference); ``password_factory``
     makes a new password; ``allow_cross_namespace`` lets a namespaced owner
     name a Secret in another namespace. Make one per pass: the Secrets read
-    are cached for the pass only.
+    are cached for the pass only. A write that keeps conflicting raises
+    ``ConflictsExhausted`` (:mod:`lifecycle.kube.conflict`).
     """
 
-    def __init__(self, api: Cluster, kind: Kind,
-                 password_factory: Callable[[], str] = generate_password,
-                 *, allow_cross_namespace: bool = False) -> None:
-        self.api = api
-        self.kind = kind
-        self.password_factory = password_factory
-        self.allow_cross_namespace = allow_cross_namespace
-        self._seen: dict[tuple[str, str], dict[str, Any] | None] = {}
-        #: The last ``data`` mapping decoded and its decoded form: the Secrets this pass
-        #: reads or writes are never changed in place, so one decode per Secret suffices.
-        self._decoded: tuple[Any, dict[str, str]] = (None, {})
+    api: Cluster
+    kind: Kind
+    password_factory: Callable[[], str] = generate_password
+    allow_cross_namespace: bool = attrs.field(default=False, kw_only=True)
+    _seen: dict[tuple[str, str], dict[str, Any] | None] = attrs.field(
+        factory=dict, init=False, repr=False)
+    #: The last ``data`` mapping decoded and its decoded form: the Secrets this pass
+    #: reads or writes are never changed in place, so one decode per Secret suffices.
+    _decoded: tuple[Any, dict[str, str]] = attrs.field(default=(None, {}), init=False,
+                                                        repr=False)
 
     def check_namespace(self, owner: Mapping[str, Any]) -> None:
         """Refuse a connection Secret outside a namespaced owner's own namespace.
@@ -254,7 +257,7 @@ class ConnectionSecrets:
                 raise HandledError(f"connection Secret {namespace}/{name} cannot be written: "
                                    f"{exc}", reason="ConnectionSecretUnavailable") from None
 
-        retry_conflicts(attempt, lambda: None, what="connection Secret write")
+        on_conflict(attempt, _no_refresh, what="connection Secret write")
 
     def _ownership(self, owner: Mapping[str, Any], namespace: str) -> dict[str, Any]:
         """Owner annotation always; a controller ownerReference only in the owner's namespace.
@@ -270,3 +273,7 @@ class ConnectionSecrets:
                "name": meta["name"], "uid": meta["uid"], "controller": True,
                "blockOwnerDeletion": True}
         return {"annotations": annotations, "ownerReferences": [ref]}
+
+
+def _no_refresh() -> None:
+    """Nothing to read before a retry: each attempt reads the Secret afresh."""
