@@ -110,8 +110,8 @@ class EmbeddedAPI(Counting, Reads, Deletes, Events, Snapshots):
     field the schema does not declare, as a request's ``fieldValidation``: ``Strict`` (the
     default) refuses the write with :class:`~lifecycle.kube.errors.BadRequest` naming it,
     ``Warn`` logs it and ``Ignore`` prunes it silently; each call may pass its own. Writes
-    through :meth:`shared` (the engine's) warn, as a real server answers a client that
-    names no ``fieldValidation``.
+    through :meth:`shared` (the engine's) are pruned unchecked: a real server prunes them
+    for a client naming no ``fieldValidation`` too, and the engine sees the same object.
     """
 
     def __init__(
@@ -268,9 +268,9 @@ class EmbeddedAPI(Counting, Reads, Deletes, Events, Snapshots):
 
     def _check_fields(self, obj: Any, rtype: ResourceType, mode: str | None, *,
                       skip_status: bool) -> None:
-        """The unknown fields of a write, under ``mode``, else ``Warn`` for the engine's
-        :meth:`shared` view (a real server's default) or :attr:`field_validation`."""
-        mode = mode or ("Warn" if self._lender.in_view() else self.field_validation)
+        """The unknown fields of a write, under ``mode``, else ``Ignore`` for the engine's
+        :meth:`shared` view (no walk on its hot path) or :attr:`field_validation`."""
+        mode = mode or ("Ignore" if self._lender.in_view() else self.field_validation)
         for path in check_fields(obj, rtype, mode, skip_status=skip_status, hint=_HINT):
             _log.warning("%s: unknown field %r is pruned", rtype.kind, path)
 

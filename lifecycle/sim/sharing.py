@@ -101,10 +101,10 @@ class SharedView:
     themselves instead of copies; every other attribute is the API's own.
     A body written through the view is kept below the levels the server
     fills in (:meth:`Lender.taken`): the caller hands it over and must not
-    change it afterwards. A field its schema lacks is pruned with a logged
-    warning unless the call names its own ``field_validation``: the view is the
-    engine's, and a real server treats a client that names none (the official
-    client) so. Obtain one with ``EmbeddedAPI.shared()``.
+    change it afterwards. A field its schema lacks is pruned unchecked unless
+    the call names its own ``field_validation``: the view is the engine's, and a
+    real server prunes such a field for a client that names none (the official
+    client), with only a warning header. Obtain one with ``EmbeddedAPI.shared()``.
     """
 
     def __init__(self, api: Any, lender: Lender) -> None:
