@@ -358,3 +358,57 @@ def test_an_operator_of_grants_alone_may_read_and_watch_what_they_reference() ->
     assert not any(r["verbs"] == ["get", "list", "watch"] and "roles" in r["resources"]
                    for r in together)
     assert any("roles" in r["resources"] and "update" in r["verbs"] for r in together)
+
+
+class _Controller:
+    """Stands for a controller in :func:`follow_references`: its followers and its queue."""
+
+    def __init__(self) -> None:
+        self.followers: list[Any] = []
+        self.queued: list[tuple[str | None, str]] = []
+
+    def enqueue(self, key: tuple[str | None, str]) -> None:
+        self.queued.append(key)
+
+
+def test_the_operator_queues_waiting_objects_only_when_a_referenced_one_may_resolve_them(
+        ) -> None:
+    from lifecycle.driver.references import follow_references
+    from lifecycle.machines.postgres import Database, Role
+
+    class Manager:
+        controllers = {"Grant": _Controller(), "Role": _Controller(),
+                       "Database": _Controller()}
+
+    manager = Manager()
+    index = follow_references(manager, [Grant, Role, Database])  # type: ignore[arg-type]
+    assert index is not None
+    grants, roles = manager.controllers["Grant"], manager.controllers["Role"]
+
+    def role_event(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[Any]:
+        grants.queued.clear()
+        for follow in roles.followers:
+            follow(old, new)
+        return grants.queued
+
+    waiting = {"metadata": {"name": "g", "namespace": "team-a"}, "spec": {"forProvider": {
+        "roleSelector": {"matchLabels": {"team": "a"}}, "database": "db"}}}
+    for follow in grants.followers:
+        follow(None, waiting)
+    one, two = obj("app", labels={"team": "a"}), obj("app2", labels={"team": "a"})
+    assert role_event(None, obj("app", ready=False, labels={"team": "a"})) == []
+    assert role_event(obj("app", ready=False, labels={"team": "a"}), one) == [("team-a", "g")]
+    assert role_event(None, two) == [("team-a", "g")]
+    assert role_event(two, two) == []  # a status write of a Ready object changes nothing
+    assert role_event(None, obj("x", labels={"team": "b"})) == []
+    assert role_event(None, obj("app", namespace="team-b", labels={"team": "a"})) == []
+    # The second match leaving the selector, or going, may leave one match: queued.
+    relabelled = obj("app2", labels={"team": "b"})
+    assert role_event(two, relabelled) == [("team-a", "g")]
+    assert role_event(one, None) == [("team-a", "g")]
+    # Resolved: no longer waiting, never queued again.
+    resolved = {**waiting, "spec": {"forProvider": {
+        **waiting["spec"]["forProvider"], "role": "app_pg", "roleRef": {"name": "app"}}}}
+    for follow in grants.followers:
+        follow(waiting, resolved)
+    assert len(index) == 0 and role_event(None, one) == []

@@ -6,9 +6,10 @@ wait for it: :func:`follow_references` keeps a
 :class:`~lifecycle.core.references.ReferenceIndex` from the referencing
 kinds' informer events (which objects wait on which names, and on which
 selectors), and when an object of a referenced kind turns Ready (or, Ready,
-changes its labels or external name) it queues at once the objects waiting
-on it. Nothing polls: a referenced kind the operator runs is followed
-through its own informer, one it does not run through an extra watch of the
+changes its labels or external name, or goes: a selector that matched it
+and another may now match one) it queues at once the objects waiting on
+it. Nothing polls: a referenced kind the operator runs is followed through
+its own informer, one it does not run through an extra watch of the
 referencing controller.
 """
 
@@ -85,11 +86,16 @@ def follow_references(manager: Manager, targets: Sequence[Any]) -> ReferenceInde
 def _waker(manager: Manager, api_version: str, kind: str, waiting: Any) -> Any:
     """A follower of a referenced kind's controller: queue what waits on a changed object."""
     def wake(old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        if not turned_resolvable(old, new):
-            return
-        assert new is not None
-        for referrer, key in sorted(waiting(api_version, kind, new),
-                                    key=lambda w: (w[0], w[1][0] or "", w[1][1])):
+        found: set[tuple[str, Key]] = set()
+        if turned_resolvable(old, new):
+            assert new is not None
+            found |= waiting(api_version, kind, new)
+        if old is not None and is_ready(old) and (
+                new is None or dict(objects.labels(old)) != dict(objects.labels(new))):
+            # Gone, or its labels changed: a selector it matched with another may now
+            # match one object only.
+            found |= waiting(api_version, kind, old)
+        for referrer, key in sorted(found, key=lambda w: (w[0], w[1][0] or "", w[1][1])):
             controller = manager.controllers.get(referrer)
             if controller is not None:
                 controller.enqueue(key)
