@@ -30,6 +30,8 @@ from lifecycle.core.values import Creation, Observation, ProviderStatus
 from lifecycle.providers.postgres import fields, marks
 from lifecycle.providers.postgres.config import SqlClient, check_name
 
+__all__ = ["DatabaseClient", "DatabaseParameters", "same_locale"]
+
 
 @attrs.frozen
 class DatabaseParameters:

@@ -45,6 +45,8 @@ from lifecycle.providers.postgres.grant_spec import (
 )
 from lifecycle.providers.postgres.schema import in_database
 
+__all__ = ["OBJECT_TYPES", "DefaultPrivilegesClient", "DefaultPrivilegesParameters"]
+
 #: Per ``objectType``: (``pg_default_acl.defaclobjtype``, the keyword of ALTER DEFAULT
 #: PRIVILEGES, the privileges that type has). Fixed SQL text, never user input.
 OBJECT_TYPES: dict[str, tuple[str, str, tuple[str, ...]]] = {

@@ -23,6 +23,8 @@ from lifecycle.providers.postgres import fields, marks
 from lifecycle.providers.postgres.config import Session, SqlClient, check_name
 from lifecycle.providers.postgres.schema import in_database
 
+__all__ = ["SYSTEM_EXTENSIONS", "ExtensionClient", "ExtensionParameters"]
+
 #: Extensions the server installs itself; never adopted.
 SYSTEM_EXTENSIONS = frozenset({"plpgsql"})
 

@@ -15,6 +15,11 @@ import attrs
 
 from lifecycle.core import references
 
+__all__ = ["API_VERSION", "MAX_NAME_BYTES", "check_name_value", "connection_limit",
+           "expand_privileges", "flag", "name", "name_problem", "names", "optional_flag",
+           "reference", "referenced_name", "role_name", "selector", "text", "timestamp",
+           "type_name_problem"]
+
 #: apiVersion of the PostgreSQL kinds, which the references between them name.
 API_VERSION = "postgresql.lifecycle.dev/v1alpha1"
 #: PostgreSQL truncates identifiers longer than this many bytes (NAMEDATALEN - 1).

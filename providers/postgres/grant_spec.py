@@ -16,6 +16,11 @@ import attrs
 from lifecycle.core import references
 from lifecycle.providers.postgres import fields
 
+__all__ = ["COLUMN_PRIVILEGES", "DATABASE_PRIVILEGES", "EVERY", "HELD", "HELD_WITH_OPTION",
+           "PRIVILEGES_OF", "ROUTINE_PRIVILEGES", "SCHEMA_PRIVILEGES", "SEQUENCE_PRIVILEGES",
+           "TABLE_PRIVILEGES", "GrantParameters", "Routine", "privilege_list", "recorded",
+           "required_name", "with_grant_option"]
+
 #: The privileges a database has, as ``aclexplode`` names them.
 DATABASE_PRIVILEGES = ("CONNECT", "CREATE", "TEMPORARY")
 #: The privileges a schema has.

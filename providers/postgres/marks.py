@@ -27,6 +27,9 @@ from psycopg import sql
 
 from lifecycle.core.ownership import NotOwnedError, mark_operator, mark_uid
 
+__all__ = ["PREFIX", "RESERVED_DATABASES", "check_ours", "comment", "database_protection",
+           "mark_of", "recorded", "role_protection", "same_owner", "tenant_of"]
+
 #: What a mark comment starts with.
 PREFIX = "managed by lifecycle: "
 

@@ -34,6 +34,9 @@ from lifecycle.providers.postgres import fields, marks, scram
 from lifecycle.providers.postgres.config import Session, SqlClient, check_name
 from lifecycle.providers.postgres.login import password_works
 
+__all__ = ["LIST_SETTINGS", "SERVER_ACCESS_ROLES", "RoleClient", "RoleParameters", "RoleSetting",
+           "split_list_setting"]
+
 #: Predefined roles whose membership lets a role act as the server's operating-system user.
 SERVER_ACCESS_ROLES = frozenset({"pg_execute_server_program", "pg_read_server_files",
                                  "pg_write_server_files"})

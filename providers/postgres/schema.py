@@ -25,6 +25,8 @@ from lifecycle.core.values import Creation, Observation
 from lifecycle.providers.postgres import fields, marks
 from lifecycle.providers.postgres.config import Session, SqlClient, check_name
 
+__all__ = ["SYSTEM_SCHEMAS", "SchemaClient", "SchemaParameters", "in_database", "schema_protection"]
+
 #: Schemas the server makes itself; never adopted.
 SYSTEM_SCHEMAS = frozenset({"public", "information_schema"})
 
