@@ -47,7 +47,7 @@ from lifecycle.core.decide import Decision, Facts
 from lifecycle.core.errors import ExternalError, HandledError, Severity
 from lifecycle.core.kind import EXTERNAL_NAME, INTENT, INTENT_MAC
 from lifecycle.core.plan import acted, after_action
-from lifecycle.core.seal import Subject, mac, unseal
+from lifecycle.core.seal import Subject
 from lifecycle.core.values import Completion, Creation, Intent, Observation, rfc3339
 from lifecycle.runtime.journalkey import Journal
 
@@ -267,16 +267,13 @@ class Effects:
                        self.external_name or r.external_name)
 
     def trusted(self) -> Intent | None:
-        """The journal entry this operator sealed for this object and external name, or None
-        (read with the journal's key as :meth:`Journal.read
-        <lifecycle.runtime.journalkey.Journal.read>` reads it)."""
-        annotations = self.port.annotations()
-        return unseal(self.journal.key, self._subject(), annotations.get(INTENT),
-                      annotations.get(INTENT_MAC))
+        """The journal entry this operator sealed for this object and external name, or None."""
+        return self.journal.read(self.port.annotations(), self._subject())
 
     def _seal(self, intent: Intent) -> str:
-        """The MAC of ``intent`` about this resource, with the journal's key."""
-        return mac(self.journal.key, self._subject(), intent)
+        """The MAC of ``intent`` about this resource (:meth:`Journal.mac
+        <lifecycle.runtime.journalkey.Journal.mac>`)."""
+        return self.journal.mac(intent, self._subject())
 
     def create(self) -> None:
         """Journal, then create (the password, if any, was persisted before connect).
