@@ -72,7 +72,8 @@ class References:
                 assert selector is not None
                 labels = ",".join(f"{k}={v}" for k, v in sorted(
                     (selector.match_labels or {}).items())) or None
-                found, _ = run.api.list(decl.api_version, decl.kind, namespace, labels)
+                lister: Any = run.api  # a cluster that lists by label (the operator's does)
+                found, _ = lister.list(decl.api_version, decl.kind, namespace, labels)
                 answer = choose(decl, found, run.obj, selector=selector)
             if isinstance(answer, str):
                 missing.append(answer)
