@@ -16,8 +16,8 @@ referencing controller.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from lifecycle.core import objects
 from lifecycle.core.kind import Kind
@@ -25,10 +25,24 @@ from lifecycle.core.references import ReferenceIndex, declared, is_ready, value_
 from lifecycle.driver.informer import object_key
 from lifecycle.driver.kinds import Watch
 
-if TYPE_CHECKING:
-    from lifecycle.driver.manager import Manager
 
-__all__ = ["follow_references", "turned_resolvable"]
+class Manages(Protocol):
+    """What :func:`follow_references` needs of the operator: its controllers by kind,
+    a cluster that opens list-watchers, and the watched namespace."""
+
+    @property
+    def controllers(self) -> Mapping[str, Any]:
+        """The running controllers by kind name."""
+
+    @property
+    def cluster(self) -> Any:
+        """The cluster the controllers' informers list and watch."""
+
+    @property
+    def options(self) -> Any:
+        """The operator's options (its watched namespace)."""
+
+__all__ = ["Manages", "follow_references", "turned_resolvable"]
 
 Key = tuple[str | None, str]
 
@@ -44,7 +58,7 @@ def turned_resolvable(old: dict[str, Any] | None, new: dict[str, Any] | None) ->
         dict(objects.labels(old)) != dict(objects.labels(new)))
 
 
-def follow_references(manager: Manager, targets: Sequence[Any]) -> ReferenceIndex | None:
+def follow_references(manager: Manages, targets: Sequence[Any]) -> ReferenceIndex | None:
     """Wire the requeue of referencing objects into ``manager``'s controllers; the index
     (None when no kind declares a reference)."""
     managed = [t for t in targets if isinstance(t, Kind) and declared(t.parameters)]
@@ -83,7 +97,7 @@ def follow_references(manager: Manager, targets: Sequence[Any]) -> ReferenceInde
     return index
 
 
-def _waker(manager: Manager, api_version: str, kind: str, waiting: Any) -> Any:
+def _waker(manager: Manages, api_version: str, kind: str, waiting: Any) -> Any:
     """A follower of a referenced kind's controller: queue what waits on a changed object."""
     def wake(old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         found: set[tuple[str, Key]] = set()
