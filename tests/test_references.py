@@ -218,7 +218,7 @@ def test_an_unresolved_reference_is_a_condition_and_nothing_else(
 
     assert step.result is not None and step.result.reason == "ReferenceUnresolved"
     cond = synced(env, "g")
-    assert cond.status.value == "False"
+    assert cond.status.value == "False" and cond.reason == "ReferenceUnresolved"
     assert cond.message == ("unresolved reference(s): roleRef: Role 'app' not found in "
                             "namespace 'team-a'; databaseRef: Database 'db' not found in "
                             "namespace 'team-a'")

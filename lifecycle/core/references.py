@@ -39,11 +39,12 @@ import attrs
 from lifecycle.core import objects
 from lifecycle.core.errors import HandledError, Severity, TerminalError
 from lifecycle.core.kind import EXTERNAL_NAME
+from lifecycle.core.vocabulary import Reasons
 
 __all__ = ["REFERENCE", "Declared", "Reference", "ReferenceIndex", "Selector",
            "UnresolvedReference", "check_given", "choose", "declared", "is_ready", "pending",
            "reference_field", "referenced_resources", "required_rules", "selector_field",
-           "value_of"]
+           "turned_resolvable", "value_of"]
 
 #: The key of an attrs field's ``metadata`` declaring what the field references:
 #: ``(field, api_version, kind, how)``, ``how`` being ``"ref"`` or ``"selector"``.
@@ -57,7 +58,7 @@ class UnresolvedReference(HandledError):
     object is requeued when an object of the referenced kind in its namespace turns Ready."""
 
     severity = Severity.RETRYABLE
-    reason = "ReferenceUnresolved"
+    reason = Reasons.REFERENCE_UNRESOLVED
 
 
 def _reference(value: Any) -> Reference | None:
@@ -361,6 +362,17 @@ def choose(decl: Declared, candidates: Iterable[Mapping[str, Any]], referrer: Ma
 Key = tuple[str | None, str]
 
 
+def turned_resolvable(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
+    """Whether a referenced object's change may resolve what waits on it: it is Ready with
+    an external name now, and was not, or its labels or external name changed."""
+    if new is None or not is_ready(new) or not value_of(new):
+        return False
+    if objects.metadata(new).get("deletionTimestamp"):
+        return False
+    return old is None or not is_ready(old) or value_of(old) != value_of(new) or (
+        dict(objects.labels(old)) != dict(objects.labels(new)))
+
+
 class ReferenceIndex:
     """Which referencing objects wait on which objects: the operator's index from a
     referenced object to the objects that name it, kept from the referencing kinds'
@@ -429,6 +441,24 @@ class ReferenceIndex:
             if selector.matches(obj, referrer):
                 found.add(who)
         return found
+
+    def woken(self, api_version: str, kind: str, old: Mapping[str, Any] | None,
+              new: Mapping[str, Any] | None) -> list[tuple[str, Key]]:
+        """The referencing objects to queue now that an object of ``kind`` changed from
+        ``old`` to ``new`` (None: absent), in a stable order.
+
+        Those it may resolve when it turned resolvable (:func:`turned_resolvable`),
+        and, when a Ready object went or changed its labels, those whose selector
+        it matched: with it gone, another may now be the only one that matches.
+        The rule the operator's informers and the test harness both follow.
+        """
+        found: set[tuple[str, Key]] = set()
+        if new is not None and turned_resolvable(old, new):
+            found |= self.waiting_on(api_version, kind, new)
+        if old is not None and is_ready(old) and (
+                new is None or dict(objects.labels(old)) != dict(objects.labels(new))):
+            found |= self.waiting_on(api_version, kind, old)
+        return sorted(found, key=lambda w: (w[0], w[1][0] or "", w[1][1]))
 
     def __len__(self) -> int:
         """How many referencing objects wait on something."""

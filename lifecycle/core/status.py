@@ -164,7 +164,10 @@ def settle(machine: type[LifecycleMachine], old: Mapping[str, Any], outcome: Out
                                  f"{decision.failed_operation} failed ({error.reason}): "
                                  f"{error.message}", gen))
     elif error is not None:
-        updates.append(Condition(cond.SYNCED, F, Reasons.RECONCILE_ERROR, error.message, gen))
+        # A reference still to resolve is named as such: it is waited on, not broken.
+        reason = (Reasons.REFERENCE_UNRESOLVED if error.reason == Reasons.REFERENCE_UNRESOLVED
+                  else Reasons.RECONCILE_ERROR)
+        updates.append(Condition(cond.SYNCED, F, reason, error.message, gen))
     elif choice.reason == "ReconcileSkipped" or facts.policy is ReconcilePolicy.SKIP:
         updates.append(Condition(cond.SYNCED, T, "ReconcileSkipped", choice.message, gen))
     else:

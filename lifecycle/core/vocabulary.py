@@ -81,6 +81,11 @@ class Reasons:
     AVAILABLE: Final = "Available"
     RECONCILE_SUCCESS: Final = "ReconcileSuccess"
     RECONCILE_ERROR: Final = "ReconcileError"
+    #: Synced's reason while a reference or selector names no usable object yet.
+    REFERENCE_UNRESOLVED: Final = "ReferenceUnresolved"
+    #: A ProviderConfig's Valid reason when its spec can be used (and when it cannot).
+    PROVIDER_CONFIG_VALID: Final = "ProviderConfigValid"
+    PROVIDER_CONFIG_INVALID: Final = "ProviderConfigInvalid"
     PAUSED: Final = "Paused"
     NOT_STUCK: Final = "NotStuck"
     UNKNOWN_OPERATION: Final = "UnknownOperation"

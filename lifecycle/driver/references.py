@@ -19,9 +19,8 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from lifecycle.core import objects
 from lifecycle.core.kind import Kind
-from lifecycle.core.references import ReferenceIndex, declared, is_ready, value_of
+from lifecycle.core.references import ReferenceIndex, declared, turned_resolvable
 from lifecycle.driver.informer import object_key
 from lifecycle.driver.kinds import Watch
 
@@ -47,17 +46,6 @@ __all__ = ["Manages", "follow_references", "turned_resolvable"]
 Key = tuple[str | None, str]
 
 
-def turned_resolvable(old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
-    """Whether a referenced object's change may resolve what waits on it: it is Ready with
-    an external name now, and was not, or its labels or external name changed."""
-    if new is None or not is_ready(new) or not value_of(new):
-        return False
-    if objects.metadata(new).get("deletionTimestamp"):
-        return False
-    return old is None or not is_ready(old) or value_of(old) != value_of(new) or (
-        dict(objects.labels(old)) != dict(objects.labels(new)))
-
-
 def follow_references(manager: Manages, targets: Sequence[Any]) -> ReferenceIndex | None:
     """Wire the requeue of referencing objects into ``manager``'s controllers; the index
     (None when no kind declares a reference)."""
@@ -72,6 +60,11 @@ def follow_references(manager: Manages, targets: Sequence[Any]) -> ReferenceInde
     def waiting(api_version: str, kind: str, obj: dict[str, Any]) -> set[tuple[str, Key]]:
         with lock:
             return index.waiting_on(api_version, kind, obj)
+
+    def woken(api_version: str, kind: str, old: dict[str, Any] | None,
+              new: dict[str, Any] | None) -> list[tuple[str, Key]]:
+        with lock:
+            return index.woken(api_version, kind, old, new)
 
     for kind in managed:
         referrer = controllers[kind.kind]
@@ -88,7 +81,7 @@ def follow_references(manager: Manages, targets: Sequence[Any]) -> ReferenceInde
             referenced = by_target.get((api_version, name))
             if referenced is not None and referenced.kind in controllers:
                 controllers[referenced.kind].followers.append(
-                    _waker(manager, api_version, name, waiting))
+                    _waker(manager, api_version, name, woken))
             else:  # a kind this operator does not run: watch it for the referrers
                 referrer.watch(Watch(api_version, name, _keys(kind.kind, api_version, name,
                                                                 waiting)),
@@ -97,19 +90,11 @@ def follow_references(manager: Manages, targets: Sequence[Any]) -> ReferenceInde
     return index
 
 
-def _waker(manager: Manages, api_version: str, kind: str, waiting: Any) -> Any:
-    """A follower of a referenced kind's controller: queue what waits on a changed object."""
+def _waker(manager: Manages, api_version: str, kind: str, woken: Any) -> Any:
+    """A follower of a referenced kind's controller: queue what waits on a changed object
+    (:meth:`~lifecycle.core.references.ReferenceIndex.woken`)."""
     def wake(old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        found: set[tuple[str, Key]] = set()
-        if turned_resolvable(old, new):
-            assert new is not None
-            found |= waiting(api_version, kind, new)
-        if old is not None and is_ready(old) and (
-                new is None or dict(objects.labels(old)) != dict(objects.labels(new))):
-            # Gone, or its labels changed: a selector it matched with another may now
-            # match one object only.
-            found |= waiting(api_version, kind, old)
-        for referrer, key in sorted(found, key=lambda w: (w[0], w[1][0] or "", w[1][1])):
+        for referrer, key in woken(api_version, kind, old, new):
             controller = manager.controllers.get(referrer)
             if controller is not None:
                 controller.enqueue(key)

@@ -53,6 +53,7 @@ from lifecycle.testing.queue import (
     VirtualClock,
     VirtualQueue,
 )
+from lifecycle.testing.wakeups import ReferenceWakeups
 
 __all__ = ["DEFAULT_BACKOFF", "DEFAULT_MAX_ATTEMPTS", "FIELD_VALIDATION", "Backoff",
            "Environment", "NotSettled", "Queued", "Step", "VirtualClock", "merge_applied"]
@@ -169,6 +170,9 @@ class Environment:
                 default_policy=default_policy, clock=self.clock.now,
                 allow_adoption=frozenset(allow_adoption),
             )
+        #: What waits on a reference: an object is reconciled as soon as what it names
+        #: turns Ready, as the operator's informers queue it (not at its backoff).
+        self.wakeups = ReferenceWakeups(self.kinds)
         self.backoff = backoff
         #: The newest reconciles run (``history`` of them; ``None`` keeps all), oldest first.
         self.steps: History[Step] = History(history)
@@ -286,6 +290,7 @@ class Environment:
             meta["namespace"] = namespace
         key = (data["kind"], namespace, meta["name"])
         self._check_fields(data, field_validation or self.field_validation)
+        old = self._followed(data["kind"], namespace, meta["name"])
         try:
             current = self.api.get(data["apiVersion"], data["kind"], namespace, meta["name"])
         except NotFound:
@@ -305,6 +310,7 @@ class Environment:
             obj = self.api.replace({**merged, **body}, field_validation="Ignore")
         self._applied[key] = data
         self.enqueue(data["kind"], meta["name"], namespace)
+        self._wake(data["kind"], namespace, meta["name"], old)
         return obj
 
     def _check_fields(self, data: dict[str, Any], mode: str) -> None:
@@ -330,8 +336,10 @@ class Environment:
     def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
         """Request deletion (sets deletionTimestamp while finalizers remain); enqueue."""
         ns = namespace if self._namespaced(kind) else None
+        old = self._followed(kind, ns, name)
         self.api.delete(self.kinds[kind].api_version, kind, ns, name)
         self.enqueue(kind, name, ns)
+        self._wake(kind, ns, name, old)
 
     def get(self, kind: str, name: str, namespace: str | None = "default") -> dict[str, Any]:
         """The object as stored; raises ``NotFound``."""
@@ -410,6 +418,7 @@ class Environment:
         key = (kind, ns, name)
         self._queue.take(key)
         before = self._state_or_none(kind, name, ns)
+        old = self._followed(kind, ns, name)
         reconciler = self.reconcilers[kind]
         error = None
         result: Result | None
@@ -421,6 +430,7 @@ class Environment:
         step = Step(kind, ns, name, self.clock.now(), before, after, result, error)
         self.steps.append(step)
         self._queue.settle(key, result, error)
+        self._wake(kind, ns, name, old)
         return step
 
     def pending(self) -> dict[tuple[str, str | None, str], tuple[float, str]]:
@@ -498,6 +508,25 @@ class Environment:
         return ran
 
     # ------------------------------------------------------------- helpers
+    def _followed(self, kind: str, ns: str | None, name: str) -> dict[str, Any] | None:
+        """The stored object when :attr:`wakeups` follows its kind (else, or absent: None)."""
+        known = self.kinds.get(kind)
+        if known is None or not self.wakeups.follows(known):
+            return None
+        try:
+            return self.api.get(known.api_version, kind, ns, name)
+        except NotFound:
+            return None
+
+    def _wake(self, kind: str, ns: str | None, name: str, old: dict[str, Any] | None) -> None:
+        """Queue now (reason ``Reference``) what the change of this object from ``old`` may
+        resolve (:meth:`~lifecycle.testing.wakeups.ReferenceWakeups.changed`)."""
+        known = self.kinds.get(kind)
+        if known is None or not self.wakeups.follows(known):
+            return
+        for key in self.wakeups.changed(known, old, self._followed(kind, ns, name)):
+            self._queue.add(key, 0.0, "Reference")
+
     def _namespaced(self, kind: str) -> bool:
         known = self.kinds.get(kind)
         return known.namespaced if known is not None else kind not in {"Namespace"}
