@@ -38,8 +38,10 @@ def test_a_config_in_use_waits_for_its_users_then_goes() -> None:
     assert usage_reconciler.reconcile(None, "default").reason == "InUse"
     config = _config(env)
     assert config is not None and IN_USE in config["metadata"]["finalizers"]
-    assert config["status"] == {"users": 2, "usedBy": ["DatabaseInstance default/a",
-                                                       "DatabaseInstance team-b/b"]}
+    assert {k: v for k, v in config["status"].items() if k != "conditions"} == {
+        "users": 2, "usedBy": ["DatabaseInstance default/a", "DatabaseInstance team-b/b"]}
+    assert [(c["type"], c["status"]) for c in config["status"]["conditions"]] == [
+        ("Valid", "True")]
     version = config["metadata"]["resourceVersion"]
     usage_reconciler.reconcile(None, "default")  # nothing changed: nothing written
     assert _config(env)["metadata"]["resourceVersion"] == version

@@ -68,6 +68,8 @@ class ConditionTypes:
     DELETING: Final = "Deleting"
     FAILED: Final = "Failed"
     INFORMATIONAL: Final = "Informational"
+    #: Whether a ProviderConfig can be used as written (on the ProviderConfig itself).
+    VALID: Final = "Valid"
 
     #: Types set True while their state or situation holds and False after it.
     ACTIVITY: Final = frozenset({CREATING, UPDATING, DELETING, FAILED, STUCK, INFORMATIONAL})

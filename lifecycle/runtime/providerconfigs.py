@@ -11,27 +11,43 @@ ProviderConfig:
 * ``status.users`` (how many objects use it) and ``status.usedBy`` (the
   first :data:`SHOWN` of them, ``Kind namespace/name``), written only when
   they change;
-* a Warning Event ``DeletionBlocked`` naming users while a deletion waits.
+* a Warning Event ``DeletionBlocked`` naming users while a deletion waits;
+* the condition ``Valid`` (:data:`VALID`): True when the config's credentials
+  can be read and its spec suits each provider using it, else False with the
+  reason (``CredentialsMissing``, ``ProviderConfigInvalid``) and a message
+  naming the field or key at fault, never a credential. A provider checks its
+  own fields through the optional ``problem(config)`` of the spec class its
+  kinds declare (``Kind.provider_config_spec``): a message, or None when the
+  config suits it. The objects using an invalid config say the same on their
+  own conditions; this one says it where the config is written.
 
-The decision is pure (:func:`usage`); the reconciler only reads the objects
-of the managed kinds and writes the config.
+The decisions are pure (:func:`usage`, :func:`validity`); the reconciler only
+reads the objects of the managed kinds and the config's credentials, and
+writes the config.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
 
+from lifecycle.core import conditions as cond
 from lifecycle.core import objects
+from lifecycle.core.contract import ProviderConfig
+from lifecycle.core.errors import CredentialsError
 from lifecycle.core.kind import GROUP, PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND, Kind
-from lifecycle.core.values import Result
+from lifecycle.core.values import Condition, ConditionStatus, Result, rfc3339
+from lifecycle.core.vocabulary import ConditionTypes, Reasons
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.errors import NotFound
+from lifecycle.runtime.credentials import resolve_credentials
 from lifecycle.runtime.retry import retry_conflicts
 
-__all__ = ["IN_USE", "SHOWN", "ProviderConfigReconciler", "Usage", "config_of", "usage"]
+__all__ = ["IN_USE", "SHOWN", "VALID", "ProviderConfigReconciler", "Usage", "config_of",
+           "redacted", "usage", "validity"]
 
 #: The finalizer holding a ProviderConfig while objects use it.
 IN_USE = f"{GROUP}/in-use"
@@ -39,6 +55,8 @@ IN_USE = f"{GROUP}/in-use"
 SHOWN = 10
 #: How often a deletion waiting for its users is checked again (seconds).
 RECHECK = 30.0
+#: The condition type saying whether a ProviderConfig can be used as written.
+VALID = ConditionTypes.VALID
 
 
 def config_of(obj: Mapping[str, Any]) -> str:
@@ -76,23 +94,67 @@ def usage(config: Mapping[str, Any], users: Sequence[str]) -> Usage:
     return Usage(False, status)
 
 
+def validity(status: Mapping[str, Any], problem: tuple[str, str] | None, generation: int,
+             when: str) -> list[dict[str, Any]]:
+    """The conditions of a config's ``status`` with :data:`VALID` set (pure): False with
+    ``problem`` (reason, message), else True; its transition time kept while it holds."""
+    stored = status.get("conditions")
+    if problem is None:
+        valid = Condition(VALID, ConditionStatus.TRUE, Reasons.PROVIDER_CONFIG_VALID, "",
+                          generation)
+    else:
+        valid = Condition(VALID, ConditionStatus.FALSE, problem[0], problem[1], generation)
+    return cond.merge(stored if isinstance(stored, list) else [], [valid], when)
+
+
+def redacted(message: str, credentials: Mapping[str, str]) -> str:
+    """``message`` with every credential value of four characters or more masked."""
+    for value in sorted({v for v in credentials.values() if isinstance(v, str)},
+                        key=len, reverse=True):
+        if len(value) >= 4:
+            message = message.replace(value, "***")
+    return message
+
+
 class ProviderConfigReconciler:
     """Keeps the :data:`IN_USE` finalizer and usage status of ProviderConfigs.
 
     ``kinds`` are the managed kinds whose objects may use a config (those
     naming ProviderConfigs of ``api_version``); ``lister(kind)`` returns every
     object of one of them (an operator passes its informers' caches; default:
-    a list call on ``api``).
+    a list call on ``api``); ``clock`` gives the conditions' transition time.
     """
 
     def __init__(self, api: Cluster, kinds: Iterable[Kind],
                  lister: Callable[[Kind], Iterable[Mapping[str, Any]]] | None = None, *,
-                 api_version: str = PROVIDER_CONFIG_API) -> None:
+                 api_version: str = PROVIDER_CONFIG_API,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.api = api
         self.api_version = api_version
         self.kinds = tuple(k for k in kinds if k.provider_config_api == api_version)
         self.lister = lister or (
             lambda kind: api.list(kind.api_version, kind.kind)[0])  # type: ignore[attr-defined]
+        self.clock = clock
+        #: Each provider's ``problem(config)`` check, once per spec class.
+        self.checks = tuple(dict.fromkeys(
+            check for k in self.kinds
+            if callable(check := getattr(k.provider_config_spec, "problem", None))))
+
+    def problem(self, config: Mapping[str, Any]) -> tuple[str, str] | None:
+        """What makes ``config`` unusable, as (reason, message), or None: its credentials
+        cannot be read, or a provider's check refuses its spec. Credential values never
+        reach the message."""
+        name = str(objects.metadata(config).get("name"))
+        spec = objects.spec(config)
+        try:
+            credentials = resolve_credentials(self.api, name, spec)
+        except CredentialsError as exc:
+            return exc.reason, exc.message
+        for check in self.checks:
+            found = check(ProviderConfig(name=name, spec=spec, credentials=credentials))
+            if found:
+                return Reasons.PROVIDER_CONFIG_INVALID, redacted(str(found), credentials)
+        return None
 
     def users(self, name: str) -> list[str]:
         """``Kind namespace/name`` of every live object naming the config ``name``."""
@@ -120,6 +182,11 @@ class ProviderConfigReconciler:
                 state["gone"] = True
                 return
             decided = usage(config, self.users(name))
+            if not objects.metadata(config).get("deletionTimestamp"):
+                generation = objects.metadata(config).get("generation")
+                decided.status["conditions"] = validity(
+                    decided.status, self.problem(config),
+                    generation if isinstance(generation, int) else 0, rfc3339(self.clock()))
             state["decided"] = decided
             finalizers = list(objects.finalizers(config))
             if decided.finalizer != (IN_USE in finalizers):

@@ -290,15 +290,23 @@ def provider_config_crd(api_version: str = PROVIDER_CONFIG_API,
         "namespaced object names it in spec.providerConfigRef."), "properties": {
         **_meta(),
         "spec": provider_config_spec_schema(specs),
-        "status": {"type": "object", "description": "Who uses this ProviderConfig, written "
-                                                      "by the operator.", "properties": {
+        "status": {"type": "object", "description": "Who uses this ProviderConfig and "
+                                                      "whether it is valid, written by the "
+                                                      "operator.", "properties": {
             "users": {"type": "integer", "minimum": 0,
                       "description": "How many objects use this ProviderConfig; it is not "
                                      "deleted while any does."},
             "usedBy": {"type": "array", "items": {"type": "string"},
-                       "description": "The first users, as Kind namespace/name."}}}},
+                       "description": "The first users, as Kind namespace/name."},
+            "conditions": {"type": "array", "items": _condition_schema(),
+                           "x-kubernetes-list-type": "map",
+                           "x-kubernetes-list-map-keys": ["type"],
+                           "description": "Valid: whether the credentials can be read and "
+                                          "the spec suits the providers using it (the reason "
+                                          "and message say what is wrong)."}}}},
         "required": ["spec"]}
     columns = [{"name": n, "type": t, "jsonPath": p} for n, t, p in (
+        ("Valid", "string", f".status.conditions[?(@.type=='{ConditionTypes.VALID}')].status"),
         ("Users", "integer", ".status.users"), ("Age", "date", ".metadata.creationTimestamp"))]
     return _definition(group, version, PROVIDER_CONFIG_KIND, "providerconfigs", False, schema,
                        categories=("lifecycle",), status=True, columns=columns)

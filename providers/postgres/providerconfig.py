@@ -33,6 +33,7 @@ from typing import ClassVar, Literal
 
 import attrs
 
+from lifecycle.core.contract import ProviderConfig
 from lifecycle.core.kind import spec_field
 from lifecycle.core.providerconfig import TLS, ProviderConfigSpec
 from lifecycle.providers.postgres.policy import DEFAULT_EXTENSIONS
@@ -160,3 +161,19 @@ class PostgresProviderConfigSpec(ProviderConfigSpec):
     policy: PolicySpec | None = spec_field(
         default=None, description="What the objects using this ProviderConfig may ask of "
                                    "the server; without it, the safe defaults.")
+
+    @classmethod
+    def problem(cls, config: ProviderConfig) -> str | None:
+        """What makes ``config`` unusable for PostgreSQL (a ``verify-full`` without a CA, a
+        credentials key that is missing, a policy that does not parse), or None: the
+        checks every connection makes
+        (:meth:`~lifecycle.providers.postgres.config.ServerConfig.from_provider_config`),
+        without connecting. The ProviderConfig's ``Valid`` condition shows it."""
+        from lifecycle.core.errors import CredentialsError
+        from lifecycle.providers.postgres.config import ServerConfig
+
+        try:
+            ServerConfig.from_provider_config(config)
+        except CredentialsError as exc:
+            return exc.message
+        return None

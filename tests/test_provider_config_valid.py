@@ -1,0 +1,151 @@
+"""A ProviderConfig says on itself whether it can be used: the condition ``Valid``.
+
+The usage reconciler reads the config's credentials and asks each provider's
+``problem(config)`` (PostgreSQL: the checks every connection makes, without connecting);
+the answer is ``Valid`` True, or False with the reason and a message naming what is
+wrong and no credential. On the embedded API, which checks the status against the CRD's
+schema, for the simulated cloud's config and PostgreSQL's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lifecycle.core.kind import PROVIDER_CONFIG_KIND
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.machines.postgres import kinds as postgres_kinds
+from lifecycle.providers.postgres.providerconfig import PostgresProviderConfigSpec
+from lifecycle.providers.postgres.testing import postgres_environment
+from lifecycle.providers.simcloud import SimCloud
+from lifecycle.providers.simcloud.scenarios.harness import simulated_environment
+from lifecycle.runtime.providerconfigs import VALID, ProviderConfigReconciler, redacted
+from lifecycle.schema.crds import provider_config_crd
+from lifecycle.testing import Environment
+
+PASSWORD = "pg-admin-s3cret-value"
+
+
+def valid(env: Environment, api_version: str, name: str = "default") -> dict[str, Any]:
+    config = env.api.get(api_version, PROVIDER_CONFIG_KIND, None, name)
+    found = [c for c in config["status"].get("conditions", []) if c["type"] == VALID]
+    assert len(found) == 1, config["status"]
+    return found[0]
+
+
+def postgres(spec: dict[str, Any] | None = None,
+             credentials: dict[str, str] | None = None) -> tuple[Environment, str, Any]:
+    """A PostgreSQL harness whose ProviderConfig ``default`` has ``spec`` merged in (no
+    server: nothing here connects), with its usage reconciler."""
+    env = postgres_environment("db.example.internal", 5432, "admin", PASSWORD, "disable",
+                               seed=7)
+    found = [kind for kind, _ in postgres_kinds()]
+    api_version = found[0].provider_config_api
+    env.provider_config(credentials=credentials or {"username": "admin", "password": PASSWORD},
+                        spec={"host": "db.example.internal", **(spec or {})},
+                        api_version=api_version)
+    return env, api_version, ProviderConfigReconciler(env.api, found, api_version=api_version,
+                                                      clock=env.clock.now)
+
+
+def test_a_usable_config_is_valid_and_is_not_rewritten() -> None:
+    env, _ = simulated_environment(cloud=SimCloud(seed=1))
+    reconciler = ProviderConfigReconciler(env.api, [DatabaseInstance], clock=env.clock.now)
+    reconciler.reconcile(None, "default")
+    api_version = DatabaseInstance.provider_config_api
+    assert valid(env, api_version) | {"lastTransitionTime": ""} == {
+        "type": "Valid", "status": "True", "reason": "ProviderConfigValid", "message": "",
+        "observedGeneration": 1, "lastTransitionTime": ""}
+    version = env.api.get(api_version, PROVIDER_CONFIG_KIND, None,
+                          "default")["metadata"]["resourceVersion"]
+    env.clock.advance(60)
+    reconciler.reconcile(None, "default")
+    assert env.api.get(api_version, PROVIDER_CONFIG_KIND, None,
+                       "default")["metadata"]["resourceVersion"] == version
+
+
+def test_a_missing_credentials_secret_is_shown_on_the_config() -> None:
+    env, _ = simulated_environment(cloud=SimCloud(seed=1))
+    api_version = DatabaseInstance.provider_config_api
+    reconciler = ProviderConfigReconciler(env.api, [DatabaseInstance], clock=env.clock.now)
+    reconciler.reconcile(None, "default")
+    assert valid(env, api_version)["status"] == "True"
+    env.api.delete("v1", "Secret", "default", "default-credentials")
+    env.clock.advance(5)
+    reconciler.reconcile(None, "default")
+    found = valid(env, api_version)
+    assert (found["status"], found["reason"]) == ("False", "CredentialsMissing"), found
+    assert "default-credentials" in found["message"]
+    assert found["lastTransitionTime"] == "2026-01-01T00:00:05Z"
+
+
+def test_verify_full_without_a_ca_is_invalid_until_a_ca_is_given() -> None:
+    env, api_version, reconciler = postgres({"sslMode": "verify-full"})
+    reconciler.reconcile(None, "default")
+    found = valid(env, api_version)
+    assert (found["status"], found["reason"]) == ("False", "ProviderConfigInvalid"), found
+    assert "sslMode verify-full" in found["message"] and "CA bundle" in found["message"]
+    assert PASSWORD not in str(env.api.get(api_version, PROVIDER_CONFIG_KIND, None,
+                                           "default"))
+
+    env.provider_config(credentials={"username": "admin", "password": PASSWORD,
+                                     "ca.crt": "-----BEGIN CERTIFICATE-----\n"},
+                        spec={"host": "db.example.internal", "sslMode": "verify-full"},
+                        api_version=api_version)
+    reconciler.reconcile(None, "default")
+    assert valid(env, api_version)["status"] == "True"
+
+
+def test_a_missing_credentials_key_is_named_and_no_credential_is_shown() -> None:
+    env, api_version, reconciler = postgres(credentials={"username": PASSWORD})
+    reconciler.reconcile(None, "default")
+    found = valid(env, api_version)
+    assert (found["status"], found["reason"]) == ("False", "ProviderConfigInvalid"), found
+    assert "'password'" in found["message"]
+    assert PASSWORD not in found["message"]
+
+
+def test_the_postgres_check_without_a_harness() -> None:
+    from lifecycle.core.contract import ProviderConfig
+
+    good = ProviderConfig("pg", {"host": "h", "sslMode": "require"},
+                          {"username": "u", "password": "p"})
+    assert PostgresProviderConfigSpec.problem(good) is None
+    for spec, creds, expected in (
+            ({"host": "h", "sslMode": "verify-ca"}, {"username": "u", "password": "p"},
+             "sslMode verify-ca"),
+            ({"host": "h"}, {"username": "u"}, "lack 'password'"),
+            ({"host": "h", "sslMode": "require", "sslmode": "disable"},
+             {"username": "u", "password": "p"}, "disagree"),
+            ({"host": "h", "credentialKeys": {"username": "user"}},
+             {"username": "u", "password": "p"}, "lack 'user'")):
+        problem = PostgresProviderConfigSpec.problem(ProviderConfig("pg", spec, creds))
+        assert problem is not None and expected in problem, (spec, problem)
+
+
+def test_redaction_masks_every_credential_value() -> None:
+    assert redacted("user admin with s3cr3t-pw", {"username": "admin",
+                                                  "password": "s3cr3t-pw"}) == (
+        "user *** with ***")
+    assert redacted("a b", {"x": "a"}) == "a b"  # too short to mask without harm
+
+
+def test_the_crd_declares_the_condition_and_a_column() -> None:
+    crd = provider_config_crd()
+    version = crd["spec"]["versions"][0]
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    assert status["properties"]["conditions"]["items"]["properties"]["type"]
+    assert any(c["name"] == "Valid" for c in version["additionalPrinterColumns"])
+
+
+def test_a_status_the_schema_refuses_is_refused() -> None:
+    """The embedded API checks the condition against the CRD: the check above means it."""
+    import pytest
+
+    from lifecycle.kube.errors import ApiError
+
+    env, _ = simulated_environment(cloud=SimCloud(seed=1))
+    api_version = DatabaseInstance.provider_config_api
+    config = env.api.get(api_version, PROVIDER_CONFIG_KIND, None, "default")
+    with pytest.raises(ApiError):
+        env.api.replace_status({**config, "status": {"conditions": [{"type": "Valid",
+                                                                     "status": "Maybe"}]}})
