@@ -51,7 +51,7 @@ from lifecycle.core.errors import CredentialsError, ExternalError, HandledError,
 from lifecycle.core.providerconfig import TLS_KEYS
 from lifecycle.core.values import Creation, Observation
 from lifecycle.providers.postgres.policy import Policy, read_policy
-from lifecycle.providers.postgres.providerconfig import SSLMODES
+from lifecycle.providers.postgres.sslmodes import SSLMODES
 
 #: PostgreSQL truncates identifiers longer than this many bytes (NAMEDATALEN - 1).
 MAX_IDENTIFIER_BYTES = 63

@@ -34,17 +34,15 @@ from typing import ClassVar, Literal
 import attrs
 
 from lifecycle.core.contract import ProviderConfig
+from lifecycle.core.errors import CredentialsError
 from lifecycle.core.kind import spec_field
 from lifecycle.core.providerconfig import TLS, ProviderConfigSpec
 from lifecycle.providers.postgres.policy import DEFAULT_EXTENSIONS
+from lifecycle.providers.postgres.sslmodes import SSLMODES, SslMode
 
 __all__ = ["SSLMODES", "ConnectionSecretKeys", "CredentialKeys", "PolicySpec",
            "PostgresProviderConfigSpec", "SslMode"]
 
-#: libpq's ``sslmode`` values, as ``sslMode`` spells them.
-SslMode = Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]
-#: The same values as a set.
-SSLMODES = frozenset(typing.get_args(SslMode))
 #: A role attribute a policy may allow.
 RoleAttribute = Literal["superUser", "createrole", "replication", "bypassRls", "createdb"]
 #: A ``pg_settings.context`` a role's own setting may have.
@@ -169,7 +167,7 @@ class PostgresProviderConfigSpec(ProviderConfigSpec):
         checks every connection makes
         (:meth:`~lifecycle.providers.postgres.config.ServerConfig.from_provider_config`),
         without connecting. The ProviderConfig's ``Valid`` condition shows it."""
-        from lifecycle.core.errors import CredentialsError
+        # config.py needs psycopg, which generating the CRD does not: imported when checked.
         from lifecycle.providers.postgres.config import ServerConfig
 
         try:
