@@ -149,3 +149,58 @@ def test_a_status_the_schema_refuses_is_refused() -> None:
     with pytest.raises(ApiError):
         env.api.replace_status({**config, "status": {"conditions": [{"type": "Valid",
                                                                      "status": "Maybe"}]}})
+
+
+def test_the_operator_writes_valid_on_each_config_through_the_official_client() -> None:
+    """Through the driver: a config nobody uses is checked as well, as it is written."""
+    import time
+
+    from kubernetes import client as k8s
+
+    from lifecycle.driver.cluster import KubeCluster, api_client
+    from lifecycle.driver.informer import InformerOptions
+    from lifecycle.driver.manager import Manager, ManagerOptions
+    from lifecycle.providers.simcloud import DatabaseConnector
+    from lifecycle.sim.embedded import embedded_cluster
+
+    def condition(server: Any, name: str) -> dict[str, Any] | None:
+        try:
+            config = server.api.get(api_version, PROVIDER_CONFIG_KIND, None, name)
+        except Exception:
+            return None
+        return next((c for c in (config.get("status") or {}).get("conditions", [])
+                     if c["type"] == VALID), None)
+
+    def eventually(server: Any, name: str) -> dict[str, Any]:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if (found := condition(server, name)) is not None:
+                return found
+            time.sleep(0.1)
+        raise AssertionError(f"no Valid condition on {name}")
+
+    api_version = DatabaseInstance.provider_config_api
+    server = embedded_cluster([DatabaseInstance], bookmark_interval=0.5)
+    try:
+        cluster = KubeCluster(api_client(host=server.url), [DatabaseInstance])
+        options = ManagerOptions(informer=InformerOptions(
+            resync=600.0, watch_timeout=10.0, inactivity_timeout=3.0, backoff_base=0.05,
+            backoff_cap=0.5), backoff_base=0.05, backoff_cap=1.0)
+        manager = Manager(cluster, [(DatabaseInstance, DatabaseConnector(
+            SimCloud(seed=2, create_polls=0)))], options).start()
+        try:
+            assert eventually(server, "default")["status"] == "True"
+            custom = k8s.CustomObjectsApi(api_client(host=server.url))
+            custom.create_cluster_custom_object("lifecycle.dev", "v1alpha1", "providerconfigs", {
+                "apiVersion": api_version, "kind": PROVIDER_CONFIG_KIND,
+                "metadata": {"name": "broken"},
+                "spec": {"credentials": {"source": "Secret", "secretRef": {
+                    "name": "nowhere", "namespace": "default"}}}})
+            found = eventually(server, "broken")
+            assert (found["status"], found["reason"]) == ("False", "CredentialsMissing"), found
+            assert "nowhere" in found["message"]
+        finally:
+            manager.stop()
+    finally:
+        server.stop()
+        server.api.close()
