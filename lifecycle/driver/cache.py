@@ -456,7 +456,7 @@ class CachedCluster:
             return self.cluster.list(api_version, kind, namespace, label_selector)
         store = found[0]
         ns = namespace if self.cluster.info(api_version, kind).namespaced else None
-        items = [obj for obj in store.items()  # type: ignore[attr-defined]
+        items = [obj for obj in store.items()
                  if ns is None or metadata(obj).get("namespace") == ns]
         self.hits += 1
         return items, str(getattr(store, "resource_version", None) or "")

@@ -72,7 +72,7 @@ class Watch:
 
     api_version: str
     kind: str
-    keys: Callable[[dict[str, Any], Callable[[], list[dict[str, Any]]]], Iterable[Key]]
+    keys: Callable[[dict[str, Any], Callable[[], Iterable[dict[str, Any]]]], Iterable[Key]]
     all_namespaces: bool = False
 
 
@@ -90,7 +90,7 @@ class ControllerSpec:
 # ---------------------------------------------------------------- key maps
 def _claim_of_resource(claim: Kind) -> Callable[..., Iterable[Key]]:
     """The claim a managed resource points at (``spec.claimRef``) or was provisioned for."""
-    def keys(obj: dict[str, Any], cached: Callable[[], list[dict[str, Any]]]) -> Iterable[Key]:
+    def keys(obj: dict[str, Any], cached: Callable[[], Iterable[dict[str, Any]]]) -> Iterable[Key]:
         ref = spec(obj).get("claimRef")
         if isinstance(ref, dict) and ref.get("name") and ref.get("kind", claim.kind) == claim.kind:
             yield (str(ref.get("namespace") or "") or None, str(ref["name"]))
@@ -101,7 +101,7 @@ def _claim_of_resource(claim: Kind) -> Callable[..., Iterable[Key]]:
 
 
 def _claims_of_class(obj: dict[str, Any],
-                     cached: Callable[[], list[dict[str, Any]]]) -> Iterable[Key]:
+                     cached: Callable[[], Iterable[dict[str, Any]]]) -> Iterable[Key]:
     """Claims naming the class, and claims not yet scheduled to any class."""
     name = metadata(obj).get("name")
     for claim in cached():
@@ -115,7 +115,7 @@ def _claims_of_class(obj: dict[str, Any],
 
 def owner_keys(kind: ParentKind) -> Callable[..., Iterable[Key]]:
     """The parent named by a child's controlling owner reference of ``kind``."""
-    def keys(obj: dict[str, Any], cached: Callable[[], list[dict[str, Any]]]) -> Iterable[Key]:
+    def keys(obj: dict[str, Any], cached: Callable[[], Iterable[dict[str, Any]]]) -> Iterable[Key]:
         meta = metadata(obj)
         for ref in meta.get("ownerReferences") or []:
             group = str(ref.get("apiVersion", "")).rpartition("/")[0]
