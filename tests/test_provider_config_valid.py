@@ -204,3 +204,22 @@ def test_the_operator_writes_valid_on_each_config_through_the_official_client() 
     finally:
         server.stop()
         server.api.close()
+
+
+def test_credentials_the_operator_may_not_read_are_a_problem_and_a_failed_read_is_not() -> None:
+    from lifecycle.kube.errors import Forbidden, ServerError
+
+    env, _ = simulated_environment(cloud=SimCloud(seed=1))
+    api_version = DatabaseInstance.provider_config_api
+    reconciler = ProviderConfigReconciler(env.operator_api, [DatabaseInstance],
+                                          clock=env.clock.now)
+    env.faults.fail("get", "Secret", "default-credentials", error=ServerError, times=1)
+    assert reconciler.reconcile(None, "default").reason == "Unused"  # the usage is written
+    config = env.api.get(api_version, PROVIDER_CONFIG_KIND, None, "default")
+    assert "conditions" not in config["status"] and config["status"]["users"] == 0
+    reconciler.reconcile(None, "default")
+    assert valid(env, api_version)["status"] == "True"
+    env.faults.fail("get", "Secret", "default-credentials", error=Forbidden)
+    reconciler.reconcile(None, "default")
+    found = valid(env, api_version)
+    assert (found["status"], found["reason"]) == ("False", "CredentialsUnavailable"), found

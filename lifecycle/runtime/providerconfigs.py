@@ -14,7 +14,8 @@ ProviderConfig:
 * a Warning Event ``DeletionBlocked`` naming users while a deletion waits;
 * the condition ``Valid`` (:data:`VALID`): True when the config's credentials
   can be read and its spec suits each provider using it, else False with the
-  reason (``CredentialsMissing``, ``ProviderConfigInvalid``) and a message
+  reason (``CredentialsMissing``, ``ProviderConfigInvalid``,
+  ``CredentialsUnavailable`` when the operator may not read them) and a message
   naming the field or key at fault, never a credential. A provider checks its
   own fields through the optional ``problem(config)`` of the spec class its
   kinds declare (``Kind.provider_config_spec``): a message, or None when the
@@ -42,7 +43,7 @@ from lifecycle.core.kind import GROUP, PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
 from lifecycle.core.values import Condition, ConditionStatus, Result, rfc3339
 from lifecycle.core.vocabulary import ConditionTypes, Reasons
 from lifecycle.kube.cluster import Cluster
-from lifecycle.kube.errors import NotFound
+from lifecycle.kube.errors import ApiError, Forbidden, NotFound
 from lifecycle.runtime.credentials import resolve_credentials
 from lifecycle.runtime.retry import retry_conflicts
 
@@ -171,6 +172,22 @@ class ProviderConfigReconciler:
                 found.append(f"{kind.kind} {where}")
         return found
 
+    def _validate(self, config: Mapping[str, Any], status: dict[str, Any]) -> None:
+        """Set :data:`VALID` in ``status`` (the status about to be written). The credentials
+        the operator may not read are a problem of the config; any other failed read
+        leaves the condition as it was (the next pass checks again), never the usage."""
+        name = str(objects.metadata(config).get("name"))
+        try:
+            found = self.problem(config)
+        except Forbidden:
+            found = ("CredentialsUnavailable", f"provider config {name!r}: the operator may "
+                                               "not read its credentials (forbidden)")
+        except ApiError:
+            return
+        generation = objects.metadata(config).get("generation")
+        status["conditions"] = validity(status, found, generation if isinstance(
+            generation, int) else 0, rfc3339(self.clock()))
+
     def reconcile(self, namespace: str | None, name: str) -> Result:
         """Bring one ProviderConfig's finalizer and status in line with its users."""
         state: dict[str, Any] = {}
@@ -183,10 +200,7 @@ class ProviderConfigReconciler:
                 return
             decided = usage(config, self.users(name))
             if not objects.metadata(config).get("deletionTimestamp"):
-                generation = objects.metadata(config).get("generation")
-                decided.status["conditions"] = validity(
-                    decided.status, self.problem(config),
-                    generation if isinstance(generation, int) else 0, rfc3339(self.clock()))
+                self._validate(config, decided.status)
             state["decided"] = decided
             finalizers = list(objects.finalizers(config))
             if decided.finalizer != (IN_USE in finalizers):
