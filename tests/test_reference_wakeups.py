@@ -141,3 +141,19 @@ def test_without_the_wake_up_the_grant_waits_out_its_backoff(
     backoff_due, deps, grant_pass = converge(env)
     assert deps < backoff_due
     assert grant_pass == pytest.approx(backoff_due)
+
+
+def test_a_for_provider_with_reference_rules_gets_no_empty_default() -> None:
+    """kube-apiserver checks a default against the schema's CEL rules: ``{}`` under
+    ``database, databaseRef or databaseSelector is required`` makes the CRD invalid."""
+    from lifecycle.machines.postgres import kinds
+    from lifecycle.schema.crds import crds, empty_default
+
+    rule = {"rule": "has(self.a)", "message": "a is required"}
+    assert "default" not in empty_default({"type": "object", "x-kubernetes-validations": [rule]})
+    assert empty_default({"type": "object"})["default"] == {}
+    for doc in crds([kind for kind, _ in kinds()]):
+        spec = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        found = spec["properties"].get("forProvider") or {}
+        if found.get("x-kubernetes-validations"):
+            assert "default" not in found, doc["metadata"]["name"]

@@ -145,10 +145,13 @@ def status_schema(kind: Kind) -> dict[str, Any]:
 
 
 def empty_default(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` defaulting to ``{}`` when left out, unless it has required properties:
-    a real API server validates a default against its schema, so ``{}`` with required
-    fields makes the whole CRD invalid (422)."""
-    return schema if schema.get("required") else {**schema, "default": {}}
+    """``schema`` defaulting to ``{}`` when left out, unless it has required properties or
+    CEL rules: a real API server validates a default against its schema and its rules, so
+    ``{}`` with required fields, or with a rule ``{}`` breaks (``has(self.database) ||
+    has(self.databaseRef) ...``), makes the whole CRD invalid (422)."""
+    if schema.get("required") or schema.get("x-kubernetes-validations"):
+        return schema
+    return {**schema, "default": {}}
 
 
 def spec_schema(kind: Kind) -> dict[str, Any]:
