@@ -1,6 +1,6 @@
 """The PostgreSQL workload of the end-to-end benchmark, beside the Go provider-sql peer.
 
-Against one throwaway PostgreSQL server (:class:`~lifecycle.providers.postgres.testing.
+Against one throwaway PostgreSQL server (:class:`~lifecycle.providers.postgres.scenarios.testing.
 PostgresServer`, the one the tests use) each operator in turn manages N Roles
 that can log in (generated passwords), N Databases each owned by one of them,
 and N Grants (CONNECT and CREATE on database *i* for role *i+1*):
@@ -395,7 +395,7 @@ def one(flavor: Flavor, server: Any, config: Any, pg: Any, workdir: Path, tag: s
 def run(config: Any, server_for: Any, workdir: Path, say: Callable[[str], None]
         ) -> dict[str, Any]:
     """The workload for lifecycle and the peer, on one PostgreSQL server; rows and ratios."""
-    from lifecycle.providers.postgres.testing import PostgresServer, PostgresUnavailable
+    from lifecycle.providers.postgres.scenarios.testing import PostgresServer, PostgresUnavailable
 
     peer_module = peer()
     flavors = (Flavor("lifecycle", OURS_GROUP, "lc", True),

@@ -66,7 +66,7 @@ def _claim_target(kind: Kind) -> object:
 def _postgres_target(kind: Kind) -> object:
     """The targets on the server of ``LIFECYCLE_POSTGRES_DSN`` (unavailable without it): the
     kind's own, and for a Role also an object the policy refuses (``Role/policy-denied``)."""
-    from lifecycle.providers.postgres.verify import verify_targets
+    from lifecycle.providers.postgres.scenarios.verify import verify_targets
 
     return verify_targets(kind)
 

@@ -33,14 +33,14 @@ import attrs
 import pytest
 
 if TYPE_CHECKING:
-    from lifecycle.providers.postgres.testing import PostgresServer
+    from lifecycle.providers.postgres.scenarios.testing import PostgresServer
     from lifecycle.testing import Environment
 
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """One started throwaway server for the whole test session."""
-    from lifecycle.providers.postgres.testing import started_server
+    from lifecycle.providers.postgres.scenarios.testing import started_server
 
     yield from started_server()
 
@@ -56,7 +56,7 @@ def server(postgres_server: PostgresServer) -> Iterator[PostgresServer]:
 @pytest.fixture
 def dsn(server: PostgresServer, monkeypatch: pytest.MonkeyPatch) -> str:
     """``LIFECYCLE_POSTGRES_DSN`` pointing at the session server (superuser)."""
-    from lifecycle.providers.postgres.verify import POSTGRES_DSN_ENV
+    from lifecycle.providers.postgres.scenarios.verify import POSTGRES_DSN_ENV
 
     value = (f"postgresql://{server.user}:{server.password}@{server.host}:{server.port}"
              "/postgres?sslmode=disable")
@@ -107,7 +107,7 @@ def admin(request: pytest.FixtureRequest, server: PostgresServer,
 
 def admin_environment(server: PostgresServer, admin: Admin) -> Environment:
     """An Environment whose ProviderConfig points at ``server`` as ``admin``."""
-    from lifecycle.providers.postgres.testing import postgres_environment
+    from lifecycle.providers.postgres.scenarios.testing import postgres_environment
 
     return postgres_environment(server.host, server.port, admin.user, admin.password,
                                 "disable")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 if TYPE_CHECKING:
-    from lifecycle.providers.postgres.testing import PostgresServer
+    from lifecycle.providers.postgres.scenarios.testing import PostgresServer
 
 #: Enough virtual time for a Ready poll, the repair it triggers and the check after.
 POLL = 75.0

@@ -24,7 +24,7 @@ from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
 from lifecycle.core.values import ResultKind
 from lifecycle.kube.errors import NotFound
 from lifecycle.providers.postgres import config as pgconfig
-from lifecycle.providers.postgres.testing import PostgresServer, manifest
+from lifecycle.providers.postgres.scenarios.testing import PostgresServer, manifest
 from lifecycle.testing import Environment
 
 pytestmark = pytest.mark.postgres

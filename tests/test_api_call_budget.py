@@ -232,7 +232,7 @@ def test_the_postgres_kinds_stay_within_budget(
     import uuid
 
     from lifecycle.machines.postgres import Database, Grant, Role, kinds
-    from lifecycle.providers.postgres.testing import manifest
+    from lifecycle.providers.postgres.scenarios.testing import manifest
     from lifecycle.sim.embedded import seed_provider_config
 
     admin = postgres_admins["superuser"]

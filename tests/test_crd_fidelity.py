@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from lifecycle.machines.database import DatabaseInstance
-from lifecycle.providers.postgres.testing import postgres_server  # noqa: F401 (fixture)
+from lifecycle.providers.postgres.scenarios.testing import postgres_server  # noqa: F401 (fixture)
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.schema.crds import crd
 from lifecycle.sim.crds import apply_crd
@@ -123,7 +123,7 @@ def test_nothing_the_postgres_kinds_write_is_pruned(postgres_server: Any) -> Non
     """Role, Database and Grant on the real server: create, update, fail, recover, delete."""
     import uuid
 
-    from lifecycle.providers.postgres.testing import manifest, postgres_environment
+    from lifecycle.providers.postgres.scenarios.testing import manifest, postgres_environment
 
     server = postgres_server
     server.start()

@@ -82,7 +82,7 @@ def test_postgres_credential_keys_mapping_the_username_to_the_password(
     """The issue's case on a real server: ``credentialKeys: {username: password}``."""
     from postgres_fixtures import admin_environment
 
-    from lifecycle.providers.postgres.testing import manifest
+    from lifecycle.providers.postgres.scenarios.testing import manifest
 
     admin = postgres_admins["createrole"]
     env = admin_environment(server, admin)

@@ -14,7 +14,7 @@ from psycopg import sql
 
 from lifecycle.core.decide import Facts, choose_event
 from lifecycle.core.values import Observation, drift_detail
-from lifecycle.providers.postgres.testing import PostgresServer, manifest
+from lifecycle.providers.postgres.scenarios.testing import PostgresServer, manifest
 from lifecycle.testing import Environment
 
 

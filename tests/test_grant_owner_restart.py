@@ -16,8 +16,8 @@ import pytest
 
 from lifecycle.core.kind import FINALIZER
 from lifecycle.machines.postgres import kinds
+from lifecycle.providers.postgres.scenarios.testing import PostgresServer, manifest
 from lifecycle.providers.postgres.tenancy import Claims
-from lifecycle.providers.postgres.testing import PostgresServer, manifest
 from lifecycle.testing import Environment
 
 pytestmark = pytest.mark.postgres

@@ -17,8 +17,8 @@ from lifecycle.core.contract import ManagedResource
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.kind import FINALIZER
 from lifecycle.machines.postgres import Grant
+from lifecycle.providers.postgres.scenarios.testing import manifest
 from lifecycle.providers.postgres.tenancy import TARGET_CONFLICT, Claims
-from lifecycle.providers.postgres.testing import manifest
 
 
 def grant(name: str, uid: str, created: str, *, held: bool, database: str = "db") -> dict[str, Any]:

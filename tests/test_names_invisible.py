@@ -60,7 +60,7 @@ def test_a_long_metadata_name_gets_a_bounded_default_external_name(length: int) 
 
 
 def test_a_60_character_role_reaches_ready_on_a_real_server(superuser_env: Any) -> None:
-    from lifecycle.providers.postgres.testing import manifest
+    from lifecycle.providers.postgres.scenarios.testing import manifest
 
     env = superuser_env
     name = "a" * 59 + "z"

@@ -20,10 +20,15 @@ from postgres_helpers import POLL, act_as, can_login, execute, query, unique
 from lifecycle.core.errors import Severity
 from lifecycle.core.kind import EXTERNAL_NAME
 from lifecycle.kube.errors import Invalid
-from lifecycle.providers.postgres import demo, scram
+from lifecycle.providers.postgres import scram
 from lifecycle.providers.postgres.config import translate
-from lifecycle.providers.postgres.demo import DATABASE_NAME, ROLE_NAME, demo_environment
-from lifecycle.providers.postgres.testing import PostgresServer, manifest, postgres_environment
+from lifecycle.providers.postgres.scenarios import demo
+from lifecycle.providers.postgres.scenarios.demo import DATABASE_NAME, ROLE_NAME, demo_environment
+from lifecycle.providers.postgres.scenarios.testing import (
+    PostgresServer,
+    manifest,
+    postgres_environment,
+)
 from lifecycle.testing import Environment
 
 pytestmark = pytest.mark.postgres

@@ -20,7 +20,7 @@ from psycopg import sql
 from test_postgres_ownership import database_row, deleted, refused, role_row
 
 from lifecycle.core.kind import INTENT, INTENT_MAC
-from lifecycle.providers.postgres.testing import PostgresServer, manifest
+from lifecycle.providers.postgres.scenarios.testing import PostgresServer, manifest
 from lifecycle.testing import Environment
 
 pytestmark = pytest.mark.postgres

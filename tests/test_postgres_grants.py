@@ -21,7 +21,7 @@ from psycopg import sql
 from lifecycle.core.errors import TerminalError
 from lifecycle.machines.postgres import DefaultPrivileges, Grant
 from lifecycle.providers.postgres.grant import recorded
-from lifecycle.providers.postgres.testing import PostgresServer, manifest
+from lifecycle.providers.postgres.scenarios.testing import PostgresServer, manifest
 from lifecycle.testing import Environment
 
 pytestmark = pytest.mark.postgres
@@ -1104,7 +1104,7 @@ def test_the_default_privileges_target_sees_leaks_and_counts_creations(
     from lifecycle.core.contract import ManagedResource, ProviderConfig
     from lifecycle.core.values import Creation
     from lifecycle.machines.postgres import DefaultPrivileges as Kind
-    from lifecycle.providers.postgres.verify import PostgresSettings, postgres_target
+    from lifecycle.providers.postgres.scenarios.verify import PostgresSettings, postgres_target
 
     settings = PostgresSettings(host=server.host, port=server.port, user=server.user,
                                 password=server.password, sslmode="disable")
@@ -1138,7 +1138,7 @@ def test_the_default_privileges_target_sees_leaks_and_counts_creations(
 # ------------------------------------------------------------ the Grant explorer target
 def grant_target(server: PostgresServer) -> Any:
     """The crash explorer's Grant target on the session server."""
-    from lifecycle.providers.postgres.verify import PostgresSettings, postgres_target
+    from lifecycle.providers.postgres.scenarios.verify import PostgresSettings, postgres_target
 
     settings = PostgresSettings(host=server.host, port=server.port, user=server.user,
                                 password=server.password, sslmode="disable")

@@ -20,7 +20,7 @@ from psycopg import sql
 from lifecycle.core.kind import ADOPT, EXTERNAL_NAME
 from lifecycle.core.ownership import mark_uid
 from lifecycle.providers.postgres.marks import PREFIX, mark_of
-from lifecycle.providers.postgres.testing import PostgresServer, manifest
+from lifecycle.providers.postgres.scenarios.testing import PostgresServer, manifest
 from lifecycle.testing import Environment
 
 pytestmark = pytest.mark.postgres

@@ -20,7 +20,7 @@ from psycopg import sql
 from lifecycle.core.kind import EXTERNAL_NAME
 from lifecycle.kube.errors import Invalid
 from lifecycle.providers.postgres import login
-from lifecycle.providers.postgres.testing import (
+from lifecycle.providers.postgres.scenarios.testing import (
     PERMISSIVE,
     PROVIDER_CONFIG_API,
     PROVIDER_CONFIG_KIND,

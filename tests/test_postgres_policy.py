@@ -29,7 +29,7 @@ from lifecycle.core.errors import CredentialsError, TerminalError
 from lifecycle.providers.postgres.config import ServerConfig
 from lifecycle.providers.postgres.marks import tenant_of
 from lifecycle.providers.postgres.policy import DEFAULT_EXTENSIONS, Policy
-from lifecycle.providers.postgres.testing import PostgresServer, manifest, set_policy
+from lifecycle.providers.postgres.scenarios.testing import PostgresServer, manifest, set_policy
 from lifecycle.testing import Environment
 
 pytestmark = pytest.mark.postgres

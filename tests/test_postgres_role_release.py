@@ -9,7 +9,7 @@ import pytest
 from postgres_helpers import act_as, execute, query, unique
 from psycopg import sql
 
-from lifecycle.providers.postgres.testing import manifest, set_policy
+from lifecycle.providers.postgres.scenarios.testing import manifest, set_policy
 
 pytestmark = pytest.mark.postgres
 

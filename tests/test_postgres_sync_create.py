@@ -13,7 +13,7 @@ import pytest
 from postgres_helpers import unique
 
 from lifecycle.machines.postgres import Database, Extension, Role, Schema
-from lifecycle.providers.postgres.testing import manifest
+from lifecycle.providers.postgres.scenarios.testing import manifest
 
 pytestmark = pytest.mark.postgres
 

@@ -15,7 +15,7 @@ from lifecycle.core.kind import PROVIDER_CONFIG_KIND
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.machines.postgres import kinds as postgres_kinds
 from lifecycle.providers.postgres.providerconfig import PostgresProviderConfigSpec
-from lifecycle.providers.postgres.testing import postgres_environment
+from lifecycle.providers.postgres.scenarios.testing import postgres_environment
 from lifecycle.providers.simcloud import SimCloud
 from lifecycle.providers.simcloud.scenarios.harness import simulated_environment
 from lifecycle.runtime.providerconfigs import VALID, ProviderConfigReconciler, redacted

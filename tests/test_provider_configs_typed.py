@@ -388,7 +388,7 @@ def test_the_checker_refuses_a_described_root_metadata_as_the_api_server_does() 
 def test_ssl_mode_require_against_a_server_without_tls_is_a_clear_condition(
         server: Any) -> None:
     """provider-sql's spelling is honoured, not ignored: the Role fails saying why."""
-    from lifecycle.providers.postgres.testing import manifest, postgres_environment
+    from lifecycle.providers.postgres.scenarios.testing import manifest, postgres_environment
 
     env = postgres_environment(server.host, server.port, server.user, server.password,
                                "disable")

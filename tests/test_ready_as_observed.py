@@ -187,7 +187,7 @@ def test_a_refused_encoding_change_leaves_the_database_ready(env: Any, server: A
     """The issue's second example on the real server (``env``: both admin kinds): a
     Database created UTF8 asked for LATIN1 is refused (``ImmutableField``) and stays the
     UTF8 database it is, Ready True."""
-    from lifecycle.providers.postgres.testing import manifest
+    from lifecycle.providers.postgres.scenarios.testing import manifest
 
     env.apply(manifest("Database", "enc"))
     env.run_until_idle()

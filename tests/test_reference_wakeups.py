@@ -24,7 +24,7 @@ from lifecycle.core.vocabulary import Reasons
 from lifecycle.machines.managed import ManagedResourceMachine as M
 from lifecycle.providers.postgres.fields import API_VERSION
 from lifecycle.providers.postgres.grant_spec import GrantParameters
-from lifecycle.providers.postgres.testing import manifest
+from lifecycle.providers.postgres.scenarios.testing import manifest
 from lifecycle.testing import Environment
 from lifecycle.testing.wakeups import ReferenceWakeups
 

@@ -26,7 +26,7 @@ from lifecycle.driver.references import turned_resolvable
 from lifecycle.machines.postgres import GROUP, Grant, kinds
 from lifecycle.providers.postgres.fields import API_VERSION
 from lifecycle.providers.postgres.grant_spec import GrantParameters
-from lifecycle.providers.postgres.testing import PostgresServer, manifest
+from lifecycle.providers.postgres.scenarios.testing import PostgresServer, manifest
 from lifecycle.testing import Environment
 
 ROLE = Declared("role", API_VERSION, "Role", "roleRef", "roleSelector")

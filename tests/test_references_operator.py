@@ -29,7 +29,7 @@ from lifecycle.driver.manager import Manager, ManagerOptions
 from lifecycle.kube.errors import NotFound
 from lifecycle.machines.postgres import kinds
 from lifecycle.providers.postgres.fields import API_VERSION
-from lifecycle.providers.postgres.testing import PostgresServer, manifest
+from lifecycle.providers.postgres.scenarios.testing import PostgresServer, manifest
 
 pytestmark = pytest.mark.postgres
 

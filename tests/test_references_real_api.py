@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client as k8s
 
 from lifecycle.machines.postgres import Grant
-from lifecycle.providers.postgres.testing import manifest
+from lifecycle.providers.postgres.scenarios.testing import manifest
 from lifecycle.schema.crds import crd
 from lifecycle.testing.envtest import install
 

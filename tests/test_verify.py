@@ -17,7 +17,7 @@ from lifecycle.cli import main
 from lifecycle.cli.verify import run_cli
 from lifecycle.core.kind import FINALIZER, INTENT
 from lifecycle.machines.database import DatabaseInstance
-from lifecycle.providers.postgres.verify import POSTGRES_DSN_ENV
+from lifecycle.providers.postgres.scenarios.verify import POSTGRES_DSN_ENV
 from lifecycle.providers.simcloud.scenarios.verify import simcloud_target
 from lifecycle.runtime.passes import Pass
 from lifecycle.runtime.reconciler import Reconciler
@@ -340,7 +340,7 @@ def test_bad_postgres_dsn_is_a_usage_error(dsn: str, monkeypatch: pytest.MonkeyP
 
 def test_unreachable_postgres_is_a_usage_error_without_the_password(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from lifecycle.providers.postgres.testing import free_port
+    from lifecycle.providers.postgres.scenarios.testing import free_port
 
     monkeypatch.setenv(POSTGRES_DSN_ENV,
                        f"postgresql://admin:pw-s3cret-xyz@127.0.0.1:{free_port()}/postgres")

@@ -19,8 +19,8 @@ import pytest
 from lifecycle import verify
 from lifecycle.cli import main
 from lifecycle.machines.postgres import Role
-from lifecycle.providers.postgres.testing import PostgresServer
-from lifecycle.providers.postgres.verify import (
+from lifecycle.providers.postgres.scenarios.testing import PostgresServer
+from lifecycle.providers.postgres.scenarios.verify import (
     POLICY_DENIED_SCENARIO,
     postgres_settings,
     refused_target,

@@ -16,8 +16,8 @@ from lifecycle import verify
 from lifecycle.cli import main
 from lifecycle.providers.postgres.extension import ExtensionClient
 from lifecycle.providers.postgres.role import RoleClient
+from lifecycle.providers.postgres.scenarios.testing import PostgresServer
 from lifecycle.providers.postgres.schema import SchemaClient
-from lifecycle.providers.postgres.testing import PostgresServer
 from tests.test_verify import LateFinalizerReconciler
 
 pytestmark = pytest.mark.postgres

@@ -14,9 +14,10 @@ privileges on a real server.
   the spec field helpers and the ownership marks kept in comments;
 * :mod:`lifecycle.providers.postgres.scram`: password verifiers as PostgreSQL stores them;
 * :mod:`lifecycle.providers.postgres.login`: the password check by logging in;
-* :mod:`lifecycle.providers.postgres.testing`: a throwaway server for tests and demos;
-* :mod:`lifecycle.providers.postgres.verify`: the crash explorer's targets on a real server;
-* :mod:`lifecycle.providers.postgres.demo`: the ``lifecycle demo --provider postgres`` scenario.
+* :mod:`lifecycle.providers.postgres.scenarios`: what is built on the provider, found
+  through entry points: a throwaway server for tests and demos (``testing``), the crash
+  explorer's targets on a real server (``verify``) and the ``lifecycle demo --provider
+  postgres`` scenario (``demo``).
 
 The kinds themselves (machines and ``Kind`` declarations) live in
 :mod:`lifecycle.machines.postgres`.

@@ -53,6 +53,12 @@ from lifecycle.core.values import Creation, Observation
 from lifecycle.providers.postgres.policy import Policy, read_policy
 from lifecycle.providers.postgres.sslmodes import SSLMODES
 
+__all__ = [
+    "CREDENTIAL_KEYS", "MAX_IDENTIFIER_BYTES", "SECRET_KINDS", "SESSION_OPTIONS",
+    "STANDARD_SECRET_KEYS", "ServerConfig", "Session", "SqlClient", "check_name", "connect_failure",
+    "conninfo", "translate",
+]
+
 #: PostgreSQL truncates identifiers longer than this many bytes (NAMEDATALEN - 1).
 MAX_IDENTIFIER_BYTES = 63
 #: The credentials Secret's default key for each value (``spec.credentialKeys`` renames them).

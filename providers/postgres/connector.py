@@ -22,6 +22,8 @@ from lifecycle.core.kind import Kind
 from lifecycle.providers.postgres.config import ServerConfig, Session, SqlClient
 from lifecycle.providers.postgres.tenancy import Claims, PolicyGate
 
+__all__ = ["PostgresConnector"]
+
 
 class PostgresConnector:
     """Builds one kind's client with a fresh admin session from the provider config."""

@@ -21,6 +21,8 @@ import psycopg
 
 from lifecycle.providers.postgres.config import ServerConfig, conninfo
 
+__all__ = ["AFTER_AUTHENTICATION", "WRONG_PASSWORD", "judge", "password_works"]
+
 #: Refusals the server sends only after the password was accepted.
 AFTER_AUTHENTICATION = ("permission denied for database", "too many connections for role",
                         "is not permitted to log in")

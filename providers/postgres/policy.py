@@ -33,6 +33,11 @@ import attrs
 
 from lifecycle.core.errors import TerminalError
 
+__all__ = [
+    "DANGEROUS_EXTENSIONS", "DEFAULT_EXTENSIONS", "DEFAULT_ROLE_ATTRIBUTES", "POLICY_DENIED",
+    "REVOKE_PUBLIC", "ROLE_ATTRIBUTES", "SETTING_CONTEXTS", "Policy", "denied", "read_policy",
+]
+
 #: The role attributes a policy governs: spec key -> the ``pg_roles`` column.
 ROLE_ATTRIBUTES = {"superUser": "rolsuper", "createrole": "rolcreaterole",
                    "replication": "rolreplication", "bypassRls": "rolbypassrls",

@@ -22,6 +22,8 @@ import secrets
 import stringprep
 import unicodedata
 
+__all__ = ["ITERATIONS", "matches", "saslprep", "scram_verifier"]
+
 #: The iteration count PostgreSQL uses by default (``scram_iterations``).
 ITERATIONS = 4096
 _PREFIX = "SCRAM-SHA-256$"

@@ -56,6 +56,11 @@ from lifecycle.providers.postgres.config import Session, SqlClient
 from lifecycle.providers.postgres.policy import POLICY_DENIED, ROLE_ATTRIBUTES, denied
 from lifecycle.providers.postgres.schema import in_database
 
+__all__ = [
+    "CHECKS", "FINISHED", "TARGET_CONFLICT", "TEMPLATES", "Claims", "Holder", "PolicyGate",
+    "RoleRow", "Tenancy", "check", "target_key",
+]
+
 #: Templates every namespace may create a database from.
 TEMPLATES = frozenset({"template0", "template1"})
 #: Reason of a Grant or DefaultPrivileges refused because another object manages its

@@ -22,6 +22,8 @@ from typing import Any, TextIO
 from lifecycle.core.errors import LifecycleError
 from lifecycle.testing import Environment
 
+__all__ = ["DATABASE_NAME", "ROLE_NAME", "demo_environment", "demo_manifests", "run", "scenario"]
+
 #: The PostgreSQL names the demo creates (and deletes again when asked).
 ROLE_NAME = "lifecycle_demo_app"
 DATABASE_NAME = "lifecycle_demo_db"
@@ -29,7 +31,9 @@ DATABASE_NAME = "lifecycle_demo_db"
 
 def demo_manifests(namespace: str = "default") -> list[dict[str, Any]]:
     """The Role, Database and Grant manifests of the demo, in apply order."""
-    from lifecycle.providers.postgres.testing import manifest  # psycopg: the postgres extra
+    from lifecycle.providers.postgres.scenarios.testing import (
+        manifest,  # psycopg: the postgres extra
+    )
 
     return [
         manifest("Role", "demo-app", namespace=namespace, external_name=ROLE_NAME,
@@ -47,7 +51,7 @@ def demo_environment(host: str, port: int, user: str, password: str,
     ``user`` and ``password`` are an admin allowed to create roles and
     databases; they go into the ProviderConfig's credentials Secret only.
     """
-    from lifecycle.providers.postgres.testing import postgres_environment
+    from lifecycle.providers.postgres.scenarios.testing import postgres_environment
 
     env = postgres_environment(host, port, user, password, sslmode)
     return env, demo_manifests()

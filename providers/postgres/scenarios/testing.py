@@ -39,6 +39,11 @@ from lifecycle.machines.postgres import GROUP, kinds
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.testing import Environment, VirtualClock
 
+__all__ = [
+    "ADMIN_USER", "PERMISSIVE", "PostgresServer", "PostgresUnavailable", "find_bindir", "free_port",
+    "manifest", "postgres_environment", "postgres_server", "set_policy", "started_server",
+]
+
 #: The admin role the throwaway server is initialised with.
 ADMIN_USER = "lifecycle_admin"
 _SETTINGS = """

@@ -38,6 +38,12 @@ from lifecycle.providers.postgres.schema import SchemaClient
 from lifecycle.providers.postgres.tenancy import Claims, PolicyGate
 from lifecycle.verify import ExternalSystem, Target, Unavailable, VerifyError
 
+__all__ = [
+    "DEFAULTS", "EXTENSION", "MOVED", "POLICY_DENIED_SCENARIO", "POSTGRES_DSN_ENV",
+    "PostgresSettings", "postgres_settings", "postgres_target", "refused_target", "verify_target",
+    "verify_targets",
+]
+
 #: Environment variable naming a PostgreSQL server for the PostgreSQL kinds.
 POSTGRES_DSN_ENV = "LIFECYCLE_POSTGRES_DSN"
 
