@@ -15,7 +15,6 @@ import ast
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -23,7 +22,9 @@ import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
+import architecture_graph as graph
 import pytest
+from architecture_graph import installed_layout
 
 import lifecycle
 from lifecycle import registry
@@ -39,16 +40,6 @@ def contracts() -> list[dict]:
     """The import-linter contracts declared in pyproject.toml."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     return config["tool"]["importlinter"]["contracts"]
-
-
-def installed_layout(into: Path) -> Path:
-    """Copy the package into ``into`` as a wheel installs it; return the copy's root."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(PACKAGE, into / "lifecycle", ignore=ignore)
-    shutil.copytree(ROOT / "machines", into / "lifecycle" / "machines", ignore=ignore)
-    shutil.copytree(ROOT / "providers", into / "lifecycle" / "providers", ignore=ignore)
-    shutil.copy(ROOT / "pyproject.toml", into / "pyproject.toml")
-    return into
 
 
 def run_python(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -102,6 +93,10 @@ def test_layering_contracts_fail_on_bad_imports(tmp_path):
         module.write("\nfrom lifecycle.kube import conflict\n")
     with (root / "lifecycle/cli/plan.py").open("a") as module:
         module.write("\nfrom lifecycle.machines import managed\n")
+    with (root / "lifecycle/sim/events.py").open("a") as module:
+        module.write("\nfrom lifecycle.driver import metrics  # the API above the driver\n")
+    with (root / "lifecycle/providers/simcloud/client.py").open("a") as module:
+        module.write("\nfrom lifecycle.testing import history  # a client using the harness\n")
 
     code, report = lint(root)
 
@@ -118,6 +113,11 @@ def test_layering_contracts_fail_on_bad_imports(tmp_path):
     assert "lifecycle.core.contract -> lifecycle.sim.apiserver" in report
     assert "lifecycle.cli.plan -> lifecycle.machines" in report
     assert re.search(r"\.conflict -> \.objects|\.objects -> \.conflict", report), report
+    assert {name for name, c in by_name.items() if c["type"] == "forbidden" and (
+        "lifecycle.sim" in c["source_modules"]
+        or "lifecycle.providers" in c["source_modules"])} <= broken
+    assert "lifecycle.sim.events -> lifecycle.driver" in report
+    assert "lifecycle.providers.simcloud.client -> lifecycle.testing" in report
 
 
 def test_core_and_kube_contracts_name_every_other_part_of_the_package():
@@ -177,10 +177,83 @@ def test_no_import_cycles_between_modules(layout):
     assert json.loads(done.stdout) == []
 
 
-def test_no_module_in_the_package_is_oversized():
-    sizes = {str(path.relative_to(ROOT)): len(path.read_text().splitlines())
-             for path in sorted(PACKAGE.rglob("*.py"))}
-    assert {path: n for path, n in sizes.items() if n > MAX_LINES} == {}
+@pytest.fixture(scope="module")
+def layers(layout: Path) -> dict[str, set[str]]:
+    """Each layer of the copy with the layers it imports (tests/architecture_graph.py)."""
+    return graph.layer_imports(graph.module_imports(layout))
+
+
+def test_every_module_belongs_to_a_layer(layout: Path):
+    modules = graph.module_imports(layout)
+    assert len(modules) > 150
+    assert [m for m in modules if graph.layer_of(m) is None] == ["lifecycle"]  # the facade
+    assert graph.layer_of("lifecycle.providers.simcloud.scenarios.demo") == "scenarios"
+    assert graph.layer_of("lifecycle.providers.simcloud.client") == "providers"
+    assert graph.layer_of("lifecycle.machines.registrations") == "registrations"
+
+
+def test_the_layers_keep_their_floors(layers: dict[str, set[str]]):
+    assert graph.layering_problems(layers) == []
+    level = graph.floors(layers)
+    assert level["core"] == level["kube"] == 1
+    assert level["providers"] < level["driver"]
+    assert level["sim"] <= level["driver"] and "driver" not in graph.reach(layers, "testing")
+
+
+def test_the_layering_rules_catch_a_layer_out_of_place(layers: dict[str, set[str]]):
+    def broken(**extra: str) -> list[str]:
+        edges = {name: set(targets) for name, targets in layers.items()}
+        for source, target in extra.items():
+            edges[source].add(target)
+        return graph.layering_problems(edges)
+
+    assert broken(core="runtime") == ["layers import one another in a circle: core, runtime"]
+    assert any(p.startswith("providers are on floor") for p in broken(providers="testing"))
+    assert broken(providers="scenarios") == [
+        "layers import one another in a circle: machines, providers, scenarios"]
+    assert broken(sim="driver") == ["sim reaches the driver", "testing reaches the driver"]
+    assert broken(schema="kube") == ["schema reaches kube"]
+
+
+def test_the_architecture_picture_is_drawn_from_the_import_graph(layers: dict[str, set[str]]):
+    source = graph.dot(layers, graph.entry_points())
+    assert graph.DOT.read_text() == source, (
+        "docs/img/architecture.dot is not the import graph's: run "
+        "python tests/architecture_graph.py")
+    assert f"drawn from architecture.dot {graph.digest(source)}" in graph.SVG.read_text(), (
+        "docs/img/architecture.svg was not rendered from docs/img/architecture.dot: run "
+        "python tests/architecture_graph.py")
+    for name, _, _ in graph.LAYERS:
+        assert f">{name}</text>" in graph.SVG.read_text(), name
+
+
+def test_the_picture_draws_each_arrow_once_and_the_entry_points_dashed():
+    edges = {"a": {"b", "c"}, "b": {"c"}, "c": set()}
+    assert graph.reduced(edges) == {"a": {"b"}, "b": {"c"}, "c": set()}
+    assert graph.floors(edges) == {"a": 3, "b": 2, "c": 1}
+    found = graph.entry_points()
+    assert found["registrations"] == {"lifecycle.kinds"}
+    assert found["scenarios"] == {"lifecycle.demos", "lifecycle.environments"}
+
+
+def oversized(folders: list[Path], base: Path = ROOT) -> dict[str, int]:
+    """The modules under ``folders`` longer than :data:`MAX_LINES` (path from ``base``)."""
+    sizes = {str(path.relative_to(base)): len(path.read_text().splitlines())
+             for folder in folders for path in sorted(folder.rglob("*.py"))}
+    return {path: n for path, n in sizes.items() if n > MAX_LINES}
+
+
+def test_no_module_of_the_package_kinds_or_providers_is_oversized():
+    assert oversized([PACKAGE, ROOT / "machines", ROOT / "providers"]) == {}
+
+
+def test_the_size_rule_catches_a_long_module(tmp_path):
+    folder = tmp_path / "providers" / "cloud"
+    folder.mkdir(parents=True)
+    (folder / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (folder / "short.py").write_text("x = 1\n" * MAX_LINES)
+    assert oversized([tmp_path / "providers"], tmp_path) == {
+        "providers/cloud/long.py": MAX_LINES + 1}
 
 
 # Built from pieces so that this file does not match itself.
