@@ -10,6 +10,7 @@ quietly when the parent is gone) and requeues after ``wait`` or, all Ready, ``re
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -317,3 +318,25 @@ def test_resource_types_serve_the_kind_under_its_plural() -> None:
     (rtype,) = resource_types(KIND)
     assert (rtype.group, rtype.version, rtype.kind, rtype.plural, rtype.namespaced) == (
         GROUP, "v1", "App", "apps", True)
+
+
+def test_conditions_keep_their_transition_times_and_others_values_across_passes(
+        api: API) -> None:
+    parent(api)
+    moments = iter([datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 0, 5, tzinfo=UTC)])
+    reconciler = ParentReconciler(api, KIND, clock=lambda: next(moments))
+    reconciler.reconcile("team", "shop")
+    first = {c["type"]: c for c in stored(api)["status"]["conditions"]}
+    assert first["Extra"]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+    # Another controller sets the extra condition; the next pass, five minutes later,
+    # keeps it and every unchanged condition's transition time.
+    body = stored(api)
+    body["status"]["conditions"] = [
+        {**c, "status": "True", "reason": "BackedUp"} if c["type"] == "Extra" else c
+        for c in body["status"]["conditions"]]
+    api.api.replace_status(body)
+    reconciler.reconcile("team", "shop")
+    after = {c["type"]: c for c in stored(api)["status"]["conditions"]}
+    assert (after["Extra"]["status"], after["Extra"]["reason"]) == ("True", "BackedUp")
+    assert after["Ready"]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+    assert after["FirstReady"]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
