@@ -340,3 +340,24 @@ def test_conditions_keep_their_transition_times_and_others_values_across_passes(
     assert (after["Extra"]["status"], after["Extra"]["reason"]) == ("True", "BackedUp")
     assert after["Ready"]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
     assert after["FirstReady"]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+
+
+def test_a_cluster_scoped_parent_names_its_cluster_scoped_child_without_a_namespace() -> None:
+    def namespace_child(app: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": f"{app['metadata']['name']}-ns"}}
+
+    tenant = ParentKind(group=GROUP, kind="Tenant", plural="tenants",
+                        versions=(Version("v1"),), namespaced=False,
+                        children=(OwnedChild("space", namespace_child, compare=()),))
+    api = EmbeddedAPI()
+    for rtype in resource_types(tenant):
+        api.register(rtype)
+    api.create({"apiVersion": f"{GROUP}/v1", "kind": "Tenant", "metadata": {"name": "acme"},
+                "spec": {}})
+    ParentReconciler(api, tenant).reconcile(None, "acme")
+    made = api.get("v1", "Namespace", None, "acme-ns")
+    assert made["metadata"]["ownerReferences"][0]["name"] == "acme"
+    obj = api.get(f"{GROUP}/v1", "Tenant", None, "acme")
+    space = next(c for c in obj["status"]["conditions"] if c["type"] == "SpaceReady")
+    assert (space["reason"], space["message"]) == ("Created", "created Namespace acme-ns")
