@@ -361,3 +361,11 @@ def test_a_cluster_scoped_parent_names_its_cluster_scoped_child_without_a_namesp
     obj = api.get(f"{GROUP}/v1", "Tenant", None, "acme")
     space = next(c for c in obj["status"]["conditions"] if c["type"] == "SpaceReady")
     assert (space["reason"], space["message"]) == ("Created", "created Namespace acme-ns")
+
+
+def test_a_status_write_that_keeps_conflicting_ends_the_pass_named(api: API) -> None:
+    parent(api)
+    api.fail["replace_status"] = [Conflict("stale") for _ in range(20)]
+    with pytest.raises(UnhandledError) as ended:
+        ParentReconciler(api, KIND).reconcile("team", "shop")
+    assert str(ended.value).startswith("parent status write kept conflicting")

@@ -137,3 +137,11 @@ def test_a_failed_load_is_not_kept() -> None:
             cache.get("pc", missing)
     assert cache.get("pc", lambda: "found") == "found"
     assert cache.get("pc", lambda: "later") == "found"
+
+
+def test_a_provider_config_whose_credentials_are_missing_is_named_in_the_refusal() -> None:
+    with pytest.raises(CredentialsError) as refused:
+        provider_config(Store(config("pc")), "pc")
+    assert refused.value.reason == "CredentialsMissing"
+    assert str(refused.value) == ("credentials Secret default/creds of provider config 'pc' "
+                                  "not found")
