@@ -123,7 +123,8 @@ CANARIES: tuple[Canary, ...] = (
         "external-name-edit-followed",
         "runtime/passes.py",
         "f\"still managing {name.recorded!r}\", run.generation))\n        return name.recorded\n",
-        "f\"still managing {name.recorded!r}\", run.generation))\n        return str(name.chosen)\n",
+        "f\"still managing {name.recorded!r}\", run.generation))\n"
+        "        return str(name.chosen)\n",
         ("tests/test_spec_conformance.py::"
          "test_changing_the_external_name_after_acquiring_leaks_nothing",),
     ),
