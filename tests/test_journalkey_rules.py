@@ -226,3 +226,12 @@ def test_a_key_secret_the_api_refuses_is_named_with_the_error_and_its_status() -
         key_from_secret(Failing(), "ops", "k")
     assert str(failed.value) == ("journal key Secret ops/k cannot be read or created: "
                                  "ApiError 503")
+
+
+def test_an_entrys_subject_names_kind_namespace_name_uid_and_external_name() -> None:
+    from lifecycle.core.seal import Subject
+    from lifecycle.runtime.journalkey import subject_of
+
+    assert subject_of("Role", "team", "app", "u-1", "app_prod") == Subject(
+        "Role", "team", "app", "u-1", "app_prod")
+    assert subject_of("Role", None, "app", "u-1", "x") == Subject("Role", "", "app", "u-1", "x")

@@ -145,3 +145,14 @@ def test_a_provider_config_whose_credentials_are_missing_is_named_in_the_refusal
     assert refused.value.reason == "CredentialsMissing"
     assert str(refused.value) == ("credentials Secret default/creds of provider config 'pc' "
                                   "not found")
+
+
+def test_a_ttl_under_a_second_still_caches(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [10.0]
+    monkeypatch.setattr(reads.time, "monotonic", lambda: now[0])
+    cache = TTLCache(0.5)
+    assert cache.get("k", lambda: "first") == "first"
+    now[0] = 10.4
+    assert cache.get("k", lambda: "second") == "first"
+    now[0] = 10.5
+    assert cache.get("k", lambda: "third") == "third"
