@@ -26,9 +26,10 @@ import lifecycle
 from lifecycle import registry
 from lifecycle.cli import main
 from lifecycle.driver import permissions
+from lifecycle.driver.cache import cached_manager
 from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.driver.informer import InformerOptions
-from lifecycle.driver.manager import Manager, ManagerOptions
+from lifecycle.driver.manager import ManagerOptions
 from lifecycle.driver.manifests import ManifestError, Options, cluster_rules, dump, manifests
 from lifecycle.kube.errors import NotFound
 from lifecycle.machines.database import DatabaseInstance
@@ -457,8 +458,10 @@ def test_the_operator_sends_only_requests_its_rbac_allows(
         lease_name="lifecycle-operator", lease_duration=2.0, renew_deadline=1.5,
         retry_period=0.25)
     server.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ops"}})
-    manager = Manager(KubeCluster(api_client(host=server.url), [DatabaseInstance]),
-                      [(DatabaseInstance, DatabaseConnector(cloud))], options).start()
+    # The operator as `lifecycle run` builds it: reads through its informers.
+    manager = cached_manager(KubeCluster(api_client(host=server.url), [DatabaseInstance]),
+                             [(DatabaseInstance, DatabaseConnector(cloud))], options,
+                             secrets=True).start()
     try:
         # The test's own writes go in process: only the operator's requests are recorded.
         server.api.create(database_manifest("orders", "default"))

@@ -50,8 +50,10 @@ USES: Mapping[str, tuple[str, ...]] = {
     "children": ("get", "create", "replace", "list_watcher"),
     # list and watch: the operator caches the connection Secrets it writes.
     "secrets": ("get", "list_watcher", "create", "replace", "delete"),
-    # list and watch: the operator caches the Namespaces it serves (their annotations).
-    "namespaces": ("get", "list_watcher"),
+    # list and watch: the operator (as `lifecycle run` builds it, cached_manager) caches
+    # the Namespaces it serves and answers every read from that informer, so no get. A
+    # Manager built without the cache reads each one: grant it get on namespaces too.
+    "namespaces": ("list_watcher",),
     # get: a read the cache cannot answer (before the first list, after a 409).
     "providerconfigs": ("get", "list_watcher", "replace", "replace_status"),
     "events": ("record_event",),
