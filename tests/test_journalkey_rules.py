@@ -96,31 +96,51 @@ def test_an_os_error_without_text_is_named_by_its_class(tmp_path: Path,
 def test_a_replica_that_loses_the_race_to_create_the_file_reads_the_winners(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "key"
-    real_open = os.open
+    real_link = os.link
 
-    def winner_first(name: str, flags: int, mode: int = 0o777) -> int:
-        Path(name).write_bytes(GOOD + b"\n")  # the other replica's create lands first
-        return real_open(name, flags, mode)
+    def winner_first(source: str, target: str) -> None:
+        Path(target).write_bytes(GOOD + b"\n")  # the other replica's key lands first
+        real_link(source, target)
 
-    monkeypatch.setattr(journalkey.os, "open", winner_first)
+    monkeypatch.setattr(journalkey.os, "link", winner_first)
     assert key_from_file(str(path)) == GOOD
     assert path.read_bytes() == GOOD + b"\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["key"]  # no partial file left behind
+
+
+def test_the_key_file_appears_whole_never_empty_or_partly_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "key"
+    real_link = os.link
+    seen: list[bytes] = []
+
+    def linking(source: str, target: str) -> None:
+        assert not Path(target).exists()  # nothing at the key's path until the link
+        seen.append(Path(source).read_bytes())  # what appears there, already synced
+        real_link(source, target)
+
+    monkeypatch.setattr(journalkey.os, "link", linking)
+    key = key_from_file(str(path))
+    assert seen == [key + b"\n"] and len(key) >= 32
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["key"]
 
 
 def test_a_lost_race_whose_winner_is_gone_is_an_error_not_a_second_create(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tries: list[str] = []
 
-    def taken(name: str, flags: int, mode: int = 0o777) -> int:
-        tries.append(name)
+    def taken(source: str, target: str) -> None:
+        tries.append(target)
         raise FileExistsError(17, "File exists")
 
-    monkeypatch.setattr(journalkey.os, "open", taken)
+    monkeypatch.setattr(journalkey.os, "link", taken)
     path = str(tmp_path / "key")
     with pytest.raises(JournalKeyError) as refused:
         key_from_file(path)
     assert str(refused.value) == f"journal key file {path!r} does not exist"
     assert tries == [path]
+    assert list(tmp_path.iterdir()) == []
 
 
 # ----------------------------------------------------------- the environment

@@ -42,7 +42,7 @@ class FinalizerBeforeAdmit(Reconciler):
     committed with the pass's first write) before it asks the connector's ``admit``."""
 
     def _admit(self, run: Any) -> Any:
-        self._acquire(run)
+        run.acquire()
         return super()._admit(run)
 
 

@@ -225,8 +225,12 @@ class CachedCluster:
         self.serve_from("v1", "Namespace", informer, complete=name is None)
         return informer
 
-    def follow_credentials(self, configs: Informer) -> None:
+    def follow_credentials(self, configs: Informer, namespace: str | None = None) -> None:
         """Serve the Secrets the ProviderConfigs of ``configs`` name from informers.
+
+        With ``namespace`` (the operator watches one namespace, and may list and
+        watch Secrets there only) a Secret elsewhere is left to a read when a pass
+        needs it, as without the cache.
 
         Each Secret gets an informer of its own (a ``metadata.name`` field
         selector in its namespace, :meth:`watch_object`), started when the
@@ -236,8 +240,9 @@ class CachedCluster:
         def seen(config: dict[str, Any]) -> None:
             if config.get("metadata", {}).get("deletionTimestamp"):
                 return
-            for namespace, name in credential_secrets(config):
-                self.watch_object("v1", "Secret", namespace, name)
+            for where, name in credential_secrets(config):
+                if namespace is None or where == namespace:
+                    self.watch_object("v1", "Secret", where, name)
 
         configs.observers.append(seen)
 
@@ -509,6 +514,6 @@ def cached_manager(cluster: KubeCluster, pairs: Sequence[tuple[Target, Connector
         for controller in manager.controllers.values():
             info = getattr(controller.informer.source, "info", None)
             if info is not None and info.kind == PROVIDER_CONFIG_KIND:
-                cached.follow_credentials(controller.informer)
+                cached.follow_credentials(controller.informer, options.namespace)
     manager.closers.append(cached.stop)
     return manager

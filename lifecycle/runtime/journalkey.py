@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import os
 import secrets
 import threading
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -90,17 +92,24 @@ def key_from_file(path: str, *, create: bool = True) -> bytes:
         raise JournalKeyError(f"journal key file {path!r} cannot be read: "
                               f"{exc.strerror or type(exc).__name__}") from None
     key = new_key()
+    # Written whole beside the target, then linked into place: a link never replaces a
+    # file, and a reader (another replica, another process) sees either no key or all of it.
+    partial = f"{path}.{os.getpid()}.{uuid.uuid4().hex}.partial"
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(key + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(partial, path)
     except FileExistsError:  # another replica stored one first: use it
         return key_from_file(path, create=False)
     except OSError as exc:
         raise JournalKeyError(f"journal key file {path!r} cannot be created: "
                               f"{exc.strerror or type(exc).__name__}") from None
-    with os.fdopen(fd, "wb") as f:
-        f.write(key + b"\n")
-        f.flush()
-        os.fsync(f.fileno())
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
     return key
 
 

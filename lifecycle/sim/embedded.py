@@ -94,19 +94,22 @@ class EmbeddedListWatcher:
     """Lists and watches one kind of an :class:`EmbeddedAPI` in process (with bookmarks)."""
 
     def __init__(self, api: EmbeddedAPI | SharedView, api_version: str, kind: str,
-                 namespace: str | None = None, label_selector: str | None = None) -> None:
+                 namespace: str | None = None, label_selector: str | None = None, *,
+                 field_selector: str | None = None) -> None:
         self.api = api
         self.api_version = api_version
         self.kind = kind
         self.namespace = namespace
         self.label_selector = label_selector
+        self.field_selector = field_selector
         self._watch: Watch | None = None
         self._lock = threading.Lock()
 
     def list(self) -> tuple[list[dict[str, Any]], str]:
         """All objects and the list's resourceVersion."""
         return self.api.list(self.api_version, self.kind, self.namespace,
-                             label_selector=self.label_selector)
+                             label_selector=self.label_selector,
+                             field_selector=self.field_selector)
 
     def watch(self, resource_version: str, *, timeout: float,
               inactivity: float) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -116,7 +119,8 @@ class EmbeddedListWatcher:
         while bookmarks are on.
         """
         stream = self.api.watch(self.api_version, self.kind, self.namespace, resource_version,
-                                label_selector=self.label_selector, timeout=timeout,
+                                label_selector=self.label_selector,
+                                field_selector=self.field_selector, timeout=timeout,
                                 bookmarks=True)
         with self._lock:
             self._watch = stream
@@ -180,6 +184,9 @@ class InProcessCluster:
         return self.api.resource_type(api_version, kind)
 
     def list_watcher(self, api_version: str, kind: str, namespace: str | None = None,
-                     label_selector: str | None = None) -> EmbeddedListWatcher:
-        """An in-process list-and-watch source for one kind."""
-        return EmbeddedListWatcher(self.api, api_version, kind, namespace, label_selector)
+                     label_selector: str | None = None, *,
+                     field_selector: str | None = None) -> EmbeddedListWatcher:
+        """An in-process list-and-watch source for one kind (``field_selector``: only the
+        objects it matches, as ``metadata.name=NAME`` for one object)."""
+        return EmbeddedListWatcher(self.api, api_version, kind, namespace, label_selector,
+                                   field_selector=field_selector)
