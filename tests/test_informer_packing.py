@@ -19,11 +19,12 @@ from typing import Any
 
 import pytest
 
-from lifecycle.driver.cache import CachedCluster, _Ignore, credential_secrets
+from lifecycle.driver.cache import CachedCluster, _Ignore
 from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.driver.informer import Informer, InformerOptions
 from lifecycle.driver.store import MAX_DICTIONARIES, Packer
 from lifecycle.machines.database import DatabaseInstance
+from lifecycle.runtime.credentials import credential_secrets
 from lifecycle.sim.apiserver import EmbeddedAPI
 from lifecycle.sim.embedded import register_kinds
 from lifecycle.sim.http import APIServerHTTP

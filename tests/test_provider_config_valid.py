@@ -223,3 +223,33 @@ def test_credentials_the_operator_may_not_read_are_a_problem_and_a_failed_read_i
     reconciler.reconcile(None, "default")
     found = valid(env, api_version)
     assert (found["status"], found["reason"]) == ("False", "CredentialsUnavailable"), found
+
+
+def test_an_operator_of_one_namespace_leaves_configs_with_credentials_elsewhere_alone() -> None:
+    """Its RBAC lets it read Secrets in its own namespace only: a config whose credentials
+    are elsewhere (another operator's) is neither read nor judged; one in its namespace is."""
+    env, _ = simulated_environment(cloud=SimCloud(seed=1))
+    api_version = DatabaseInstance.provider_config_api
+    reads: list[tuple[Any, ...]] = []
+    api = env.api
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(api, name)
+
+        def get(self, *args: Any, **kwargs: Any) -> Any:
+            reads.append(args)
+            return api.get(*args, **kwargs)
+
+    elsewhere = ProviderConfigReconciler(Counting(), [DatabaseInstance],  # type: ignore[arg-type]
+                                         clock=env.clock.now, namespace="team-a")
+    elsewhere.reconcile(None, "default")  # its credentials: default/default-credentials
+    assert not any(r[:2] == ("v1", "Secret") for r in reads), reads
+    config = env.api.get(api_version, PROVIDER_CONFIG_KIND, None, "default")
+    assert not [c for c in (config.get("status") or {}).get("conditions", [])
+                if c["type"] == VALID]
+    at_home = ProviderConfigReconciler(Counting(), [DatabaseInstance],  # type: ignore[arg-type]
+                                       clock=env.clock.now, namespace="default")
+    at_home.reconcile(None, "default")
+    assert ("v1", "Secret", "default", "default-credentials") in reads
+    assert valid(env, api_version)["status"] == "True"

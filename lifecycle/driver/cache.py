@@ -49,7 +49,6 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from lifecycle.core import objects
 from lifecycle.core.contract import Connector
 from lifecycle.core.kind import CONNECTION_SECRET_LABEL, PROVIDER_CONFIG_KIND
 from lifecycle.core.objects import metadata
@@ -59,6 +58,7 @@ from lifecycle.driver.kinds import Target
 from lifecycle.driver.manager import Manager, ManagerOptions
 from lifecycle.kube.errors import AlreadyExists, Conflict, NotFound
 from lifecycle.kube.sharing import MutationDetector
+from lifecycle.runtime.credentials import credential_secrets
 
 __all__ = ["CachedCluster", "Store", "cached_manager"]
 
@@ -71,19 +71,6 @@ WRITTEN_TTL = 10.0
 #: Secrets named by ProviderConfigs watched one by one, at most (more are read from the
 #: API server): each is a watch connection and a thread.
 MAX_NAMED_SECRETS = 32
-
-
-def credential_secrets(config: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(namespace, name)`` of every Secret a ProviderConfig names: its credentials
-    (``credentials.secretRef`` when the source is a Secret) and its TLS material."""
-    spec = objects.spec(config)
-    block = objects.mapping(spec.get("credentials"))
-    tls = objects.mapping(spec.get("tls"))
-    refs = [objects.mapping(block.get("secretRef")) if (block.get("source") or "Secret")
-            == "Secret" else {}, objects.mapping(tls.get("caSecretRef")),
-            objects.mapping(tls.get("clientCertSecretRef"))]
-    return [(str(ref.get("namespace") or "default"), ref["name"]) for ref in refs
-            if isinstance(ref.get("name"), str) and ref["name"]]
 
 
 class Store(Protocol):

@@ -447,7 +447,7 @@ class Manager:
         controllers = self.controllers
         usage = ProviderConfigReconciler(
             cluster, managed, lambda kind: controllers[kind.kind].informer.items(),
-            api_version=api_version)
+            api_version=api_version, namespace=self.options.namespace)
         name = "providerconfig" if api_version == PROVIDER_CONFIG_API else (
             f"providerconfig.{api_version.partition('/')[0]}")
         controller = self.controllers[f"{PROVIDER_CONFIG_KIND}.{api_version}"] = (

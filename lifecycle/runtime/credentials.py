@@ -22,7 +22,7 @@ from lifecycle.core.providerconfig import ENV_PREFIX, FILES_ROOT, FILES_ROOT_ENV
 from lifecycle.kube.cluster import Cluster
 from lifecycle.runtime.secrets import decode, read_secret
 
-__all__ = ["MAX_FILE_BYTES", "resolve_credentials"]
+__all__ = ["MAX_FILE_BYTES", "credential_secrets", "resolve_credentials"]
 
 #: The largest credentials file read (bytes).
 MAX_FILE_BYTES = 1 << 20
@@ -162,3 +162,16 @@ def _tls(api: Cluster, name: str, tls: Mapping[str, Any]) -> dict[str, str]:
                                  "and tls.key")
         found[TLS_KEYS["cert"]], found[TLS_KEYS["key"]] = data["tls.crt"], data["tls.key"]
     return found
+
+
+def credential_secrets(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(namespace, name)`` of every Secret a ProviderConfig names: its credentials
+    (``credentials.secretRef`` when the source is a Secret) and its TLS material."""
+    spec = objects.spec(config)
+    block = objects.mapping(spec.get("credentials"))
+    tls = objects.mapping(spec.get("tls"))
+    refs = [objects.mapping(block.get("secretRef")) if (block.get("source") or "Secret")
+            == "Secret" else {}, objects.mapping(tls.get("caSecretRef")),
+            objects.mapping(tls.get("clientCertSecretRef"))]
+    return [(str(ref.get("namespace") or "default"), ref["name"]) for ref in refs
+            if isinstance(ref.get("name"), str) and ref["name"]]

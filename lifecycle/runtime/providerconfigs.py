@@ -44,7 +44,7 @@ from lifecycle.core.values import Condition, ConditionStatus, Result, rfc3339
 from lifecycle.core.vocabulary import ConditionTypes, Reasons
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.errors import ApiError, Forbidden, NotFound
-from lifecycle.runtime.credentials import resolve_credentials
+from lifecycle.runtime.credentials import credential_secrets, resolve_credentials
 from lifecycle.runtime.retry import retry_conflicts
 
 __all__ = ["IN_USE", "SHOWN", "VALID", "ProviderConfigReconciler", "Usage", "config_of",
@@ -124,13 +124,18 @@ class ProviderConfigReconciler:
     naming ProviderConfigs of ``api_version``); ``lister(kind)`` returns every
     object of one of them (an operator passes its informers' caches; default:
     a list call on ``api``); ``clock`` gives the conditions' transition time.
+    ``namespace``: the one namespace the operator serves, where its RBAC lets it read
+    Secrets; a config whose credentials are elsewhere is not this operator's to judge,
+    and its ``Valid`` condition is left as it was.
     """
 
     def __init__(self, api: Cluster, kinds: Iterable[Kind],
                  lister: Callable[[Kind], Iterable[Mapping[str, Any]]] | None = None, *,
                  api_version: str = PROVIDER_CONFIG_API,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 namespace: str | None = None) -> None:
         self.api = api
+        self.namespace = namespace
         self.api_version = api_version
         self.kinds = tuple(k for k in kinds if k.provider_config_api == api_version)
         self.lister = lister or (
@@ -177,6 +182,9 @@ class ProviderConfigReconciler:
         the operator may not read are a problem of the config; any other failed read
         leaves the condition as it was (the next pass checks again), never the usage."""
         name = str(objects.metadata(config).get("name"))
+        if self.namespace is not None and any(
+                where != self.namespace for where, _ in credential_secrets(config)):
+            return
         try:
             found = self.problem(config)
         except Forbidden:
