@@ -94,17 +94,7 @@ def decode(raw: bytes | str) -> Any:
     Objects found at ``object`` (a watch event) and under ``items`` (a list)
     lose their ``metadata.managedFields`` as the top-level object does.
     """
-    doc = json.loads(raw, object_pairs_hook=_pairs)
-    if doc.__class__ is dict:
-        _trim(doc)
-        inner = doc.get("object")
-        if inner.__class__ is dict:
-            _trim(inner)
-        items = doc.get("items")
-        if items.__class__ is list:
-            for item in items:
-                _trim(item)
-    return doc
+    return _trim_all(json.loads(raw, object_pairs_hook=_pairs))
 
 
 def compact(value: Any) -> Any:
@@ -126,7 +116,12 @@ def _copy(value: Any) -> Any:
 def loads(raw: bytes | str) -> Any:
     """A Kubernetes object, list or watch event decoded with plain dicts, ``managedFields``
     dropped as :func:`decode` drops them (for objects that are packed, not kept, once read)."""
-    doc = json.loads(raw)
+    return _trim_all(json.loads(raw))
+
+
+def _trim_all(doc: Any) -> Any:
+    """``doc`` with ``managedFields`` dropped from the object, a watch event's object and
+    a list's items."""
     if doc.__class__ is dict:
         _trim(doc)
         inner = doc.get("object")
