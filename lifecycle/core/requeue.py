@@ -1,9 +1,11 @@
 """What a controller calls, and how the :class:`~lifecycle.core.values.Result` it returns
 is applied to a work queue: the requeue matrix, in one place.
 
-The operator's controller (:mod:`lifecycle.driver.manager`) and the test
-harness's queue on virtual time (:mod:`lifecycle.testing.queue`) both apply
-a reconcile's outcome with :func:`apply_result`:
+:func:`requeue_of` reads one row of the matrix (pure): what a queue does with
+the key after a reconcile. The operator's controller (:mod:`lifecycle.driver.manager`)
+applies it with :func:`apply_result`, through the queue's own operations
+(:class:`Requeues`); the test harness's queue on virtual time
+(:mod:`lifecycle.testing.queue`) applies the same row to itself.
 
 =====================  =================================================  ==============
 result                 queue                                              outcome
@@ -21,9 +23,20 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Protocol
 
+import attrs
+
 from lifecycle.core.values import Result, ResultKind
 
-__all__ = ["Reconciles", "Requeues", "apply_result"]
+__all__ = ["AFTER", "BACKOFF", "NOW", "Reconciles", "Requeue", "Requeues", "apply_result",
+           "requeue_of"]
+
+#: :attr:`Requeue.add`: queue the key now.
+NOW = "now"
+#: :attr:`Requeue.add`: queue the key after :attr:`Requeue.delay` seconds.
+AFTER = "after"
+#: :attr:`Requeue.add`: queue the key after its next backoff delay, never below
+#: :attr:`Requeue.delay` seconds.
+BACKOFF = "backoff"
 
 
 class Reconciles(Protocol):
@@ -54,22 +67,50 @@ class Requeues(Protocol):
         ...
 
 
+@attrs.frozen
+class Requeue:
+    """One row of the requeue matrix: what a queue does with a key after one reconcile."""
+
+    #: The outcome as the operator's metrics name it: ``success``, ``requeue``,
+    #: ``requeue_after`` or ``error``.
+    outcome: str
+    #: Whether the key's backoff is reset (every row but a backoff's).
+    forget: bool
+    #: How the key is queued again: :data:`NOW`, :data:`AFTER`, :data:`BACKOFF`, or None
+    #: when it is not.
+    add: str | None
+    #: Seconds: the interval of :data:`AFTER`, the least delay of :data:`BACKOFF`.
+    delay: float = 0.0
+
+
+def requeue_of(result: Result | None) -> Requeue:
+    """The row of the requeue matrix for one reconcile's ``result`` (None: it raised)."""
+    if result is None:
+        return Requeue("error", False, BACKOFF)
+    if result.kind is ResultKind.BACKOFF:
+        return Requeue("requeue", False, BACKOFF, result.after)
+    if result.kind is ResultKind.REQUEUE_NOW:
+        return Requeue("requeue", True, NOW)
+    if result.kind is ResultKind.REQUEUE_AFTER:
+        return Requeue("requeue_after", True, AFTER, result.after)
+    return Requeue("success", True, None)
+
+
 def apply_result(queue: Requeues, key: Hashable, result: Result | None) -> tuple[str, float]:
-    """Apply one reconcile's ``result`` to ``queue`` (None: the reconcile raised).
+    """Apply one reconcile's ``result`` to ``queue`` (None: the reconcile raised), as
+    :func:`requeue_of` reads the matrix.
 
     Returns the outcome as the operator's metrics name it (``success``,
     ``requeue``, ``requeue_after``, ``error``) and the delay in seconds
     before ``key`` is reconciled again (0 when it is not requeued).
     """
-    if result is None:
-        return "error", queue.add_rate_limited(key)
-    if result.kind is ResultKind.BACKOFF:
-        return "requeue", queue.add_rate_limited(key, at_least=result.after)
-    queue.forget(key)
-    if result.kind is ResultKind.REQUEUE_NOW:
+    row = requeue_of(result)
+    if row.add == BACKOFF:
+        return row.outcome, queue.add_rate_limited(key, at_least=row.delay)
+    if row.forget:
+        queue.forget(key)
+    if row.add == NOW:
         queue.add(key)
-        return "requeue", 0.0
-    if result.kind is ResultKind.REQUEUE_AFTER:
-        queue.add_after(key, result.after)
-        return "requeue_after", result.after
-    return "success", 0.0
+    elif row.add == AFTER:
+        queue.add_after(key, row.delay)
+    return row.outcome, row.delay

@@ -1,8 +1,9 @@
 """The harness's work queue on virtual time: clock, backoff, steps and what is queued.
 
 :class:`VirtualQueue` applies a reconcile's result with the operator's own
-requeue matrix (:func:`~lifecycle.core.requeue.apply_result`), with one difference: time is
-virtual, so nothing ever sleeps. Retries back off by the operator's own
+requeue matrix (the row :func:`~lifecycle.core.requeue.requeue_of` reads, which the
+operator applies with :func:`~lifecycle.core.requeue.apply_result`), with one
+difference: time is virtual, so nothing ever sleeps. Retries back off by the operator's own
 per-item rule (:class:`~lifecycle.kube.ratelimit.ItemExponentialBackoff`,
 configured by :class:`Backoff`); the operator's overall token bucket
 (10 retries a second, bursts of 100) is not modelled.
@@ -12,13 +13,11 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Hashable
 from datetime import UTC, datetime, timedelta
-from typing import cast
 
 import attrs
 
-from lifecycle.core.requeue import apply_result
+from lifecycle.core.requeue import AFTER, BACKOFF, NOW, requeue_of
 from lifecycle.core.values import Result, ResultKind
 from lifecycle.kube.ratelimit import ItemExponentialBackoff
 
@@ -171,8 +170,22 @@ class VirtualQueue:
 
     def settle(self, key: Key, result: Result | None, error: str | None) -> None:
         """Apply one reconcile's outcome (``result`` None: it raised ``error``) with the
-        operator's own requeue matrix, :func:`~lifecycle.core.requeue.apply_result`."""
-        apply_result(_Settling(self, result, error), key, result)
+        operator's own requeue matrix (:func:`~lifecycle.core.requeue.requeue_of`): each
+        key queued with why (``Now``, ``Backoff``, the result's reason), a failure's
+        message kept for :class:`Queued`."""
+        row = requeue_of(result)
+        reason = result.reason if result is not None else ""
+        if row.forget:
+            self.limiter.forget(key)
+            self.errors.pop(key, None)
+        if row.add == BACKOFF:
+            delay = max(row.delay, self.limiter.when(key))
+            self.errors[key] = error or reason or "failed"
+            self.add(key, delay, "Backoff")
+        elif row.add == NOW:
+            self.add(key, 0.0, "Now")
+        elif row.add == AFTER:
+            self.add(key, row.delay, reason or "After")
 
     def attempts(self, key: Key) -> int:
         """Failed reconciles of ``key`` in a row."""
@@ -208,30 +221,3 @@ class VirtualQueue:
                       delay, reason, self.attempts(key), self.errors.get(key),
                       self.stuck.get(key))
 
-
-class _Settling:
-    """The harness's queue as the requeue matrix sees it while one outcome is applied:
-    each key queued with why (``Now``, ``Backoff``, the result's reason), a failure's
-    message kept for :class:`Queued`."""
-
-    def __init__(self, queue: VirtualQueue, result: Result | None, error: str | None) -> None:
-        self.queue, self.result, self.error = queue, result, error
-
-    def add(self, key: Hashable) -> None:
-        self.queue.add(cast(Key, key), 0.0, "Now")
-
-    def add_after(self, key: Hashable, delay: float) -> None:
-        reason = self.result.reason if self.result is not None else ""
-        self.queue.add(cast(Key, key), delay, reason or "After")
-
-    def add_rate_limited(self, key: Hashable, at_least: float = 0.0) -> float:
-        queue, result = self.queue, self.result
-        delay = max(at_least, queue.limiter.when(key))
-        queue.errors[cast(Key, key)] = (
-            self.error or (result.reason if result is not None else "") or "failed")
-        queue.add(cast(Key, key), delay, "Backoff")
-        return delay
-
-    def forget(self, key: Hashable) -> None:
-        self.queue.limiter.forget(key)
-        self.queue.errors.pop(cast(Key, key), None)
