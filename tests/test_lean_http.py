@@ -21,9 +21,11 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from lifecycle.driver import transport
 from lifecycle.driver.cluster import KubeCluster, api_client
 from lifecycle.kube.errors import (
     AlreadyExists,
+    ApiError,
     Conflict,
     Forbidden,
     Gone,
@@ -181,6 +183,8 @@ class _Recorder(ThreadingHTTPServer):
 
     def __init__(self) -> None:
         self.seen: list[str | None] = []
+        #: A token answered with 401 Unauthorized.
+        self.refused: str | None = None
         recorder = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -190,8 +194,9 @@ class _Recorder(ThreadingHTTPServer):
                 pass
 
             def do_GET(self) -> None:
-                recorder.seen.append(self.headers.get("Authorization"))
-                self.send_response(200)
+                token = self.headers.get("Authorization")
+                recorder.seen.append(token)
+                self.send_response(401 if token == recorder.refused else 200)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"{}")
@@ -199,22 +204,37 @@ class _Recorder(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), Handler)
 
 
-def test_a_refreshed_bearer_token_is_sent_from_the_next_request() -> None:
+def test_a_refreshed_bearer_token_is_sent_within_a_second_and_right_after_a_401(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     server = _Recorder()
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    now = [1000.0]
+    monkeypatch.setattr(transport.time, "monotonic", lambda: now[0])
     try:
         client = api_client(host=f"http://127.0.0.1:{server.server_address[1]}")
-        tokens = iter(["first", "first", "second"])
+        tokens = iter(["first", "second", "third"])
+        asked: list[str] = []
 
         def refresh(configuration: Any) -> None:  # as an exec plugin's hook does
-            configuration.api_key["authorization"] = f"Bearer {next(tokens)}"
+            asked.append(token := next(tokens))
+            configuration.api_key["authorization"] = f"Bearer {token}"
 
         client.configuration.refresh_api_key_hook = refresh
-        client.configuration.api_key["authorization"] = "Bearer first"
+        client.configuration.api_key["authorization"] = "Bearer none"  # replaced when asked
         cluster = KubeCluster(client)
-        for _ in range(3):
+        cluster.get("v1", "ConfigMap", "default", "a")
+        cluster.get("v1", "ConfigMap", "default", "a")  # within the second: not asked again
+        now[0] += transport.AUTH_REFRESH
+        cluster.get("v1", "ConfigMap", "default", "a")  # the second is over: asked again
+        server.refused = "Bearer second"
+        now[0] += 0.1
+        with pytest.raises(ApiError) as refused:
             cluster.get("v1", "ConfigMap", "default", "a")
-        assert server.seen == ["Bearer first", "Bearer first", "Bearer second"]
+        assert refused.value.status == 401
+        cluster.get("v1", "ConfigMap", "default", "a")  # right after the 401: asked again
+        assert asked == ["first", "second", "third"]
+        assert server.seen == ["Bearer first", "Bearer first", "Bearer second",
+                               "Bearer second", "Bearer third"]
     finally:
         server.shutdown()
         server.server_close()

@@ -23,9 +23,11 @@ Everything about where and how to connect comes from the official client's
 account: the host (a path in it prefixes every request), TLS (CA, client
 certificate and key, ``verify_ssl``, ``tls_server_name``/``assert_hostname``),
 a proxy (``proxy``, ``proxy_headers``; ``https`` targets through ``CONNECT``)
-and the bearer token, asked of ``Configuration.auth_settings()`` on every
-request so a token refreshed by an exec plugin or a rotated token file is
-used as soon as the configuration has it.
+and the bearer token, asked of ``Configuration.auth_settings()`` at most once
+per :data:`AUTH_REFRESH` seconds (the official client's refresh hook rewrites
+half the configuration on every call, a tenth of a request's CPU) and again
+right after a ``401``, so a token refreshed by an exec plugin or a rotated
+token file is used within a second of the configuration having it.
 
 A failure to connect or a broken exchange raises ``OSError`` (``TimeoutError``
 for a timeout); the caller turns it into an error of :mod:`lifecycle.kube.errors`.
@@ -39,6 +41,7 @@ import select
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,6 +52,8 @@ __all__ = ["Answer", "Transport", "WatchStream"]
 MAX_IDLE = 16
 #: Attempts to open a connection before a request fails (connection refused, reset).
 CONNECT_ATTEMPTS = 3
+#: Seconds the ``Authorization`` header is reused before the configuration is asked again.
+AUTH_REFRESH = 1.0
 _MAX_LINE = 65536
 _MAX_HEADERS = 200
 
@@ -134,6 +139,7 @@ class Transport:
         self._idle: list[_Connection] = []
         self._lock = threading.Lock()
         self._auth: tuple[str, str] = ("", "")
+        self._auth_until = 0.0  # when the configuration is asked for the token again
 
     # --------------------------------------------------------------- requests
     def request(self, method: str, path: str, body: bytes | None = None, *,
@@ -161,6 +167,8 @@ class Transport:
                 self._give(connection)
             else:
                 connection.close()
+            if answer.status == 401:
+                self._auth_until = 0.0  # the next request asks for the token afresh
             return answer
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -204,14 +212,21 @@ class Transport:
         return (head + "\r\n").encode("latin-1")
 
     def _authorization(self) -> str:
-        """The ``Authorization`` header line, from the configuration at this moment."""
+        """The ``Authorization`` header line, from the configuration as of at most
+        :data:`AUTH_REFRESH` seconds ago (or since the last ``401``)."""
+        now = time.monotonic()
+        if now < self._auth_until:
+            return self._auth[1]
+        line = ("", "")
         for setting in self.configuration.auth_settings().values():
             if setting.get("in") == "header" and setting.get("value"):
                 value = str(setting["value"])
-                if self._auth[0] != value:
-                    self._auth = (value, f"{setting['key']}: {value}\r\n")
-                return self._auth[1]
-        return ""
+                line = self._auth if self._auth[0] == value else (
+                    value, f"{setting['key']}: {value}\r\n")
+                break
+        self._auth = line
+        self._auth_until = now + AUTH_REFRESH
+        return line[1]
 
     def _take(self, timeout: float) -> tuple[_Connection, bool]:
         while True:
