@@ -258,6 +258,9 @@ class Effects:
         self.settled = defer_closes and ready
         self.closed = False
         self._pending: Intent | None = None
+        #: The trusted entry as this act knows it (the one it was handed, then each one it
+        #: wrote), or None outside an act: the journal is read once per act.
+        self._known: tuple[Intent | None] | None = None
 
     def _subject(self) -> Subject:
         """What an entry is about: the resource's kind, namespace, name, uid and external
@@ -267,8 +270,19 @@ class Effects:
                        self.external_name or r.external_name)
 
     def trusted(self) -> Intent | None:
-        """The journal entry this operator sealed for this object and external name, or None."""
+        """The journal entry this operator sealed for this object and external name, or None.
+
+        Within :meth:`act`, the entry it was handed and then each entry it wrote: the
+        object's annotations change during an act only through these effects.
+        """
+        if self._known is not None:
+            return self._known[0]
         return self.journal.read(self.port.annotations(), self._subject())
+
+    def _written(self, intent: Intent | None) -> None:
+        """Note ``intent`` as the entry now on the object, for the rest of the act."""
+        if self._known is not None:
+            self._known = (intent,)
 
     def _seal(self, intent: Intent) -> str:
         """The MAC of ``intent`` about this resource (:meth:`Journal.mac
@@ -386,24 +400,28 @@ class Effects:
         stage = self.port.defer if self.defer_closes else self.port.stage
         stage(INTENT_MAC, self._seal(closed))
         stage(INTENT, closed.to_json())
+        self._written(closed)
         return True
 
     def act(self, facts: Facts, decision: Decision, host: object, machine: Any, *,
-            observe_after_create: bool = False,
+            entry: Intent | None = None, observe_after_create: bool = False,
             passthrough: tuple[type[BaseException], ...] = ()
             ) -> tuple[Decision, tuple[HandledError, ...], tuple[Facts, Decision] | None]:
         """Carry ``decision`` out on the resource ``facts`` describe, then close the client.
 
-        A pending journal entry whose effect the observation shows was
-        interrupted after the call: it is closed first, so a later call mints
-        a new key. The transition's actions run on the machine's ``host``
-        (:func:`run_actions`; the decision, failing or not, and the
-        informational notices are returned). After a create, update or delete
-        that succeeded, what the call left (:meth:`after`; observed again
-        after a create when ``observe_after_create``) gives the next facts and
-        decision when it moves the resource on
-        (:func:`~lifecycle.core.plan.after_action`), its entry closed; else None.
+        ``entry`` is the trusted journal entry on the object as the act starts (read by
+        the pass for the ownership rule; :meth:`trusted` answers it, then each entry the
+        act writes, without reading the object again). A pending journal entry whose
+        effect the observation shows was interrupted after the call: it is closed first,
+        so a later call mints a new key. The transition's actions run on the machine's
+        ``host`` (:func:`run_actions`; the decision, failing or not, and the
+        informational notices are returned). After a create, update or delete that
+        succeeded, what the call left (:meth:`after`; observed again after a create when
+        ``observe_after_create``) gives the next facts and decision when it moves the
+        resource on (:func:`~lifecycle.core.plan.after_action`), its entry closed; else
+        None.
         """
+        self._known = (entry,)
         try:
             self.close_observed(facts.observation)
             notices: tuple[HandledError, ...] = ()
@@ -419,6 +437,7 @@ class Effects:
                     self.close_observed(seen)
             return decision, notices, following
         finally:
+            self._known = None
             self.close()
 
     def _operation(self) -> str | None:
@@ -434,3 +453,4 @@ class Effects:
         """Commit the entry and its MAC in one write (the MAC staged, riding on the entry's)."""
         self.port.stage(INTENT_MAC, self._seal(intent))
         self.port.annotate(INTENT, intent.to_json())
+        self._written(intent)

@@ -65,7 +65,7 @@ from lifecycle.core.errors import HandledError, TerminalError, UnhandledError
 from lifecycle.core.kind import FINALIZER, Kind
 from lifecycle.core.ownership import NotOwnedError, Verdict, acted_on, adoption_requested, judge
 from lifecycle.core.plan import Plan, conclude, gather, held, passage
-from lifecycle.core.values import Observation, Result, now
+from lifecycle.core.values import Intent, Observation, Result, now
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.conflict import ConflictsExhausted
 from lifecycle.kube.errors import ApiError, NotFound, TooManyRequests
@@ -212,8 +212,12 @@ class Reconciler:
         # Ownership is staged, to ride on the first object write.
         run.acquire()
         facts, effects = self._observe(run, g)
+        # The trusted journal entry, read once: the ownership rule's, and the actions'.
+        meta = run.obj["metadata"]
+        entry = self.journal.read(objects.annotations(run.obj), subject_of(
+            kind.kind, meta.get("namespace"), meta["name"], meta["uid"], run.external_name))
         try:
-            return self._run(run, self._judge(run, facts), effects)
+            return self._run(run, self._judge(run, facts, entry), effects, entry)
         finally:
             if effects is not None and not effects.closed:
                 effects.close()
@@ -270,7 +274,7 @@ class Reconciler:
         return NotOwnedError(f"external name {name[:64]!r} is held by {where}; "
                              "choose another name", reason="ExternalNameConflict")
 
-    def _judge(self, run: Pass, facts: Facts) -> Facts:
+    def _judge(self, run: Pass, facts: Facts, entry: Intent | None) -> Facts:
         """Apply the ownership rule to what observe saw (:func:`lifecycle.core.ownership.judge`).
 
         A resource this object does not own is never changed: the pass fails
@@ -283,9 +287,7 @@ class Reconciler:
         namespace = meta.get("namespace")
         annotations = objects.annotations(run.obj)
         verdict = judge(facts.observation, uid=meta["uid"], name=run.external_name,
-                        acted_before=acted_on(self.journal.read(annotations, subject_of(
-                            self.kind.kind, namespace, meta["name"], meta["uid"],
-                            run.external_name))),
+                        acted_before=acted_on(entry),
                         adopt=adoption_requested(annotations),
                         adoption_allowed="*" in self.allow_adoption or (
                             namespace is not None and namespace in self.allow_adoption),
@@ -327,8 +329,10 @@ class Reconciler:
         return gather(g, old, observation=observation), effects
 
     # ------------------------------------------------------------------ running
-    def _run(self, run: Pass, facts: Facts, effects: Effects | None) -> Result:
-        """Decide, carry the decision out, conclude and write the conclusion."""
+    def _run(self, run: Pass, facts: Facts, effects: Effects | None,
+             entry: Intent | None = None) -> Result:
+        """Decide, carry the decision out (``entry``: the trusted journal entry), conclude
+        and write the conclusion."""
         machine = self.kind.machine
         decision = decide(machine, facts)
         first: tuple[Facts, Decision] | None = None
@@ -336,7 +340,7 @@ class Reconciler:
         if effects is not None:
             # The journal's object writes fail as the pass's own writes do.
             decision, notices, following = effects.act(
-                facts, decision, self.host, machine,
+                facts, decision, self.host, machine, entry=entry,
                 observe_after_create=self.kind.observe_after_create, passthrough=PASSTHROUGH)
             if effects.external_name:
                 run.external_name = effects.external_name
