@@ -20,7 +20,7 @@ from lifecycle.core import objects
 from lifecycle.core.errors import CredentialsError
 from lifecycle.core.providerconfig import ENV_PREFIX, FILES_ROOT, FILES_ROOT_ENV, TLS_KEYS
 from lifecycle.kube.cluster import Cluster
-from lifecycle.runtime.secrets import decode, read_secret
+from lifecycle.kube.secrets import decode, read_secret
 
 __all__ = ["MAX_FILE_BYTES", "credential_secrets", "resolve_credentials"]
 

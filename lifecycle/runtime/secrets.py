@@ -11,7 +11,8 @@ owner's mark (another resource's, or one the operator did not create) is
 never read, merged, annotated or used as a password source: the pass fails
 with ``ConnectionSecretNotOwned`` instead, and a deletion goes on without it.
 A namespaced resource's Secret lives in the resource's own namespace unless
-the operator allows other namespaces.
+the operator allows other namespaces. Reading a Secret and decoding its data
+are Kubernetes helpers (:mod:`lifecycle.kube.secrets`, re-exported here).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from lifecycle.core.kind import CONNECTION_SECRET_LABEL, OWNER_UID, Kind, connec
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.conflict import on_conflict
 from lifecycle.kube.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
+from lifecycle.kube.secrets import decode, read_secret
 
 __all__ = ["ConnectionSecrets", "decode", "generate_password", "read_secret", "secret_owner"]
 
@@ -36,37 +38,6 @@ __all__ = ["ConnectionSecrets", "decode", "generate_password", "read_secret", "s
 def generate_password() -> str:
     """A random password for a new external resource (32 URL-safe characters)."""
     return secrets.token_urlsafe(24)
-
-
-def read_secret(api: Cluster, namespace: str, name: str, *,
-                creating: bool = False) -> dict[str, Any] | None:
-    """The Secret ``namespace/name``, or None when it does not exist.
-
-    ``creating``: the caller creates the Secret when this returns None and
-    treats ``AlreadyExists`` as a conflict to retry from a fresh read. A
-    cached cluster may then answer None from its store alone (its ``lookup``),
-    since the create itself tells a Secret the store does not hold.
-    """
-    lookup = getattr(api, "lookup", None) if creating else None
-    if lookup is not None:
-        found: dict[str, Any] | None = lookup("v1", "Secret", namespace, name)
-        return found
-    try:
-        return api.get("v1", "Secret", namespace, name)
-    except NotFound:
-        return None
-
-
-def decode(secret: Mapping[str, Any]) -> dict[str, str]:
-    """A Secret's data, base64-decoded; undecodable values are skipped."""
-    out: dict[str, str] = {}
-    for key, value in objects.mapping(secret.get("data")).items():
-        try:
-            # What base64.b64decode does for a str or bytes value, without its wrappers.
-            out[key] = binascii.a2b_base64(value).decode()
-        except (ValueError, TypeError):
-            continue
-    return out
 
 
 def secret_owner(secret: Mapping[str, Any]) -> str | None:
