@@ -105,13 +105,29 @@ def _version(obj: dict[str, Any] | None) -> str:
 
 def _caught_up(stored: dict[str, Any] | None, written: dict[str, Any], base: str) -> bool:
     """Whether the store holds ``written`` or something after it."""
-    if stored is None:
+    return stored is not None and _ahead(_version(stored), _version(written), base)
+
+
+def _ahead(seen: str | None, ours: str, base: str) -> bool:
+    """Whether a store whose object is at version ``seen`` (None: it holds none) holds
+    the version ``ours`` written over ``base``, or something after it."""
+    if seen is None:
         return False
-    seen, ours = _version(stored), _version(written)
     if seen.isdigit() and ours.isdigit():
         return int(seen) >= int(ours)
     # Opaque versions: the store has moved once it shows neither the base nor nothing.
     return seen != base
+
+
+def _stored_version(store: Store, key: Key) -> str | None:
+    """The version of ``store``'s object for ``key`` (None: none held), without unpacking
+    it when the store can tell (:meth:`~lifecycle.driver.informer.Informer.version`)."""
+    version = getattr(store, "version", None)
+    if version is not None:
+        found: str | None = version(key)
+        return found
+    obj = store.get(key)
+    return None if obj is None else _version(obj)
 
 
 class CachedCluster:
@@ -326,14 +342,15 @@ class CachedCluster:
             written = self._written.get(ident)
         if fresh:
             return self._live(ident)
-        stored = store.get((ns, name))
         if written is not None:
             obj, base, at = written
-            if not _caught_up(stored, obj, base) and self.clock() - at < WRITTEN_TTL:
+            if self.clock() - at < WRITTEN_TTL and not _ahead(
+                    _stored_version(store, (ns, name)), _version(obj), base):
                 self.hits += 1
                 return self._lend(obj)
             with self._lock:
                 self._written.pop(ident, None)
+        stored = store.get((ns, name))
         if stored is None:
             if complete or presume:
                 self.hits += 1
@@ -418,8 +435,12 @@ class CachedCluster:
                 self._written.pop(ident, None)
             return
         found = self._store(*ident)
-        if found is not None and _caught_up(found[0].get((ident[2], ident[3])), obj, base):
+        if found is not None and _ahead(_stored_version(found[0], (ident[2], ident[3])),
+                                        _version(obj), base):
             return  # the informer's event came first: the store answers already
+        expect = getattr(found[0], "expect", None) if found is not None else None
+        if expect is not None:
+            expect(obj)  # its watch event is taken from this answer, not decoded again
         at = self.clock()
         with self._lock:
             written = self._written

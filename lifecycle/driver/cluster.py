@@ -287,17 +287,18 @@ class KubeCluster:
     def _request(self, method: str, path: str, body: Any = None, *,
                  query: dict[str, str] | None = None,
                  content_type: str = "application/json",
-                 decode: Callable[[bytes], Any] = json.loads) -> Any:
+                 decode: Callable[[bytes], Any] = store.loads) -> Any:
         """One request through the lean transport; the answer as parsed JSON.
 
         The body is ``json.dumps``'d once and the answer decoded once (by
-        ``decode``); a non-2xx answer raises the error its ``Status`` (or code)
-        names.
+        ``decode``; by default without ``metadata.managedFields``, which the
+        engine never reads: an object written back without it leaves the
+        server's record as it is, and the next request's body is half the
+        size); a non-2xx answer raises the error its ``Status`` (or code) names.
         """
         if query:
             path += "?" + urlencode(query)
-        data = (json.dumps(body, separators=(",", ":")).encode()
-                if body is not None else None)
+        data = _encode(body).encode() if body is not None else None
         try:
             answer = self.transport.request(method, path, data, content_type=content_type,
                                             timeout=self.request_timeout)
@@ -345,11 +346,11 @@ class KubeCluster:
 
     def list(self, api_version: str, kind: str, namespace: str | None = None,
              label_selector: str | None = None, *,
-             decode: Callable[[bytes], Any] = json.loads,
+             decode: Callable[[bytes], Any] = store.loads,
              field_selector: str | None = None) -> tuple[list[dict[str, Any]], str]:
         """List a kind (in one namespace or all) and return items and resourceVersion.
 
-        ``decode`` turns the answer's bytes into objects (an informer asks for
+        ``decode`` turns the answer's bytes into objects (by default
         :func:`lifecycle.driver.store.loads`, which drops ``managedFields``).
         """
         info = self.info(api_version, kind)
@@ -528,6 +529,9 @@ class KubeListWatcher:
         if stream is not None:
             stream.close()
 
+
+#: A request body's JSON, compact (one encoder for every request).
+_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 
 #: Objects per page when an informer lists (as client-go's reflector pages its lists).
 LIST_PAGE = 500

@@ -25,6 +25,16 @@ The cache keeps each object packed (:class:`~lifecycle.driver.store.Packer`):
 a few tens of bytes for an object of a kilobyte or two. A read unpacks it,
 so every caller gets a dict of its own; the handler gets the object the
 watch decoded and, on an update, the previous one unpacked.
+
+Most watch events of an operator's objects are the echoes of its own writes.
+A writer that hands the informer the server's answer (:meth:`Informer.expect`)
+spares it decoding them: a resourceVersion is the server's revision, unique
+across every object, so an event line whose one ``"resourceVersion"`` is that
+of an answer held carries exactly that answer's object, which is used instead
+of decoding the line (the store, the observers and the handler see what they
+would have seen). A line naming ``resourceVersion`` more than once (a
+reference in the spec, an odd key) is decoded, as is everything when the
+source yields decoded events only.
 """
 
 from __future__ import annotations
@@ -32,12 +42,14 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import attrs
 
 from lifecycle.core.objects import metadata
+from lifecycle.driver import store
 from lifecycle.driver.store import Packer
 from lifecycle.kube.errors import ApiError, ResourceVersionTooLarge, error_from_status
 
@@ -46,6 +58,9 @@ __all__ = ["Handler", "Informer", "InformerOptions", "ListWatcher", "object_key"
 log = logging.getLogger("lifecycle.driver.informer")
 
 Key = tuple[str | None, str]
+#: Written objects held for their watch events, at most (the oldest are dropped first).
+MAX_EXPECTED = 1024
+_VERSION = b'"resourceVersion":"'
 
 
 def object_key(obj: dict[str, Any]) -> Key:
@@ -127,6 +142,8 @@ class InformerStats:
     errors: int = 0
     events: int = 0
     resyncs: int = 0
+    #: Events taken from a written object handed over (:meth:`Informer.expect`), not decoded.
+    echoes: int = 0
 
 
 class Informer:
@@ -159,6 +176,8 @@ class Informer:
         #: removes), after the store holds it and before the handler hears of it; from
         #: the informer thread.
         self.observers: list[Callable[[dict[str, Any]], None]] = []
+        #: Objects as written by this process, by resourceVersion, until their event comes.
+        self._expected: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     # --------------------------------------------------------------- cache
     def get(self, key: Key) -> dict[str, Any] | None:
@@ -167,6 +186,18 @@ class Informer:
         with self._lock:
             entry = self._cache.get(key)
         return None if entry is None else self._unpack(entry)
+
+    def version(self, key: Key) -> str | None:
+        """The resourceVersion of the cached object for ``key`` ("" when it has none),
+        read without unpacking it; None when the cache holds no such object."""
+        with self._lock:
+            entry = self._cache.get(key)
+        if entry is None:
+            return None
+        if self.packer is None:
+            found = _rv(entry)
+            return found if isinstance(found, str) else ""
+        return self.packer.version(entry)
 
     def items(self) -> Iterator[dict[str, Any]]:
         """Every cached object, as of the call (unpacked one at a time as the caller
@@ -191,6 +222,64 @@ class Informer:
     def __len__(self) -> int:
         with self._lock:
             return len(self._cache)
+
+    def expect(self, obj: dict[str, Any]) -> None:
+        """``obj`` is the server's answer to a write this process made: its watch event,
+        when it comes, is taken from here instead of being decoded. The caller does not
+        change ``obj`` afterwards (the store and the handler will see it)."""
+        version = metadata(obj).get("resourceVersion")
+        if not isinstance(version, str) or not version:
+            return
+        with self._lock:
+            expected = self._expected
+            expected[version] = obj
+            while len(expected) > MAX_EXPECTED:
+                expected.popitem(last=False)
+
+    def _echo(self, line: bytes) -> dict[str, Any] | None:
+        """The written object whose event ``line`` is, when one is held; else None."""
+        start = line.find(_VERSION)
+        if start < 0:
+            return None
+        start += len(_VERSION)
+        if line.find(_VERSION, start) >= 0:
+            return None  # more than one: which is the object's is only told by decoding
+        version = line[start:line.find(b'"', start)].decode("latin-1")
+        with self._lock:
+            return self._expected.pop(version, None)
+
+    def _passed(self, version: str) -> None:
+        """Drop the written objects at or before ``version``, a watch event's: a watch
+        delivers in order, so their events will not come (filtered out, or delivered
+        before the writer handed them over)."""
+        if not version.isdigit():
+            return
+        seen = int(version)
+        with self._lock:
+            expected = self._expected
+            while expected:
+                first = next(iter(expected))
+                if not first.isdigit() or int(first) > seen:
+                    return
+                del expected[first]
+
+    def _events(self, resource_version: str, timeout: float,
+                inactivity: float) -> Iterator[tuple[str, Any]]:
+        """The watch's events, decoded unless an event is one of this process's writes."""
+        lines = getattr(self.source, "watch_lines", None)
+        if lines is None:
+            yield from self.source.watch(resource_version, timeout=timeout,
+                                         inactivity=inactivity)
+            return
+        for kind, line in lines(resource_version, timeout=timeout, inactivity=inactivity):
+            if kind in ("MODIFIED", "ADDED") and self._expected:
+                obj = self._echo(line)
+                if obj is not None:
+                    self.stats.echoes += 1
+                    yield kind, obj
+                    continue
+            event = store.loads(line)
+            yield kind or str(event.get("type", "")), event.get("object") or {}
 
     @property
     def resource_version(self) -> str | None:
@@ -296,6 +385,8 @@ class Informer:
             elif _rv(before) != _rv(obj):
                 self.handler.on_update(before, obj)
         self._resource_version = resource_version
+        if self._expected:
+            self._passed(resource_version)
         self.synced.set()
 
     def _watch_once(self) -> bool:
@@ -305,8 +396,8 @@ class Informer:
         timeout = opts.watch_timeout * (1 + random.random())
         self.stats.watches += 1
         got = False
-        for kind, obj in self.source.watch(self._resource_version, timeout=timeout,
-                                           inactivity=opts.inactivity_timeout):
+        for kind, obj in self._events(self._resource_version, timeout,
+                                      opts.inactivity_timeout):
             if self._stop.is_set():
                 break
             if kind == "ERROR":
@@ -321,6 +412,8 @@ class Informer:
             self._apply(kind, obj)
             if rv:
                 self._resource_version = rv
+                if self._expected:
+                    self._passed(str(rv))
         return got
 
     def _apply(self, kind: str, obj: dict[str, Any]) -> None:

@@ -175,6 +175,9 @@ class Packer:
     objects packed earlier still unpack. At most :data:`MAX_DICTIONARIES` are
     learned: the memory a packer holds for itself is bounded, whatever the
     number of objects. Safe to use from several threads.
+
+    A packed object starts with the number of its dictionary and its
+    ``metadata.resourceVersion`` (:meth:`version` reads it without unpacking).
     """
 
     def __init__(self) -> None:
@@ -189,6 +192,11 @@ class Packer:
     def pack(self, obj: dict[str, Any]) -> bytes:
         """``obj`` packed (its compact JSON, deflated against the latest dictionary)."""
         raw = _dumps(obj).encode()
+        meta = obj.get("metadata")
+        found = meta.get("resourceVersion") if meta.__class__ is dict else None
+        version = found.encode("latin-1", "replace") if found.__class__ is str else b""
+        if len(version) > 255:
+            version = b""  # not a server's version: read by unpacking
         dictionaries = self._dictionaries
         number = len(dictionaries) - 1
         packed = _deflate(raw, dictionaries[number])
@@ -201,7 +209,12 @@ class Packer:
                 dictionaries = self._dictionaries
                 number = len(dictionaries) - 1
             packed = _deflate(raw, dictionaries[number])
-        return bytes((number,)) + packed
+        return bytes((number, len(version))) + version + packed
+
+    @staticmethod
+    def version(packed: bytes) -> str:
+        """The ``metadata.resourceVersion`` of the object ``packed`` holds ("" if none)."""
+        return packed[2:2 + packed[1]].decode("latin-1")
 
     def unpack(self, packed: bytes) -> dict[str, Any]:
         """The object ``packed`` holds, as a new dict of its own."""
@@ -210,5 +223,6 @@ class Packer:
             unpacker = zlib.decompressobj(-15, zdict=dictionary)
         else:
             unpacker = zlib.decompressobj(-15)
-        found: dict[str, Any] = json.loads(unpacker.decompress(memoryview(packed)[1:]))
+        found: dict[str, Any] = json.loads(
+            unpacker.decompress(memoryview(packed)[2 + packed[1]:]))
         return found

@@ -1,0 +1,140 @@
+"""Watch events of this process's own writes: taken from the written answer, not decoded.
+
+A source with ``watch_lines`` yields each event as its raw line; an object handed over
+with :meth:`Informer.expect` stands for the line whose one ``resourceVersion`` is its
+own. These tests check what the store, the observers and the handler then see, and every
+case where the line must still be decoded."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from lifecycle.driver.informer import MAX_EXPECTED, Informer, InformerOptions
+from lifecycle.driver.store import Packer
+
+
+def obj(name: str, rv: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
+                         "resourceVersion": rv}, "spec": spec}
+
+
+def line(kind: str, o: dict[str, Any]) -> bytes:
+    return json.dumps({"type": kind, "object": o}, separators=(",", ":")).encode()
+
+
+class Lines:
+    """A source listing ``items`` and then watching ``events`` (type, line) once."""
+
+    def __init__(self, items: list[dict[str, Any]], events: list[tuple[str, bytes]]) -> None:
+        self.items = items
+        self.events = events
+        self.informer: Informer | None = None
+
+    def list(self) -> tuple[list[dict[str, Any]], str]:
+        return [dict(i) for i in self.items], "10"
+
+    def watch(self, *args: Any, **kwargs: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+        raise AssertionError("an informer given watch_lines reads lines")
+
+    def watch_lines(self, resource_version: str, *, timeout: float,
+                    inactivity: float) -> Iterator[tuple[str, bytes]]:
+        assert self.informer is not None
+        yield from self.events
+        self.informer._stop.set()
+
+    def stop(self) -> None:
+        pass
+
+
+class Seen:
+    def __init__(self) -> None:
+        self.updates: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        self.adds: list[dict[str, Any]] = []
+
+    def on_add(self, o: dict[str, Any]) -> None:
+        self.adds.append(o)
+
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self.updates.append((old, new))
+
+    def on_delete(self, o: dict[str, Any]) -> None:
+        pass
+
+    def on_resync(self, o: dict[str, Any]) -> None:
+        pass
+
+
+def run(source: Lines, expected: list[dict[str, Any]]) -> tuple[Informer, Seen]:
+    seen = Seen()
+    informer = Informer("t", source, seen, InformerOptions(resync=0))
+    source.informer = informer
+    informer._relist()
+    for o in expected:
+        informer.expect(o)
+    informer._watch_once()
+    return informer, seen
+
+
+def test_the_event_of_a_written_object_is_that_object() -> None:
+    written = obj("a", "11", size=2)
+    observed: list[dict[str, Any]] = []
+    source = Lines([obj("a", "10", size=1)], [("MODIFIED", line("MODIFIED", written))])
+    seen = Seen()
+    informer = Informer("t", source, seen, InformerOptions(resync=0))
+    source.informer = informer
+    informer.observers.append(observed.append)
+    informer._relist()
+    informer.expect(written)
+    informer._watch_once()
+    assert informer.stats.echoes == 1 and informer.stats.events == 1
+    old, new = seen.updates[0]
+    assert new is written and observed[-1] is written
+    assert old["spec"] == {"size": 1}
+    assert informer.get(("ns", "a")) == written and informer.version(("ns", "a")) == "11"
+    assert informer.resource_version == "11"
+
+
+def test_a_line_naming_resource_version_twice_is_decoded() -> None:
+    written = obj("a", "11", ref={"resourceVersion": "11"})  # a reference in the spec
+    on_wire = obj("a", "11", ref={"resourceVersion": "11"}, extra=True)
+    source = Lines([obj("a", "10")], [("MODIFIED", line("MODIFIED", on_wire))])
+    informer, seen = run(source, [written])
+    assert informer.stats.echoes == 0
+    assert seen.updates[0][1] == on_wire and seen.updates[0][1] is not written
+
+
+def test_an_event_of_another_version_is_decoded() -> None:
+    on_wire = obj("a", "12", size=3)
+    source = Lines([obj("a", "10")], [("MODIFIED", line("MODIFIED", on_wire))])
+    informer, seen = run(source, [obj("a", "11", size=2)])
+    assert informer.stats.echoes == 0 and seen.updates[0][1] == on_wire
+
+
+def test_a_created_object_is_taken_from_the_answer_and_deletions_are_decoded() -> None:
+    made = obj("b", "11")
+    gone = obj("b", "12")
+    source = Lines([], [("ADDED", line("ADDED", made)), ("DELETED", line("DELETED", gone))])
+    informer, seen = run(source, [made, gone])
+    assert seen.adds == [made] and seen.adds[0] is made
+    assert informer.stats.echoes == 1 and informer.get(("ns", "b")) is None
+
+
+def test_written_objects_whose_events_will_not_come_are_dropped() -> None:
+    # the answer to a write the watch filters out (or whose event already passed)
+    source = Lines([obj("a", "10")], [("MODIFIED", line("MODIFIED", obj("a", "13")))])
+    informer, _ = run(source, [obj("x", "11"), obj("y", "12"), obj("z", "14")])
+    assert list(informer._expected) == ["14"]
+    for n in range(MAX_EXPECTED + 5):
+        informer.expect(obj("w", str(100 + n)))
+    assert len(informer._expected) == MAX_EXPECTED
+
+
+def test_a_packed_object_tells_its_version_without_unpacking() -> None:
+    packer = Packer()
+    packed = packer.pack(obj("a", "123456", size=1))
+    assert packer.version(packed) == "123456"
+    assert packer.unpack(packed) == obj("a", "123456", size=1)
+    assert packer.version(packer.pack({"metadata": {}})) == ""
