@@ -160,9 +160,9 @@ CANARIES: tuple[Canary, ...] = (
     ),
     Canary(
         "forced-pass-skips-the-secret",
-        "runtime/reconciler.py",
-        "run.secrets.publish(run.obj, connection, run.forced)",
-        "run.secrets.publish(run.obj, connection, False)",
+        "runtime/passes.py",
+        "self.secrets.publish(self.obj, connection, self.forced)",
+        "self.secrets.publish(self.obj, connection, False)",
         ("tests/test_reconciler.py::"
          "test_a_forced_pass_rewrites_the_connection_secret_and_an_idle_one_does_not",),
     ),

@@ -23,43 +23,59 @@ hands it to the work queue's backoff). An object that vanished ends the pass
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 import attrs
 
 from lifecycle.core import objects
+from lifecycle.core.conclusion import Conclusion, conclusion
 from lifecycle.core.contract import ManagedResource, ProviderConfig
+from lifecycle.core.decide import Decision, Facts
 from lifecycle.core.errors import HandledError, TerminalError
-from lifecycle.core.kind import (
-    EXTERNAL_NAME,
-    FINALIZER,
-    OPERATION,
-    Kind,
-    check_references,
-    connection_secret_ref,
-)
-from lifecycle.core.ownership import owner_mark
+from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, OPERATION, Kind, check_references
+from lifecycle.core.ownership import NotOwnedError, owner_mark
 from lifecycle.core.values import Condition, ConditionStatus
 from lifecycle.core.vocabulary import ConditionTypes
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.conflict import on_conflict
-from lifecycle.kube.errors import ApiError, NotFound
+from lifecycle.kube.errors import NotFound
+from lifecycle.kube.events import record_event
 from lifecycle.kube.objects import add_finalizer, remove_finalizer
-from lifecycle.runtime.names import ExternalName
+from lifecycle.runtime.effects import guarded
+from lifecycle.runtime.names import ExternalName, NameIndex
 from lifecycle.runtime.reads import TTLCache, provider_config
 from lifecycle.runtime.redaction import credential_values, redact, redact_events, redact_status
 from lifecycle.runtime.secrets import ConnectionSecrets
 
-__all__ = ["ObjectGone", "Pass", "config_note", "informational", "managed_name", "record_event",
-           "staged_meta"]
+__all__ = ["Admit", "Inputs", "ObjectGone", "Pass", "config_note", "informational",
+           "managed_name", "record_event", "staged_meta"]
 
-log = logging.getLogger("lifecycle.runtime.reconciler")
+
+#: A connector's optional ``admit`` (:func:`~lifecycle.core.contract.admission`).
+Admit = Callable[[ManagedResource, ProviderConfig], Any]
 
 
 class ObjectGone(Exception):
     """The reconciled object disappeared during the pass: nothing more to do."""
+
+
+@attrs.frozen
+class Inputs:
+    """What the take-over leaves for connect (:meth:`Pass.take_over`): the resource and
+    its provider config, or why the pass goes on without connecting."""
+
+    #: The resource to connect to, under the name the object took ownership with.
+    resource: ManagedResource | None = None
+    #: The object's provider config, with its credentials.
+    config: ProviderConfig | None = None
+    #: A take-over check's refusal: the pass ends as a condition, nothing committed.
+    refused: HandledError | None = None
+    #: An error reading the connection's inputs (ownership is staged by then).
+    error: HandledError | None = None
+    #: A deletion with nothing to delete: its name is another object's, or invalid.
+    absent: bool = False
 
 
 @attrs.define
@@ -108,33 +124,131 @@ class Pass:
     #: The spec's parameters, parsed once per pass (after its references are resolved):
     #: the parameters, or the refusal of a spec that does not parse.
     parsed: tuple[Any, Any] | None = None
-    #: The password persisted by this pass before anything else was committed, if any.
+    #: The password the take-over read or persisted (:meth:`connection_secret`), if any;
+    #: whether it asked for one, and the error it met (raised by :meth:`managed_resource`).
     password: str | None = attrs.field(default=None, repr=False)
+    password_read: bool = False
+    password_error: HandledError | None = None
+    #: The index of claimed external names (the reconciler's), for :meth:`claim`.
+    index: NameIndex | None = None
 
-    # ------------------------------------------------------- reads on the object
-    def validate(self, creating: bool = False) -> TerminalError | None:
+    # ------------------------------------------------------------------ take-over
+    def take_over(self, admit: Admit | None, *, deleting: bool, modify: bool) -> Inputs:
+        """Take the object over, in order, and read what connect needs.
+
+        Unless ``deleting``: the pass's own checks (:meth:`validate`); then the
+        external name is claimed in the index (:meth:`claim`); unless the
+        object holds its name already and if the policy lets the pass
+        ``modify``, the connector's optional ``admit`` is asked
+        (:meth:`admitted`); unless ``deleting``, the connection Secret is
+        checked and its password read or first persisted, in one call
+        (:meth:`connection_secret`). A refusal ends the pass as a condition
+        only, nothing committed, the name this pass claimed given back. Then
+        ownership is staged (:meth:`acquire`) and the connection's inputs are
+        read (:meth:`inputs`). A deletion whose name another object holds has
+        nothing to delete (``absent``).
+        """
+        refused: HandledError | None = None if deleting else self.validate()
+        if refused is None:
+            refused = self.claim(deleting)
+            if refused is not None and deleting:
+                return Inputs(absent=True)  # another object holds the name: leave it alone
+        if refused is None and not (self.holds or deleting) and modify:
+            refused = self.admitted(admit)
+        if refused is None and not deleting:
+            refused = self.connection_secret(read_only=not modify)
+        if refused is not None:
+            return Inputs(refused=refused)
+        self.acquire()
+        return self.inputs(deleting, read_only=not modify)
+
+    def validate(self) -> TerminalError | None:
         """Check what this pass would act on; the refusal, or None when all is valid.
 
-        Every pass checks the references, the connection Secret's namespace
-        and the external name (the one held, or the one about to be
-        committed: an annotation set even to "" is taken as chosen). Before
-        ownership is taken, the spec and the connection Secret's owner are
-        checked too, so an invalid object never gets a finalizer and stays
-        deletable. ``creating``: the pass persists a password next, so a cache
-        may answer the Secret's absence.
+        Every pass checks the references and the external name (the one held,
+        or the one about to be committed: an annotation set even to "" is
+        taken as chosen). Before ownership is taken, the spec is checked too,
+        so an invalid object never gets a finalizer and stays deletable.
         """
         try:
             check_references(self.obj)
-            self.secrets.check_namespace(self.obj)
             if self.holds:
                 self.kind.check_external_name(self.name.current)
             else:
                 self.kind.check_external_name(self.name.chosen)
                 self.parameters()
-                self.secrets.read(self.obj, *connection_secret_ref(self.obj), creating=creating)
         except TerminalError as exc:
             return exc
         return None
+
+    def claim(self, deleting: bool) -> HandledError | None:
+        """Claim the external name in the index: the conflict, or None when it is ours."""
+        name = self.name.current if self.holds or deleting else self.name.claimed
+        if not isinstance(name, str) or not name or self.index is None:
+            return None
+        holder = self.index.claim(self.obj, name)
+        if holder is None:
+            return None
+        where = f"{holder[1]}/{holder[2]}" if holder[1] else holder[2]
+        return NotOwnedError(f"external name {name[:64]!r} is held by {where}; "
+                             "choose another name", reason="ExternalNameConflict")
+
+    def admitted(self, admit: Admit | None) -> HandledError | None:
+        """Ask the connector's optional ``admit`` whether the provider refuses an object not
+        claimed yet, before anything is committed or created (the resource carries no
+        password, and the name about to be taken): the refusal (terminal, or a failure to
+        get the answer; the name is given back), or None."""
+        if admit is None:
+            return None
+        try:
+            config = self.provider_config()
+            guarded(functools.partial(
+                admit, self.resource(self.name.claimed, self.parameters()), config))
+        except HandledError as exc:
+            self.give_back()
+            return exc
+        return None
+
+    def connection_secret(self, read_only: bool) -> TerminalError | None:
+        """Check the connection Secret and read its password, or persist a new object's
+        first, before anything is committed (:meth:`ConnectionSecrets.take_over`).
+
+        A Secret outside the namespace or not the object's is refused (the
+        name claimed by this pass given back); an error persisting the
+        password is kept for the connection (:meth:`managed_resource`).
+        """
+        try:
+            self.password = self.secrets.take_over(self.obj, holds=self.holds,
+                                                   read_only=read_only, forced=self.forced)
+        except TerminalError as exc:
+            self.give_back()
+            return exc
+        except HandledError as exc:
+            self.password_error = exc
+        self.password_read = True
+        return None
+
+    def give_back(self) -> None:
+        """Release the name this pass claimed for an object that did not hold it."""
+        if not self.holds and self.index is not None and self.name.claimed:
+            self.index.release(self.obj, self.name.claimed)
+
+    def inputs(self, deleting: bool, read_only: bool) -> Inputs:
+        """What connect needs: the resource (:meth:`managed_resource`) and the provider config
+        (:meth:`provider_config`), or the error reading them. A deletion under a name no
+        provider can hold has nothing to delete (``absent``)."""
+        if deleting:
+            try:
+                self.kind.check_external_name(self.name.current)
+            except TerminalError:
+                return Inputs(absent=True)
+        try:
+            resource = self.managed_resource(deleting, read_only)
+            return Inputs(resource, self.provider_config())
+        except HandledError as exc:
+            return Inputs(error=exc)
+
+    # ------------------------------------------------------- reads on the object
 
     def parameters(self) -> Any:
         """The spec's parameters, parsed once per pass; a spec that does not parse raises
@@ -172,9 +286,10 @@ class Pass:
 
     def managed_resource(self, deleting: bool, read_only: bool) -> ManagedResource:
         """The resource to connect to, under the name the object took ownership with
-        (:func:`managed_name`), with its password: the one this pass persisted, else read
-        from (or, unless ``read_only``, first persisted to) the connection Secret. A spec
-        that does not parse gives no parameters while ``deleting``, and raises otherwise."""
+        (:func:`managed_name`), with its password: the one the take-over read or persisted
+        (or the error it met), else read from the connection Secret (while ``deleting``).
+        A spec that does not parse gives no parameters while ``deleting``, and raises
+        otherwise."""
         self.external_name = managed_name(self)
         try:
             parameters = self.parameters()
@@ -183,7 +298,9 @@ class Pass:
                 raise
             parameters = None  # a broken spec must not block deletion
         password = self.password
-        if self.kind.password and password is None:
+        if self.password_error is not None:
+            raise self.password_error
+        if self.kind.password and password is None and not self.password_read:
             password = self.secrets.password(self.obj, deleting or read_only, self.forced,
                                              deleting=deleting)
         return self.resource(self.external_name, parameters, password)
@@ -257,9 +374,52 @@ class Pass:
         self.stage_change(functools.partial(_set_annotation, key=key, value=value),
                           deferred=True)
 
-    # ------------------------------------------------------------------- writes
-    def write_back(self, status: dict[str, Any], events: Iterable[tuple[str, str, str]],
-                   old: Mapping[str, Any], *, final: bool, leaving: bool) -> None:
+    # ---------------------------------------------------------------- write-back
+    def write_back(self, facts: Facts, decision: Decision, *, connection: Mapping[str, str],
+                   clock: Callable[[], datetime], first: tuple[Facts, Decision] | None = None,
+                   notices: Iterable[HandledError] = ()) -> Conclusion:
+        """Write the pass back, in order, once it has acted: its conclusion.
+
+        The ``notices`` are noted; provider defaults are late-initialised
+        into the spec (:meth:`late_init`), the ``connection`` details published
+        (:meth:`publish`); then the pass concludes
+        (:func:`~lifecycle.core.conclusion.conclusion`; ``first``: the call's
+        facts and decision before it saw what the call left) and writes the
+        conclusion (:meth:`write_out`).
+        """
+        self.notes.extend(informational(exc, self.generation) for exc in notices)
+        observation = facts.observation
+        if observation is not None and observation.late_init and not facts.deleting and (
+            facts.policy.allows_modify
+        ):
+            self.late_init(self.kind.to_spec(observation.late_init))
+        if self.observed is not None:
+            facts = attrs.evolve(facts, generation=self.observed)
+        decision = self.publish(connection, facts, decision)
+        old = objects.status(self.obj)
+        done = conclusion(self.kind.machine, self.obj, facts, decision, first=first,
+                          clock=clock, notes=self.notes, external_name=self.external_name,
+                          dirty=self.dirty)
+        self.write_out(done.plan.settled.status, done.events, old, final=done.final,
+                       leaving=done.leaving)
+        return done
+
+    def publish(self, connection: Mapping[str, str], facts: Facts,
+                decision: Decision) -> Decision:
+        """Merge ``connection`` into the connection Secret, unless the pass deletes, fails
+        or moves to a final state; the decision, failing when the Secret cannot be written."""
+        transition = decision.transition
+        final_next = (transition is not None
+                      and self.kind.machine.table().states[transition.target].final)
+        if connection and not facts.deleting and not final_next and decision.error is None:
+            try:
+                self.secrets.publish(self.obj, connection, self.forced)
+            except HandledError as exc:
+                return decision.failing(exc, "publish")
+        return decision
+
+    def write_out(self, status: dict[str, Any], events: Iterable[tuple[str, str, str]],
+                  old: Mapping[str, Any], *, final: bool, leaving: bool) -> None:
         """Write the pass's conclusion, with no credential value in the status or an Event.
 
         Unless the state is ``final``, what is still staged is committed; the
@@ -362,16 +522,6 @@ class Pass:
                                     meta.get("namespace"), meta["name"])
         except NotFound:
             raise ObjectGone from None
-
-
-def record_event(api: Cluster, obj: dict[str, Any], type_: str, reason: str,
-                 message: str) -> None:
-    """Record an Event about ``obj``, best effort (as client-go's recorder): an API error
-    is logged at DEBUG, never raised."""
-    try:
-        api.record_event(obj, type_, reason, message)
-    except ApiError as exc:
-        log.debug("event %s not recorded: %s", reason, exc)
 
 
 def config_note(reason: str, message: str, generation: int) -> Condition:

@@ -61,18 +61,19 @@ import attrs
 from lifecycle.core import objects
 from lifecycle.core.contract import Connector, admission, bind_objects
 from lifecycle.core.decide import Decision, Facts, Gate, ReconcilePolicy, decide, gate
-from lifecycle.core.errors import HandledError, TerminalError, UnhandledError
-from lifecycle.core.kind import FINALIZER, Kind
-from lifecycle.core.ownership import NotOwnedError, Verdict, acted_on, adoption_requested, judge
-from lifecycle.core.plan import Plan, conclude, gather, held, passage
+from lifecycle.core.errors import HandledError, UnhandledError
+from lifecycle.core.kind import Kind
+from lifecycle.core.ownership import Verdict, acted_on, adoption_requested, judge
+from lifecycle.core.plan import Plan, gather, held
 from lifecycle.core.values import Intent, Observation, Result, now
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.conflict import ConflictsExhausted
 from lifecycle.kube.errors import ApiError, NotFound, TooManyRequests
-from lifecycle.runtime.effects import Effects, connect, guarded, run_actions
+from lifecycle.kube.events import record_event
+from lifecycle.runtime.effects import Effects, connect, run_actions
 from lifecycle.runtime.journalkey import Journal, subject_of
 from lifecycle.runtime.names import NameIndex, external_name_of, kind_objects, read_object
-from lifecycle.runtime.passes import ObjectGone, Pass, informational, record_event
+from lifecycle.runtime.passes import Inputs, ObjectGone, Pass, informational
 from lifecycle.runtime.reads import TTLCache, namespace_annotations
 from lifecycle.runtime.references import References
 from lifecycle.runtime.secrets import ConnectionSecrets, generate_password
@@ -182,7 +183,7 @@ class Reconciler:
             obj=obj, state=g.state, generation=g.generation,
             secrets=ConnectionSecrets(self.api, kind, self.password_factory,
                                       allow_cross_namespace=self.allow_cross_namespace_secrets),
-            api=self.api, kind=kind, reads=self.reads,
+            api=self.api, kind=kind, reads=self.reads, index=self.names,
             operator=self.operator_id or "lifecycle", forced=g.forced, notes=list(g.notes),
             name=external_name_of(obj, kind.external_name))
         if g.forced:
@@ -193,25 +194,18 @@ class Reconciler:
         if g.orphan:
             # Leaving the external resource behind needs no provider at all.
             return self._run(run, gather(g, objects.status(run.obj)), None)
-        # Take-over checks: a refusal is a condition only, before anything is committed.
-        creating = self.kind.password and not g.deleting and g.policy.allows_modify
-        refused: HandledError | None = None if g.deleting else (
-            self.references.resolve(run) or run.validate(creating))
-        if refused is None:
-            refused = self._claim(run, g.deleting)
-            if refused is not None and g.deleting:
-                # Another object holds the name: leave its resource alone.
-                return self._run(run, gather(g, objects.status(run.obj),
-                                             observation=Observation.absent()), None)
-            if refused is None and not (run.holds or g.deleting) and g.policy.allows_modify:
-                refused = self._admit(run)
-            if refused is None and creating and not run.holds:
-                refused = self._first_password(run)
-        if refused is not None:
-            return self._run(run, gather(g, objects.status(run.obj), error=refused), None)
-        # Ownership is staged, to ride on the first object write.
-        run.acquire()
-        facts, effects = self._observe(run, g)
+        # Take-over: the references resolved into the spec, then the pass's checks, the
+        # name claimed, the provider asked, the connection Secret, ownership staged and the
+        # connection's inputs read. A refusal is a condition only, nothing committed.
+        refused = None if g.deleting else self.references.resolve(run)
+        taken = Inputs(refused=refused) if refused is not None else run.take_over(
+            admission(self.connector), deleting=g.deleting, modify=g.policy.allows_modify)
+        if taken.refused is not None:
+            return self._run(run, gather(g, objects.status(run.obj), error=taken.refused), None)
+        if taken.absent:  # another object's name, or one no provider holds: nothing to delete
+            return self._run(run, gather(g, objects.status(run.obj),
+                                         observation=Observation.absent()), None)
+        facts, effects = self._observe(run, g, taken)
         # The trusted journal entry, read once: the ownership rule's, and the actions'.
         meta = run.obj["metadata"]
         entry = self.journal.read(objects.annotations(run.obj), subject_of(
@@ -222,60 +216,9 @@ class Reconciler:
             if effects is not None and not effects.closed:
                 effects.close()
 
-    def _admit(self, run: Pass) -> HandledError | None:
-        """Ask the connector's optional ``admit`` (:class:`~lifecycle.core.contract.Connector`)
-        whether the provider refuses an object not claimed yet: the refusal, or None.
-
-        Runs before anything is committed or created: the resource carries no
-        password (no Secret is read or made) and the name about to be taken.
-        On a refusal (terminal, or a failure to get the answer) the name claimed
-        for the pass is given back; the pass ends with the condition only.
-        """
-        admit = admission(self.connector)
-        if admit is None:
-            return None
-        name = run.name.claimed
-        try:
-            config = run.provider_config()
-            guarded(functools.partial(admit, run.resource(name, run.parameters()), config))
-        except HandledError as exc:
-            self.names.release(run.obj, name)
-            return exc
-        return None
-
-    def _first_password(self, run: Pass) -> TerminalError | None:
-        """Persist the password of an object not claimed yet, before anything is committed.
-
-        The Secret was looked up in a cache (:meth:`Pass.validate`); the create
-        that persists the password finds one the cache does not hold. Another's
-        Secret is then refused as in validation, and the name claimed for the
-        pass given back. Any other error is left to the pass.
-        """
-        try:
-            run.password = run.secrets.ensure_password(run.obj, run.forced)
-        except TerminalError as exc:
-            name = run.name.claimed
-            if name:
-                self.names.release(run.obj, name)
-            return exc
-        except HandledError:
-            pass
-        return None
-
-    def _claim(self, run: Pass, deleting: bool) -> HandledError | None:
-        """Claim the external name in the index: the conflict, or None when it is ours."""
-        name = run.name.current if run.holds or deleting else run.name.claimed
-        if not isinstance(name, str) or not name:
-            return None
-        holder = self.names.claim(run.obj, name)
-        if holder is None:
-            return None
-        where = f"{holder[1]}/{holder[2]}" if holder[1] else holder[2]
-        return NotOwnedError(f"external name {name[:64]!r} is held by {where}; "
-                             "choose another name", reason="ExternalNameConflict")
-
     def _judge(self, run: Pass, facts: Facts, entry: Intent | None) -> Facts:
-        """Apply the ownership rule to what observe saw (:func:`lifecycle.core.ownership.judge`).
+        """Apply the ownership rule to what observe saw (:func:`lifecycle.core.ownership.judge`;
+        ``entry``: the trusted journal entry on the object).
 
         A resource this object does not own is never changed: the pass fails
         with the refusal, or, when the object is being deleted, treats the
@@ -307,20 +250,15 @@ class Reconciler:
         return facts
 
     # --------------------------------------------------------------- observing
-    def _observe(self, run: Pass, g: Gate) -> tuple[Facts, Effects | None]:
-        """Connect and observe (:func:`~lifecycle.runtime.effects.connect`); an error doing
-        so becomes the facts' error."""
+    def _observe(self, run: Pass, g: Gate, taken: Inputs) -> tuple[Facts, Effects | None]:
+        """Connect and observe (:func:`~lifecycle.runtime.effects.connect`) with what the
+        take-over read; an error reading it or doing so becomes the facts' error."""
         old = objects.status(run.obj)
-        if g.deleting:
-            try:
-                self.kind.check_external_name(run.name.current)
-            except TerminalError:
-                # No provider can hold a resource under an invalid name: nothing to delete.
-                return gather(g, old, observation=Observation.absent()), None
+        if taken.resource is None or taken.config is None:
+            return gather(g, old, error=taken.error), None
         try:
-            resource = run.managed_resource(g.deleting, not g.policy.allows_modify)
             effects, observation = connect(
-                self.connector, resource, run.provider_config(), run, self.clock,
+                self.connector, taken.resource, taken.config, run, self.clock,
                 self.journal, defer_closes=not self.kind.names_assigned,
                 ready=g.state == "ready", resume=g.deleting and self.kind.names_assigned)
         except HandledError as exc:
@@ -348,53 +286,20 @@ class Reconciler:
                 first, (facts, decision) = (facts, decision), following
         elif decision.actions:
             decision, notices = run_actions(decision, self.host, None, passthrough=PASSTHROUGH)
-        if notices:
-            run.notes.extend(informational(exc, run.generation) for exc in notices)
-        observation = facts.observation
-        if observation is not None and observation.late_init and not facts.deleting and (
-            facts.policy.allows_modify
-        ):
-            run.late_init(self.kind.to_spec(observation.late_init))
-        if run.observed is not None:
-            facts = attrs.evolve(facts, generation=run.observed)
         connection: dict[str, str] = {}
-        if observation is not None:
-            connection.update(observation.connection)
+        if facts.observation is not None:
+            connection.update(facts.observation.connection)
         if effects is not None:
             connection.update(effects.connection)
-        transition = decision.transition
-        final_next = transition is not None and self.table.states[transition.target].final
-        if connection and not facts.deleting and not final_next and decision.error is None:
-            try:
-                run.secrets.publish(run.obj, connection, run.forced)
-            except HandledError as exc:
-                decision = decision.failing(exc, "publish")
-        old = objects.status(run.obj)
-        made: Plan | None = None
-        if first is not None:  # the create's own conclusion, then the observation's on it
-            made = conclude(machine, old, first[0], first[1], now=self.clock(),
-                            key=run.obj["metadata"]["uid"], notes=run.notes,
-                            external_name=run.external_name)
-        concluded = conclude(machine, old if made is None else made.settled.status,
-                             facts, decision, now=self.clock(),
-                             key=run.obj["metadata"]["uid"], notes=run.notes,
-                             external_name=run.external_name, dirty=run.dirty)
-        events = (concluded.settled.events if made is None
-                  else passage(made, concluded))
-        final = self.table.states[concluded.target].final
-        leaving = final and self._leaving(run)
-        if leaving:
-            # The object goes with our finalizer: its status and the Normal Events
-            # of this step would describe an object nobody can read any more.
-            events = tuple(e for e in events if e[0] != "Normal")
-        run.write_back(concluded.settled.status, events, old, final=final, leaving=leaving)
-        if final:
+        # Write back: late-init, the connection Secret, the conclusion, the object.
+        done = run.write_back(facts, decision, connection=connection, clock=self.clock,
+                              first=first, notices=notices)
+        if done.final:
             name = external_name_of(run.obj).current  # as the pass leaves the object
             if isinstance(name, str) and name:
                 self.names.release(run.obj, name)
-        self._log_transition(run, made.source if made is not None else concluded.source,
-                             concluded)
-        return concluded.result
+        self._log_transition(run, done.source, done.plan)
+        return done.plan.result
 
     def _log_transition(self, run: Pass, source: str, concluded: Plan) -> None:
         """One INFO line when the pass moved the object to another state: kind, object,
@@ -407,15 +312,6 @@ class Reconciler:
                  concluded.choice.reason,
                  extra={"kind": self.kind.kind, "object": key, "from": source,
                         "to": concluded.target, "reason": concluded.choice.reason})
-
-    @staticmethod
-    def _leaving(run: Pass) -> bool:
-        """Whether removing our finalizer lets the object go (it is deleted, and ours
-        is its last finalizer)."""
-        meta = objects.metadata(run.obj)
-        found = meta.get("finalizers")
-        return bool(meta.get("deletionTimestamp")) and (
-            not isinstance(found, list) or all(f == FINALIZER for f in found))
 
     def _held(self, run: Pass, g: Gate) -> Result:
         """A paused pass: hold the status (Synced False ``ReconcilePaused``), call nothing."""

@@ -130,6 +130,27 @@ class ConnectionSecrets:
                 reason="ConnectionSecretNotOwned")
         return secret
 
+    def take_over(self, owner: Mapping[str, Any], *, holds: bool, read_only: bool,
+                  forced: bool = False) -> str | None:
+        """The connection Secret as ``owner`` is taken over, in one call: the password.
+
+        Refuses (:class:`TerminalError`) a Secret outside a namespaced owner's
+        namespace (:meth:`check_namespace`) and, unless the owner ``holds`` its
+        external name already, a Secret that exists and is not the owner's
+        (:meth:`read`). For a kind with a password, returns the one stored
+        (``read_only``), else the one stored or a new one persisted first
+        (:meth:`ensure_password`); None for a kind without.
+        """
+        ref = self._checked_ref(owner)
+        creating = self.kind.password and not read_only
+        if not holds:
+            self._read(owner, *ref, False, creating)
+        if not self.kind.password:
+            return None
+        if read_only:
+            return self._stored_password(owner, ref, False)
+        return self.ensure_password(owner, forced)
+
     def stored_password(self, owner: Mapping[str, Any], *,
                         creating: bool = False) -> str | None:
         """The password recorded in ``owner``'s connection Secret, if any."""
