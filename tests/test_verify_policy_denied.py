@@ -25,6 +25,7 @@ from lifecycle.providers.postgres.scenarios.verify import (
     postgres_settings,
     refused_target,
 )
+from lifecycle.runtime.passes import Pass
 from lifecycle.runtime.reconciler import Reconciler
 
 pytestmark = pytest.mark.postgres
@@ -37,13 +38,19 @@ def leftovers(server: PostgresServer, prefix: str) -> list[str]:
             "SELECT rolname FROM pg_roles WHERE starts_with(rolname, %s)", [prefix]).fetchall()]
 
 
-class FinalizerBeforeAdmit(Reconciler):
-    """Deliberately broken: takes the object over (finalizer and external name staged,
-    committed with the pass's first write) before it asks the connector's ``admit``."""
+class AcquiresBeforeAdmit(Pass):
+    """Deliberately broken: stages the finalizer and external name (committed with the
+    pass's first write) before it asks the connector's ``admit``."""
 
-    def _admit(self, run: Any) -> Any:
-        run.acquire()
-        return super()._admit(run)
+    def admitted(self, admit: Any) -> Any:
+        self.acquire()
+        return super().admitted(admit)
+
+
+class FinalizerBeforeAdmit(Reconciler):
+    """Deliberately broken: takes the object over before it asks the connector's ``admit``."""
+
+    pass_type = AcquiresBeforeAdmit
 
 
 def target() -> verify.Target:
