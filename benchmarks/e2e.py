@@ -34,6 +34,7 @@ prints them.
 
 from __future__ import annotations
 
+import base64
 import json
 import statistics
 import tempfile
@@ -253,11 +254,54 @@ def by_verb(counts: dict[str, int]) -> dict[str, int]:
     return dict(sorted(verbs.items()))
 
 
-def _manifest(namespace: str, name: str) -> dict[str, Any]:
+def _manifest(namespace: str, name: str, config: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"forProvider": {"engine": "postgres", "storageGB": 20},
+                            "writeConnectionSecretToRef": {"name": f"{name}-conn"}}
+    if config is not None:
+        spec["providerConfigRef"] = {"name": config}
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DatabaseInstance",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"forProvider": {"engine": "postgres", "storageGB": 20},
-                     "writeConnectionSecretToRef": {"name": f"{name}-conn"}}}
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+#: The ProviderConfig kind DatabaseInstance names, and the credentials Secret of a round's.
+CONFIGS = "/apis/lifecycle.dev/v1alpha1/providerconfigs"
+CREDENTIALS = "bench-credentials"
+
+
+def round_config(client: Client, namespace: str) -> str:
+    """A ProviderConfig of the round's own (named as its namespace), whose credentials
+    Secret is in the round's namespace; created unless it exists.
+
+    The operator serves the round's namespace only, and an operator of one namespace
+    follows (watches) only the credentials Secrets in it, as its RBAC there allows; the
+    shared ``default`` config names a Secret in ``default``, which it would read afresh
+    every few seconds instead. A team running the operator for its namespace keeps its
+    credentials there, and so does each round.
+    """
+    from lifecycle.sim.embedded import EXAMPLE_CREDENTIALS
+
+    secrets = f"/api/v1/namespaces/{namespace}/secrets"
+    if client.call("GET", f"{secrets}/{CREDENTIALS}", missing=None) is None:
+        client.call("POST", secrets, {
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": CREDENTIALS, "namespace": namespace},
+            "data": {k: base64.b64encode(v.encode()).decode()
+                     for k, v in EXAMPLE_CREDENTIALS.items()}})
+    if client.call("GET", f"{CONFIGS}/{namespace}", missing=None) is None:
+        client.call("POST", CONFIGS, {
+            "apiVersion": "lifecycle.dev/v1alpha1", "kind": "ProviderConfig",
+            "metadata": {"name": namespace},
+            "spec": {"credentials": {"secretRef": {"name": CREDENTIALS,
+                                                   "namespace": namespace}}}})
+    return namespace
+
+
+def drop_round_config(client: Client, name: str) -> None:
+    """Delete a round's ProviderConfig once its operator has stopped (its in-use
+    finalizer, which no operator will remove now, taken off first)."""
+    client.call("PATCH", f"{CONFIGS}/{name}", {"metadata": {"finalizers": None}},
+                content_type="application/merge-patch+json", missing=None)
+    client.call("DELETE", f"{CONFIGS}/{name}", missing=None)
 
 
 def one(which: str, server: Any, config: Config, workdir: Path, tag: str, *, n: int,
@@ -266,6 +310,7 @@ def one(which: str, server: Any, config: Config, workdir: Path, tag: str, *, n: 
     namespace = f"bench-{tag}"
     client = Client(server.endpoint)
     client.ensure_namespace(namespace)
+    provider_config = round_config(client, namespace)
     base = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
     tracker = Tracker(server.endpoint, base, is_ready).start()
     operator = start_operator(which, server.operator_kubeconfig(which), workdir, tag,
@@ -279,7 +324,7 @@ def one(which: str, server: Any, config: Config, workdir: Path, tag: str, *, n: 
         started = time.perf_counter()
         created = {}
         for name in names:
-            client.call("POST", base, _manifest(namespace, name))
+            client.call("POST", base, _manifest(namespace, name, provider_config))
             created[name] = time.perf_counter()
         ready = tracker.wait(lambda t: len(t.ready_at) >= n, config.timeout)
         wall = time.perf_counter() - started
@@ -321,6 +366,7 @@ def one(which: str, server: Any, config: Config, workdir: Path, tag: str, *, n: 
         tracker.stop()
         seen = operator.resets()
         if not server.fresh_per_round:
+            drop_round_config(client, provider_config)
             client.call("DELETE", f"/api/v1/namespaces/{namespace}", missing=None)
         client.close()
     row["operator_connection_resets"] = seen.get("total", 0)
