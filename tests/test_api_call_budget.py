@@ -81,18 +81,55 @@ class Counted:
     def __init__(self, kinds: Sequence[Kind], monkeypatch: pytest.MonkeyPatch) -> None:
         self.counts: Counter[str] = Counter()
         self.lock = threading.Lock()
+        #: The collections informers listed (a list in pages) and those they watch.
+        self.listed: set[tuple[str, str, str]] = set()
+        self.watched: set[tuple[str, str, str]] = set()
+        self.config_apis = sorted({kind.provider_config_api for kind in kinds})
         original = sim_http._Handler._dispatch
 
         def counted(handler: Any, method: str) -> None:
             key = classify(handler.face, method, handler.path)
             with self.lock:
                 self.counts[key] += 1
+                if method == "GET":
+                    self._note_informer(handler.path)
             original(handler, method)
 
         monkeypatch.setattr(sim_http._Handler, "_dispatch", counted)
         self.api = EmbeddedAPI()
         register_kinds(self.api, kinds)
         self.face = sim_http.APIServerHTTP(self.api).start()
+
+    def _note_informer(self, path: str) -> None:
+        url = urlsplit(path)
+        query = parse_qs(url.query)
+        key = (url.path, (query.get("labelSelector") or [""])[-1],
+               (query.get("fieldSelector") or [""])[-1])
+        if (query.get("watch") or [""])[-1] in ("true", "1"):
+            self.watched.add(key)
+        elif "limit" in query:  # an informer's list (a plain list reads once, unpaged)
+            self.listed.add(key)
+
+    def wait_started(self, timeout: float = 30.0) -> None:
+        """Wait until the operator's start-up requests are over: every informer that listed
+        has opened its watch, and every ProviderConfig carries the usage status the
+        operator writes as it starts."""
+        from lifecycle.core.kind import PROVIDER_CONFIG_KIND
+
+        def started() -> bool:
+            with self.lock:
+                watching = bool(self.listed) and self.listed <= self.watched
+            configs = [c for api in self.config_apis
+                       for c in self.api.list(api, PROVIDER_CONFIG_KIND)[0]]
+            return watching and all("users" in (c.get("status") or {}) for c in configs)
+
+        deadline = time.monotonic() + timeout
+        while not started():
+            with self.lock:
+                unwatched = sorted(self.listed - self.watched)
+            assert time.monotonic() < deadline, (
+                f"the operator did not finish starting: {unwatched} listed, never watched")
+            time.sleep(0.02)
 
     def take(self) -> Counter[str]:
         """The counts since the last take, and start counting afresh."""
@@ -156,7 +193,7 @@ def operator(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Counted]
         started.append(manager)
         manager.wait_synced()
         assert manager.cluster.wait_synced()  # Namespaces, Secrets and credentials too
-        time.sleep(0.3)
+        server.wait_started()  # the watches and the usage status trail the sync
         server.take()
         return server
 
