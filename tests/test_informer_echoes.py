@@ -1,4 +1,5 @@
-"""Watch events of this process's own writes: taken from the written answer, not decoded.
+"""Watch events of this process's own writes: taken from the written answer, not decoded;
+and the objects a watch changed last, kept unpacked until others push them out.
 
 A source with ``watch_lines`` yields each event as its raw line; an object handed over
 with :meth:`Informer.expect` stands for the line whose one ``resourceVersion`` is its
@@ -11,6 +12,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import lifecycle.driver.informer as informer_module
 from lifecycle.driver.informer import MAX_EXPECTED, Informer, InformerOptions
 from lifecycle.driver.store import Packer
 
@@ -138,3 +140,32 @@ def test_a_packed_object_tells_its_version_without_unpacking() -> None:
     assert packer.version(packed) == "123456"
     assert packer.unpack(packed) == obj("a", "123456", size=1)
     assert packer.version(packer.pack({"metadata": {}})) == ""
+
+
+def test_objects_changed_last_stay_unpacked_until_pushed_out_then_read_back_equal(
+        monkeypatch: Any) -> None:
+    monkeypatch.setattr(informer_module, "YOUNG", 3)
+    first = [obj(f"o{i}", str(20 + i), size=i) for i in range(5)]
+    again = obj("o4", "30", size=40)
+    source = Lines([], [("ADDED", line("ADDED", o)) for o in first]
+                   + [("MODIFIED", line("MODIFIED", again))])
+    informer, seen = run(source, [])
+    cache = informer._cache
+    assert [k for k, v in cache.items() if isinstance(v, bytes)] == [("ns", "o0"), ("ns", "o1")]
+    assert all(isinstance(cache[("ns", f"o{i}")], dict) for i in (2, 3, 4))
+    for o in first[:4]:
+        key = ("ns", o["metadata"]["name"])
+        assert informer.get(key) == o and informer.shared(key) == o
+        assert informer.version(key) == o["metadata"]["resourceVersion"]
+    # the handler's previous object is the one it was handed, not unpacked again
+    old, new = seen.updates[0]
+    assert old is seen.adds[4] and new == again
+    # a read of a young object is the caller's own; a shared read is the object itself
+    mine = informer.get(("ns", "o4"))
+    assert mine == again and mine is not informer.shared(("ns", "o4"))
+    assert informer.shared(("ns", "o4")) is seen.updates[0][1]
+    assert sorted(o["metadata"]["name"] for o in informer.items()) == [
+        f"o{i}" for i in range(5)]
+    assert informer.stored_bytes() == sum(
+        len(informer.packer.pack(v)) if isinstance(v, dict) else len(v)
+        for v in cache.values())

@@ -350,7 +350,8 @@ class CachedCluster:
                 return self._lend(obj)
             with self._lock:
                 self._written.pop(ident, None)
-        stored = store.get((ns, name))
+        shared = getattr(store, "shared", None)  # no copy: handed out shared anyway
+        stored = store.get((ns, name)) if shared is None else shared((ns, name))
         if stored is None:
             if complete or presume:
                 self.hits += 1

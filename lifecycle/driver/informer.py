@@ -22,9 +22,14 @@ resourceVersion, applying every event to its cache and telling a
 - every ``resync`` seconds the handler sees every cached object again.
 
 The cache keeps each object packed (:class:`~lifecycle.driver.store.Packer`):
-a few tens of bytes for an object of a kilobyte or two. A read unpacks it,
-so every caller gets a dict of its own; the handler gets the object the
-watch decoded and, on an update, the previous one unpacked.
+a few tens of bytes for an object of a kilobyte or two. The objects a watch
+changed last (at most :data:`YOUNG` of them) are kept as the watch delivered
+them until others push them out, and packed then: an object in the middle of
+a change (one reconcile writes it two or three times) is not packed at every
+step, and the handler's previous object is the one it was handed last time,
+not unpacked again. :meth:`Informer.get` gives a dict of the caller's own;
+:meth:`Informer.shared` and :meth:`Informer.items` give objects to read, not
+to change (a young one is the very object the handler saw).
 
 Most watch events of an operator's objects are the echoes of its own writes.
 A writer that hands the informer the server's answer (:meth:`Informer.expect`)
@@ -60,6 +65,8 @@ log = logging.getLogger("lifecycle.driver.informer")
 Key = tuple[str | None, str]
 #: Written objects held for their watch events, at most (the oldest are dropped first).
 MAX_EXPECTED = 1024
+#: Objects a watch changed last kept unpacked, at most (the oldest are packed first).
+YOUNG = 128
 _VERSION = b'"resourceVersion":"'
 
 
@@ -178,11 +185,24 @@ class Informer:
         self.observers: list[Callable[[dict[str, Any]], None]] = []
         #: Objects as written by this process, by resourceVersion, until their event comes.
         self._expected: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        #: Keys whose cached object is held unpacked (a dict in the cache), oldest first.
+        self._young: OrderedDict[Key, None] = OrderedDict()
 
     # --------------------------------------------------------------- cache
     def get(self, key: Key) -> dict[str, Any] | None:
         """The cached object for ``(namespace, name)`` (a dict of the caller's own when
         packed)."""
+        with self._lock:
+            entry = self._cache.get(key)
+        if entry is None:
+            return None
+        if entry.__class__ is dict and self.packer is not None:
+            return self.packer.copy(entry)  # a young one: the handler's, copied
+        return self._unpack(entry)
+
+    def shared(self, key: Key) -> dict[str, Any] | None:
+        """The cached object for ``key``, to read and never change: a young one is the
+        object itself (no copy, no unpacking), an older one unpacked."""
         with self._lock:
             entry = self._cache.get(key)
         return None if entry is None else self._unpack(entry)
@@ -194,14 +214,15 @@ class Informer:
             entry = self._cache.get(key)
         if entry is None:
             return None
-        if self.packer is None:
+        if entry.__class__ is dict:
             found = _rv(entry)
             return found if isinstance(found, str) else ""
-        return self.packer.version(entry)
+        return Packer.version(entry)
 
     def items(self) -> Iterator[dict[str, Any]]:
-        """Every cached object, as of the call (unpacked one at a time as the caller
-        iterates, so a pass over a large store never holds it all decoded at once)."""
+        """Every cached object, as of the call, to read and never change (unpacked one at
+        a time as the caller iterates, so a pass over a large store never holds it all
+        decoded at once)."""
         with self._lock:
             entries = list(self._cache.values())
         return map(self._unpack, entries)
@@ -211,13 +232,39 @@ class Informer:
         if self.packer is None:
             return None
         with self._lock:
-            return sum(map(len, self._cache.values()))
+            entries = list(self._cache.values())
+        packer = self.packer
+        return sum(len(e) if e.__class__ is bytes else len(packer.pack(e)) for e in entries)
 
     def _pack(self, obj: dict[str, Any]) -> Any:
         return obj if self.packer is None else self.packer.pack(obj)
 
     def _unpack(self, entry: Any) -> dict[str, Any]:
-        return entry if self.packer is None else self.packer.unpack(entry)
+        return entry if self.packer is None or entry.__class__ is dict else (
+            self.packer.unpack(entry))
+
+    def _age(self, key: Key) -> list[tuple[Key, dict[str, Any]]]:
+        """Mark ``key``'s object young (with the lock held); the objects pushed out of
+        the young ones, to pack."""
+        young = self._young
+        young[key] = None
+        young.move_to_end(key)
+        out = []
+        while len(young) > YOUNG:
+            old, _ = young.popitem(last=False)
+            entry = self._cache.get(old)
+            if entry.__class__ is dict:
+                out.append((old, entry))
+        return out
+
+    def _pack_aged(self, aged: list[tuple[Key, dict[str, Any]]]) -> None:
+        """Pack objects pushed out of the young ones (unless changed meanwhile)."""
+        for key, obj in aged:
+            assert self.packer is not None
+            packed = self.packer.pack(obj)
+            with self._lock:
+                if self._cache.get(key) is obj:
+                    self._cache[key] = packed
 
     def __len__(self) -> int:
         with self._lock:
@@ -370,6 +417,7 @@ class Informer:
         with self._lock:
             held = self._cache
             self._cache = packed
+            self._young.clear()
         for obj in fresh.values():
             for observe in self.observers:
                 observe(obj)
@@ -418,13 +466,18 @@ class Informer:
 
     def _apply(self, kind: str, obj: dict[str, Any]) -> None:
         key = object_key(obj)
-        entry = None if kind == "DELETED" else self._pack(obj)
+        aged: list[tuple[Key, dict[str, Any]]] = []
         with self._lock:
             held = self._cache.get(key)
-            if entry is None:
+            if kind == "DELETED":
                 self._cache.pop(key, None)
+                self._young.pop(key, None)
             else:
-                self._cache[key] = entry
+                self._cache[key] = obj  # young: packed once pushed out (:meth:`_age`)
+                if self.packer is not None:
+                    aged = self._age(key)
+        if aged:
+            self._pack_aged(aged)
         before = None if held is None or kind == "DELETED" else self._unpack(held)
         for observe in self.observers:
             observe(obj)

@@ -212,6 +212,12 @@ class Packer:
         return bytes((number, len(version))) + version + packed
 
     @staticmethod
+    def copy(obj: dict[str, Any]) -> dict[str, Any]:
+        """A dict of the caller's own equal to ``obj`` (through its compact JSON)."""
+        found: dict[str, Any] = json.loads(_dumps(obj))
+        return found
+
+    @staticmethod
     def version(packed: bytes) -> str:
         """The ``metadata.resourceVersion`` of the object ``packed`` holds ("" if none)."""
         return packed[2:2 + packed[1]].decode("latin-1")
