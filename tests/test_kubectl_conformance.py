@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 from envtest_helpers import SERVERS, cleanup, served
-from serve_helpers import EXAMPLES, Serve, eventually, load_docs
+from serve_helpers import EXAMPLES, Serve, eventually, load_docs, serving
 
 from lifecycle import registry
 
@@ -667,8 +667,8 @@ def test_watch_streams_changes_of_the_selected_object(bare: Serve) -> None:
     assert any(obj["spec"]["forProvider"]["storageGB"] == 30 for kind, obj in seen[1:-1]), seen
 
 
-def _flood(server: Serve, namespace: str, writes: int) -> None:
-    """``writes`` merge patches of one ConfigMap over one keep-alive connection."""
+def _flood(server: Serve, namespace: str, writes: int, *, name: str = "flood") -> None:
+    """``writes`` merge patches of one new ConfigMap ``name`` over one keep-alive connection."""
     import http.client
     import json
 
@@ -676,13 +676,13 @@ def _flood(server: Serve, namespace: str, writes: int) -> None:
     try:
         path = f"/api/v1/namespaces/{namespace}/configmaps"
         connection.request("POST", path, body=json.dumps(
-            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "flood"},
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
              "data": {"n": "0"}}), headers={"Content-Type": "application/json"})
         response = connection.getresponse()
         response.read()
         assert response.status == 201, response.status
         for index in range(1, writes + 1):
-            connection.request("PATCH", f"{path}/flood",
+            connection.request("PATCH", f"{path}/{name}",
                                body=json.dumps({"data": {"n": str(index)}}),
                                headers={"Content-Type": "application/merge-patch+json"})
             response = connection.getresponse()
@@ -692,26 +692,69 @@ def _flood(server: Serve, namespace: str, writes: int) -> None:
         connection.close()
 
 
-@pytest.mark.parametrize("bare", [pytest.param(
-    "serve", id="serve-only: the real server's watch cache and etcd compaction decide when "
-                "a version expires, not a fixed window of 10,000 writes")], indirect=True)
-def test_watch_from_an_expired_resource_version_raises_410_expired(bare: Serve) -> None:
-    """A resourceVersion the server's watch history no longer holds: 410 Expired on the stream."""
+#: The watch history of the ``serve`` the 410 test starts: small, so a short flood expires
+#: a version (the default's 10,000 is pinned by the test after it).
+SMALL_WATCH_CACHE = 100
+
+
+def test_watch_from_an_expired_resource_version_raises_410_expired(tmp_path: Path) -> None:
+    """A resourceVersion the server's watch history no longer holds: 410 Expired on the stream.
+
+    ``serve`` only: on the real server its watch cache and etcd compaction decide when a
+    version expires, not a fixed window of writes. Its own ``serve --watch-cache-size``
+    keeps the history small, so 50 writes more than it holds push the version out (with the
+    default 10,000 this took 10,050 writes and two minutes)."""
     from kubernetes import watch
     from kubernetes.client import ApiException
 
-    api = _objects(bare)
-    namespace = new_namespace(bare)
-    old = api.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
-    _flood(bare, namespace, 10_050)  # more writes than a watch history of 10 000 holds
-    with pytest.raises(ApiException) as info:
-        for _ in watch.Watch().stream(api.list_namespaced_custom_object, GROUP, VERSION,
-                                      namespace, PLURAL, timeout_seconds=5,
-                                      resource_version=old["metadata"]["resourceVersion"]):
-            pass
+    with serving(tmp_path, operator=False,
+                 extra_args=["--watch-cache-size", str(SMALL_WATCH_CACHE)]) as server:
+        api = _objects(server)
+        namespace = new_namespace(server)
+        old = api.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
+        # Within the history the version still answers: the flood below is what expires it.
+        _flood(server, namespace, SMALL_WATCH_CACHE // 2)
+        assert list(watch.Watch().stream(
+            api.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
+            timeout_seconds=1, resource_version=old["metadata"]["resourceVersion"])) == []
+        _flood(server, namespace, SMALL_WATCH_CACHE, name="flood-2")
+        with pytest.raises(ApiException) as info:
+            for _ in watch.Watch().stream(api.list_namespaced_custom_object, GROUP, VERSION,
+                                          namespace, PLURAL, timeout_seconds=5,
+                                          resource_version=old["metadata"]["resourceVersion"]):
+                pass
     assert info.value.status == 410
     assert str(info.value.reason).startswith("Expired: too old resource version"), (
         info.value.reason)
+
+
+def test_serve_keeps_a_watch_history_of_10000_writes_by_default() -> None:
+    """``lifecycle serve`` without ``--watch-cache-size`` holds 10,000 writes, as the embedded
+    API does, and hands the value it is given to the API it serves."""
+    import inspect
+
+    from lifecycle.cli import build_parser
+    from lifecycle.cli import serve as serve_module
+    from lifecycle.sim import EmbeddedAPI
+
+    parser = build_parser()
+    assert parser.parse_args(["serve"]).watch_cache_size == 10_000
+    assert parser.parse_args(["serve", "--watch-cache-size", "7"]).watch_cache_size == 7
+    assert inspect.signature(EmbeddedAPI).parameters["watch_window"].default == 10_000
+    assert serve_module.DEFAULT_WATCH_CACHE_SIZE == 10_000
+    assert EmbeddedAPI()._log.window == 10_000
+
+
+def test_a_watch_cache_size_below_one_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """``--watch-cache-size 0``: one line naming the option, exit 2, nothing served."""
+    done = subprocess.run([sys.executable, "-m", "lifecycle", "serve", "--watch-cache-size", "0",
+                           "--kubeconfig", str(tmp_path / "kubeconfig"),
+                           "--state", str(tmp_path / "state.db")],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2, done
+    assert done.stderr.strip().splitlines() == [
+        "lifecycle serve: --watch-cache-size must be at least 1, got 0"], done.stderr
+    assert not (tmp_path / "state.db").exists() and not (tmp_path / "kubeconfig").exists()
 
 
 def test_resource_version_from_the_future_is_a_504_too_large(

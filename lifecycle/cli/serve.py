@@ -18,7 +18,10 @@ loses a write a client saw succeed; the state is also saved every
 simulated cloud) and once more on SIGTERM/SIGINT. ``--no-durable-writes``
 acknowledges writes before they are saved (faster; a ``kill -9`` then loses
 the writes of the last interval). After a crash the resourceVersion counter
-jumps far ahead, so no version a client may have seen is issued again.
+jumps far ahead, so no version a client may have seen is issued again. Watches
+replay from the last ``--watch-cache-size`` writes (default 10,000), as a real
+API server's watch cache does: a watch from an older resourceVersion gets 410
+Expired and its client lists again.
 
 Objects may adopt an external resource they did not create (annotated
 lifecycle.dev/adopt: "true") only in the namespaces --allow-adoption names;
@@ -58,7 +61,8 @@ from lifecycle.cli.kubeconfigs import (
 from lifecycle.core.kind import Kind
 from lifecycle.kube.errors import ApiError
 
-__all__ = ["DEFAULT_PORT", "DEFAULT_STATE", "register", "remove_state_file", "serve"]
+__all__ = ["DEFAULT_PORT", "DEFAULT_STATE", "DEFAULT_WATCH_CACHE_SIZE", "register",
+           "remove_state_file", "serve"]
 
 log = logging.getLogger("lifecycle.serve")
 
@@ -66,6 +70,9 @@ log = logging.getLogger("lifecycle.serve")
 DEFAULT_PORT = 6443
 #: The state file, relative to the working directory.
 DEFAULT_STATE = "lifecycle-state.db"
+#: How many writes the watch history holds unless ``--watch-cache-size`` says otherwise:
+#: a watch from an older resourceVersion gets 410 Expired.
+DEFAULT_WATCH_CACHE_SIZE = 10_000
 #: The kubeconfig written, relative to the working directory.
 
 
@@ -135,6 +142,8 @@ def serve(args: argparse.Namespace) -> int:
         raise UsageError(f"--port must be between 1 and 65535, got {args.port}")
     if args.save_interval <= 0:
         raise UsageError("--save-interval must be positive")
+    if args.watch_cache_size < 1:
+        raise UsageError(f"--watch-cache-size must be at least 1, got {args.watch_cache_size}")
     host = _bind_address(args.address, args.allow_remote)
     adoption = allowed_adoption(args.allow_adoption or ())
     check_kubeconfig_target(Path(args.kubeconfig).absolute())  # before anything is made
@@ -147,7 +156,8 @@ def serve(args: argparse.Namespace) -> int:
     served = finished = False
     try:
         saved = state.load()
-        api = EmbeddedAPI(seed=random.SystemRandom().getrandbits(63))
+        api = EmbeddedAPI(seed=random.SystemRandom().getrandbits(63),
+                          watch_window=args.watch_cache_size)
         externals = _persisted(pairs)
         if saved is not None:
             try:
@@ -340,6 +350,11 @@ def register(subparsers: Any) -> None:
                    help="save and fsync every write before acknowledging it, so kill -9 "
                         "loses no acknowledged write (default: on; --no-durable-writes "
                         "answers first and saves every --save-interval)")
+    p.add_argument("--watch-cache-size", type=int, default=DEFAULT_WATCH_CACHE_SIZE,
+                   metavar="WRITES",
+                   help="how many writes the watch history holds; a watch from a "
+                        "resourceVersion older than that gets 410 Expired and must list "
+                        f"again (default: {DEFAULT_WATCH_CACHE_SIZE})")
     p.add_argument("--kinds", nargs="+", metavar="KIND",
                    help="registered kinds by name or plural, or MODULE:NAME, whose CRDs to "
                         "install and operator to run (default: DatabaseInstance)")
