@@ -16,11 +16,17 @@ from lifecycle.runtime.reconciler import Pass, Reconciler
 from lifecycle.verify import explore
 
 
+class ClaimsNothing(Pass):
+    """A broken pass: the name index is never consulted."""
+
+    def claim(self, deleting: bool) -> Any:
+        return None
+
+
 class SkipsOwnership(Reconciler):
     """A broken engine: no name index, no ownership marks consulted."""
 
-    def _claim(self, run: Pass, deleting: bool) -> Any:
-        return None
+    pass_type = ClaimsNothing
 
     def _judge(self, run: Pass, facts: Facts) -> Facts:
         return facts

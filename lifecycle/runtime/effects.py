@@ -52,7 +52,7 @@ from lifecycle.core.values import Completion, Creation, Intent, Observation, rfc
 from lifecycle.runtime.journalkey import Journal
 
 __all__ = [
-    "Effects", "ObjectPort", "closed_intent", "connect", "guarded", "next_intent",
+    "Effects", "Inputs", "ObjectPort", "closed_intent", "connect", "guarded", "next_intent",
     "run_actions", "stored_intent",
 ]
 
@@ -189,6 +189,24 @@ def _parsed_intent(raw: str) -> Intent | None:
         return None
 
 
+
+
+@attrs.frozen
+class Inputs:
+    """What connect needs of a pass (the resource and its provider config), or why the
+    pass goes on without connecting (:meth:`Pass.take_over
+    <lifecycle.runtime.passes.Pass.take_over>`)."""
+
+    #: The resource to connect to, under the name the object took ownership with.
+    resource: ManagedResource | None = None
+    #: The object's provider config, with its credentials.
+    config: ProviderConfig | None = None
+    #: A take-over check's refusal: the pass ends as a condition, nothing committed.
+    refused: HandledError | None = None
+    #: An error reading the connection's inputs (ownership is staged by then).
+    error: HandledError | None = None
+    #: A deletion with nothing to delete: its name is another object's, or invalid.
+    absent: bool = False
 
 
 def connect(connector: Connector, resource: ManagedResource, config: ProviderConfig,

@@ -36,20 +36,20 @@ from lifecycle.core.decide import Decision, Facts
 from lifecycle.core.errors import HandledError, TerminalError
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, OPERATION, Kind, check_references
 from lifecycle.core.ownership import NotOwnedError, owner_mark
-from lifecycle.core.values import Condition, ConditionStatus
+from lifecycle.core.values import Condition, ConditionStatus, Intent
 from lifecycle.core.vocabulary import ConditionTypes
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.conflict import on_conflict
 from lifecycle.kube.errors import NotFound
 from lifecycle.kube.events import record_event
 from lifecycle.kube.objects import add_finalizer, remove_finalizer
-from lifecycle.runtime.effects import guarded
+from lifecycle.runtime.effects import Inputs, guarded
 from lifecycle.runtime.names import ExternalName, NameIndex
 from lifecycle.runtime.reads import TTLCache, provider_config
 from lifecycle.runtime.redaction import credential_values, redact, redact_events, redact_status
 from lifecycle.runtime.secrets import ConnectionSecrets
 
-__all__ = ["Admit", "Inputs", "ObjectGone", "Pass", "config_note", "informational",
+__all__ = ["Admit", "ObjectGone", "Pass", "config_note", "informational",
            "managed_name", "record_event", "staged_meta"]
 
 
@@ -59,23 +59,6 @@ Admit = Callable[[ManagedResource, ProviderConfig], Any]
 
 class ObjectGone(Exception):
     """The reconciled object disappeared during the pass: nothing more to do."""
-
-
-@attrs.frozen
-class Inputs:
-    """What the take-over leaves for connect (:meth:`Pass.take_over`): the resource and
-    its provider config, or why the pass goes on without connecting."""
-
-    #: The resource to connect to, under the name the object took ownership with.
-    resource: ManagedResource | None = None
-    #: The object's provider config, with its credentials.
-    config: ProviderConfig | None = None
-    #: A take-over check's refusal: the pass ends as a condition, nothing committed.
-    refused: HandledError | None = None
-    #: An error reading the connection's inputs (ownership is staged by then).
-    error: HandledError | None = None
-    #: A deletion with nothing to delete: its name is another object's, or invalid.
-    absent: bool = False
 
 
 @attrs.define
@@ -131,6 +114,9 @@ class Pass:
     password_error: HandledError | None = None
     #: The index of claimed external names (the reconciler's), for :meth:`claim`.
     index: NameIndex | None = None
+    #: The trusted journal entry on the object, read once after connecting: the ownership
+    #: rule's, then the actions' (:meth:`Effects.act <lifecycle.runtime.effects.Effects.act>`).
+    entry: Intent | None = None
 
     # ------------------------------------------------------------------ take-over
     def take_over(self, admit: Admit | None, *, deleting: bool, modify: bool) -> Inputs:

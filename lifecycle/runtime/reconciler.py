@@ -65,15 +65,15 @@ from lifecycle.core.errors import HandledError, UnhandledError
 from lifecycle.core.kind import Kind
 from lifecycle.core.ownership import Verdict, acted_on, adoption_requested, judge
 from lifecycle.core.plan import Plan, gather, held
-from lifecycle.core.values import Intent, Observation, Result, now
+from lifecycle.core.values import Observation, Result, now
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.conflict import ConflictsExhausted
 from lifecycle.kube.errors import ApiError, NotFound, TooManyRequests
 from lifecycle.kube.events import record_event
-from lifecycle.runtime.effects import Effects, connect, run_actions
+from lifecycle.runtime.effects import Effects, Inputs, connect, run_actions
 from lifecycle.runtime.journalkey import Journal, subject_of
 from lifecycle.runtime.names import NameIndex, external_name_of, kind_objects, read_object
-from lifecycle.runtime.passes import Inputs, ObjectGone, Pass, informational
+from lifecycle.runtime.passes import ObjectGone, Pass, informational
 from lifecycle.runtime.reads import TTLCache, namespace_annotations
 from lifecycle.runtime.references import References
 from lifecycle.runtime.secrets import ConnectionSecrets, generate_password
@@ -208,17 +208,17 @@ class Reconciler:
         facts, effects = self._observe(run, g, taken)
         # The trusted journal entry, read once: the ownership rule's, and the actions'.
         meta = run.obj["metadata"]
-        entry = self.journal.read(objects.annotations(run.obj), subject_of(
+        run.entry = self.journal.read(objects.annotations(run.obj), subject_of(
             kind.kind, meta.get("namespace"), meta["name"], meta["uid"], run.external_name))
         try:
-            return self._run(run, self._judge(run, facts, entry), effects, entry)
+            return self._run(run, self._judge(run, facts), effects)
         finally:
             if effects is not None and not effects.closed:
                 effects.close()
 
-    def _judge(self, run: Pass, facts: Facts, entry: Intent | None) -> Facts:
-        """Apply the ownership rule to what observe saw (:func:`lifecycle.core.ownership.judge`;
-        ``entry``: the trusted journal entry on the object).
+    def _judge(self, run: Pass, facts: Facts) -> Facts:
+        """Apply the ownership rule to what observe saw (:func:`lifecycle.core.ownership.judge`),
+        with the trusted journal entry on the object (``run.entry``).
 
         A resource this object does not own is never changed: the pass fails
         with the refusal, or, when the object is being deleted, treats the
@@ -230,7 +230,7 @@ class Reconciler:
         namespace = meta.get("namespace")
         annotations = objects.annotations(run.obj)
         verdict = judge(facts.observation, uid=meta["uid"], name=run.external_name,
-                        acted_before=acted_on(entry),
+                        acted_before=acted_on(run.entry),
                         adopt=adoption_requested(annotations),
                         adoption_allowed="*" in self.allow_adoption or (
                             namespace is not None and namespace in self.allow_adoption),
@@ -267,10 +267,8 @@ class Reconciler:
         return gather(g, old, observation=observation), effects
 
     # ------------------------------------------------------------------ running
-    def _run(self, run: Pass, facts: Facts, effects: Effects | None,
-             entry: Intent | None = None) -> Result:
-        """Decide, carry the decision out (``entry``: the trusted journal entry), conclude
-        and write the conclusion."""
+    def _run(self, run: Pass, facts: Facts, effects: Effects | None) -> Result:
+        """Decide, carry the decision out, conclude and write the conclusion."""
         machine = self.kind.machine
         decision = decide(machine, facts)
         first: tuple[Facts, Decision] | None = None
@@ -278,7 +276,7 @@ class Reconciler:
         if effects is not None:
             # The journal's object writes fail as the pass's own writes do.
             decision, notices, following = effects.act(
-                facts, decision, self.host, machine, entry=entry,
+                facts, decision, self.host, machine, entry=run.entry,
                 observe_after_create=self.kind.observe_after_create, passthrough=PASSTHROUGH)
             if effects.external_name:
                 run.external_name = effects.external_name
