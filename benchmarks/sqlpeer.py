@@ -199,11 +199,15 @@ class Peer:
 
 def start(kubeconfig: Path, *, poll: float, user_agent: str = "sqlpeer", sync: float = 3600.0,
           max_reconcile_rate: int = 10, role_always_update: bool = False,
-          log: Path | None = None, timeout: float = 120.0) -> Peer:
+          creation_grace_period: float = 30.0, log: Path | None = None,
+          timeout: float = 120.0) -> Peer:
     """Build (cached) and start the peer against the API server of ``kubeconfig``.
 
     ``poll`` is the drift-check interval in seconds; ``role_always_update``
     reproduces provider-sql's Role drift check that reports drift on every poll.
+    ``creation_grace_period`` is how long after a create an object whose external
+    resource is not found is requeued rather than trusted (the managed reconciler's
+    default, 30 s: a drift repaired or a delete right after a create waits it out).
     Its stderr goes to ``log`` (a temporary file by default). Returns once the
     peer printed ``ready``; raises :class:`SqlPeerError` if it exits or stays
     silent for ``timeout`` seconds.
@@ -215,7 +219,8 @@ def start(kubeconfig: Path, *, poll: float, user_agent: str = "sqlpeer", sync: f
         log = Path(name)
     command = [str(binary), f"--kubeconfig={kubeconfig}", f"--poll={poll:g}s",
                f"--sync={sync:g}s", f"--max-reconcile-rate={max_reconcile_rate}",
-               f"--user-agent={user_agent}", "--metrics-bind-address=0"]
+               f"--user-agent={user_agent}", "--metrics-bind-address=0",
+               f"--creation-grace-period={creation_grace_period:g}s"]
     if role_always_update:
         command.append("--role-always-update")
     with open(log, "w") as err:

@@ -30,6 +30,10 @@ GROUP, VERSION = "postgresql.sql.crossplane.io", "v1alpha1"
 POLL = 2.0
 #: How long any one wait may take, in seconds.
 TIMEOUT = 90.0
+#: The peer's creation grace period in seconds. The managed reconciler's 30 s default would
+#: make the grant's repair and its deletion, each just after a create, wait it out (and the
+#: exponential requeue backoff past it: 40 s each); the test shows they happen, not how soon.
+GRACE = 1.0
 
 
 def eventually(check: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
@@ -141,7 +145,7 @@ def peer(real_cluster: Any, postgres_server: Any,
                                            {"spec": config["spec"]})
     log = tmp_path_factory.mktemp("sqlpeer") / "sqlpeer.log"
     process = sqlpeer.start(real_cluster.kubeconfig, poll=POLL, user_agent="sqlpeer-test",
-                            log=log)
+                            creation_grace_period=GRACE, log=log)
     try:
         yield Peer(real_cluster, postgres_server, process, namespace)
     finally:

@@ -41,12 +41,15 @@ func main() {
 		alwaysUpdate = flag.Bool("role-always-update", false,
 			"Report every Role as drifted on every poll, as the provider this peer stands in for does.")
 		policies = flag.Bool("enable-management-policies", true, "Honour spec.managementPolicies.")
+		grace    = flag.Duration("creation-grace-period", controllers.CreationGracePeriod,
+			"How long after a Create an Observe that finds nothing is requeued, not trusted.")
 	)
 	_ = flag.Parse(os.Args[1:])
 	if *kubeconfig == "" {
 		fail("--kubeconfig is required")
 	}
 	controllers.RoleAlwaysUpdate = *alwaysUpdate
+	controllers.CreationGracePeriod = *grace
 
 	zl := zap.New(zap.UseDevMode(*debug))
 	log := logging.NewLogrLogger(zl.WithName("sqlpeer"))

@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"time"
+
 	xpcontroller "github.com/crossplane/crossplane-runtime/pkg/controller"
 	"github.com/crossplane/crossplane-runtime/pkg/event"
 	"github.com/crossplane/crossplane-runtime/pkg/feature"
@@ -17,6 +19,11 @@ import (
 
 // Concurrency is the number of concurrent reconciles of each managed kind.
 const Concurrency = 5
+
+// CreationGracePeriod is how long after a successful Create an Observe that
+// finds nothing is not trusted (the object is requeued instead of created
+// again or, when deleted, let go). The managed reconciler's default is 30 s.
+var CreationGracePeriod = 30 * time.Second
 
 // Setup adds the ProviderConfig controller and one managed controller per kind.
 func Setup(mgr ctrl.Manager, o xpcontroller.Options) error {
@@ -43,6 +50,7 @@ func Setup(mgr ctrl.Manager, o xpcontroller.Options) error {
 			managed.WithExternalConnecter(&connector{kube: mgr.GetClient(), usage: usage, build: k.build}),
 			managed.WithLogger(o.Logger.WithValues("controller", name)),
 			managed.WithPollInterval(o.PollInterval),
+			managed.WithCreationGracePeriod(CreationGracePeriod),
 			managed.WithRecorder(event.NewAPIRecorder(mgr.GetEventRecorderFor(name))),
 		}
 		if o.Features.Enabled(feature.EnableBetaManagementPolicies) {
