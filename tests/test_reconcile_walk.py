@@ -49,6 +49,42 @@ def test_no_module_is_visited_more_than_twice() -> None:
     assert over_target(walk) == {}, " -> ".join(short(m) for m in walk)
 
 
+def lifecycle_walks() -> dict[str, list[str]]:
+    """The walk of each pass of a DatabaseInstance's life, by the state it moves through:
+    the create, a poll while creating, an observation when Ready, an update, the delete
+    call and the pass that sees the resource gone and lets the object go."""
+    env, _ = make()
+    env.apply(database_manifest("db", storage_gb=20))
+    walks: dict[str, list[str]] = {}
+
+    def step(label: str) -> None:
+        before = env.state(KIND, "db")
+        walk = record(lambda: env.reconcile(KIND, "db"))
+        after = env.state(KIND, "db") if env.exists(KIND, "db") else "gone"
+        walks[f"{label}: {before} -> {after}"] = walk
+
+    step("create")
+    step("poll")
+    env.run_until_idle()
+    step("observe")
+    env.apply(database_manifest("db", storage_gb=50))
+    step("update")
+    env.run_until_idle()
+    env.delete(KIND, "db")
+    step("delete")
+    step("gone")
+    return walks
+
+
+def test_every_pass_of_a_lifetime_visits_each_module_at_most_twice() -> None:
+    walks = lifecycle_walks()
+    assert list(walks) == [
+        "create: None -> creating", "poll: creating -> creating", "observe: ready -> ready",
+        "update: ready -> updating", "delete: ready -> deleting", "gone: deleting -> gone"]
+    over = {label: over_target(walk) for label, walk in walks.items() if over_target(walk)}
+    assert over == {}, {label: " -> ".join(short(m) for m in walks[label]) for label in over}
+
+
 def test_a_bounced_helper_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """The provider-config read handed to a helper in another module that calls it back."""
     original = Pass.provider_config
@@ -73,9 +109,9 @@ def test_the_walk_collapses_consecutive_calls_and_counts_returns_after_another()
     obj = {"metadata": {"name": "db", "uid": "u"}}
 
     def twice_then_bounced() -> None:
-        names.external_name_of(obj)
-        names.external_name_of(obj)
-        retry.retry_conflicts(functools.partial(names.external_name_of, obj), lambda: None,
+        names.name_key(obj, "x")
+        names.name_key(obj, "x")
+        retry.retry_conflicts(functools.partial(names.name_key, obj, "x"), lambda: None,
                               what="read")
 
     walk = record(twice_then_bounced)

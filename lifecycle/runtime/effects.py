@@ -279,6 +279,8 @@ class Effects:
         #: The trusted entry as this act knows it (the one it was handed, then each one it
         #: wrote), or None outside an act: the journal is read once per act.
         self._known: tuple[Intent | None] | None = None
+        #: A closed entry (its MAC and text) held until the act ends.
+        self._closing: tuple[str, str] | None = None
 
     def _subject(self) -> Subject:
         """What an entry is about: the resource's kind, namespace, name, uid and external
@@ -411,15 +413,25 @@ class Effects:
         rides on the object's next write, and a pass that writes nothing else
         leaves it pending, which the Ready state that follows makes harmless
         (:func:`next_intent` does not resume it once the object is Ready).
+        Within :meth:`act` it is held until the act ends, and dropped when the
+        act writes a new entry over it (that write carries the entry anyway).
         """
         closed = closed_intent(self.trusted(), observation)
         if closed is None:
             return False
-        stage = self.port.defer if self.defer_closes else self.port.stage
-        stage(INTENT_MAC, self._seal(closed))
-        stage(INTENT, closed.to_json())
+        self._closing = (self._seal(closed), closed.to_json())
         self._written(closed)
+        if self._known is None:
+            self._stage_closing()
         return True
+
+    def _stage_closing(self) -> None:
+        """Stage the closed entry held by :meth:`close_observed`, if any."""
+        if self._closing is not None:
+            stage = self.port.defer if self.defer_closes else self.port.stage
+            stage(INTENT_MAC, self._closing[0])
+            stage(INTENT, self._closing[1])
+            self._closing = None
 
     def act(self, facts: Facts, decision: Decision, host: object, machine: Any, *,
             entry: Intent | None = None, observe_after_create: bool = False,
@@ -453,6 +465,7 @@ class Effects:
                 following = after_action(machine, facts, decision, seen)
                 if following is not None:
                     self.close_observed(seen)
+            self._stage_closing()
             return decision, notices, following
         finally:
             self._known = None
@@ -469,6 +482,7 @@ class Effects:
 
     def _record(self, intent: Intent) -> None:
         """Commit the entry and its MAC in one write (the MAC staged, riding on the entry's)."""
+        self._closing = None  # the entry written over a closed one
         self.port.stage(INTENT_MAC, self._seal(intent))
         self.port.annotate(INTENT, intent.to_json())
         self._written(intent)

@@ -6,7 +6,8 @@ parsed once; the provider config with its credentials, read once; the
 :class:`~lifecycle.core.contract.ManagedResource` handed to the provider)
 and every write to it: metadata, late-initialised spec fields, status. It is
 also the object as the intent journal sees it (an
-:class:`~lifecycle.runtime.effects.ObjectPort`).
+:class:`~lifecycle.runtime.effects.ObjectPort`). The reconciler enters it for
+two phases, each one call: :meth:`Pass.take_over` and :meth:`Pass.write_back`.
 
 Metadata changes may be *staged* on a pass: they are not written at once but
 ride on the pass's next object write (:func:`staged_meta` applies them to a
@@ -34,6 +35,7 @@ from lifecycle.core.conclusion import Conclusion, conclusion
 from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.decide import Decision, Facts
 from lifecycle.core.errors import HandledError, TerminalError
+from lifecycle.core.externalname import ExternalName
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, OPERATION, Kind, check_references
 from lifecycle.core.ownership import NotOwnedError, owner_mark
 from lifecycle.core.values import Condition, ConditionStatus, Intent
@@ -44,7 +46,7 @@ from lifecycle.kube.errors import NotFound
 from lifecycle.kube.events import record_event
 from lifecycle.kube.objects import add_finalizer, remove_finalizer
 from lifecycle.runtime.effects import Inputs, guarded
-from lifecycle.runtime.names import ExternalName, NameIndex
+from lifecycle.runtime.names import NameIndex
 from lifecycle.runtime.reads import TTLCache, provider_config
 from lifecycle.runtime.redaction import credential_values, redact, redact_events, redact_status
 from lifecycle.runtime.secrets import ConnectionSecrets

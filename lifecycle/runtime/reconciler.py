@@ -8,17 +8,18 @@ this module only adds the I/O around them:
    pause, policies, a terminal failure of this generation);
 2. remove a ``reconcile`` operation annotation; a paused object only has its
    status held (:func:`~lifecycle.core.plan.held`);
-3. validate, then take ownership: the references, the connection Secret's
-   namespace and owner, the spec and the external name are checked first (a
-   refusal is a terminal condition, with no finalizer and no external call),
-   then the connector's optional ``admit`` is asked whether the provider refuses
-   the object (a refusal, or a failure to ask, is a condition only: nothing is
-   committed or created), then the finalizer and the external name are staged:
-   they are committed
-   with the first object write of the pass, which precedes any mutating
-   external call (the pending intent-journal entry's), or at the latest
-   before the status write (skipped by an orphaning deletion, which calls
-   nothing);
+3. take the object over (:meth:`Pass.take_over
+   <lifecycle.runtime.passes.Pass.take_over>`): the references are resolved
+   into the spec, then the references, the spec and the external name are
+   checked, the name is claimed, the connector's optional ``admit`` is asked
+   whether the provider refuses the object, and the connection Secret's
+   namespace and owner are checked and its password read or first persisted
+   (a refusal, or a failure to ask, is a condition only: nothing is
+   committed or created, no finalizer, no external call); then the finalizer
+   and the external name are staged: they are committed with the first
+   object write of the pass, which precedes any mutating external call (the
+   pending intent-journal entry's), or at the latest before the status write
+   (skipped by an orphaning deletion, which calls nothing);
 4. connect and observe, and gather the facts (:func:`~lifecycle.core.plan.gather`);
    a pending intent-journal entry whose effect the observation shows is
    closed as succeeded (staged to ride on the next object write; for a kind
@@ -28,9 +29,10 @@ this module only adds the I/O around them:
    journal of :class:`~lifecycle.runtime.effects.Effects`); when the call
    says what it left (:class:`~lifecycle.core.values.Completion`) and that
    moves the resource on, decide again from it in the same pass;
-6. late-initialise the spec (carrying whatever metadata is staged) and
-   publish the connection Secret;
-7. commit what is still staged; :func:`~lifecycle.core.plan.conclude`:
+6. write back (:meth:`Pass.write_back
+   <lifecycle.runtime.passes.Pass.write_back>`): late-initialise the spec
+   (carrying whatever metadata is staged) and publish the connection Secret;
+   commit what is still staged; :func:`~lifecycle.core.conclusion.conclusion`:
    status, Events and the requeue result; write the status once if it
    changed (observing the generation of a late-initialisation write of this
    pass); remove the finalizer on the final state (with no status write and
@@ -62,6 +64,7 @@ from lifecycle.core import objects
 from lifecycle.core.contract import Connector, admission, bind_objects
 from lifecycle.core.decide import Decision, Facts, Gate, ReconcilePolicy, decide, gate
 from lifecycle.core.errors import HandledError, UnhandledError
+from lifecycle.core.externalname import external_name_of
 from lifecycle.core.kind import Kind
 from lifecycle.core.ownership import Verdict, acted_on, adoption_requested, judge
 from lifecycle.core.plan import Plan, gather, held
@@ -72,7 +75,7 @@ from lifecycle.kube.errors import ApiError, NotFound, TooManyRequests
 from lifecycle.kube.events import record_event
 from lifecycle.runtime.effects import Effects, Inputs, connect, run_actions
 from lifecycle.runtime.journalkey import Journal, subject_of
-from lifecycle.runtime.names import NameIndex, external_name_of, kind_objects, read_object
+from lifecycle.runtime.names import NameIndex, kind_objects, read_object
 from lifecycle.runtime.passes import ObjectGone, Pass, informational
 from lifecycle.runtime.reads import TTLCache, namespace_annotations
 from lifecycle.runtime.references import References
