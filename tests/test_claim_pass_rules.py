@@ -15,16 +15,18 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import attrs
 import pytest
+from statemachine import State
 
 from lifecycle.core.claims import RELEASED, ClaimFacts, ResourceView, dynamic_name
 from lifecycle.core.errors import HandledError, Severity, UnhandledError
 from lifecycle.core.values import Result, ResultKind
 from lifecycle.kube.errors import Conflict
 from lifecycle.kube.objects import owner_reference
-from lifecycle.machines.claim import DATABASE_BINDING
+from lifecycle.machines.claim import DATABASE_BINDING, ClaimMachine
 from lifecycle.providers.simcloud.scenarios.harness import claim_environment, database_manifest
-from lifecycle.runtime.claims import ClaimEffects, ClaimPass, ClaimStore
+from lifecycle.runtime.claims import ClaimEffects, ClaimPass, ClaimReconciler, ClaimStore
 from lifecycle.testing.claims import claim_manifest, class_manifest
 
 POOL = "lifecycle-system"
@@ -250,6 +252,30 @@ def test_an_event_the_stored_state_does_not_allow_is_reported_and_backs_off(
     message = "event 'lose' is not allowed in state 'released' of ClaimMachine"
     assert conditions(world)["Synced"] == ("False", "ReconcileError", message)
     assert world.claim("app", "team-a")["status"]["state"] == "released"
+
+
+class Pausing(ClaimMachine):
+    """A kind's own claim machine with a Paused state that allows neither pending nor lose."""
+
+    paused = State("Paused")
+    pause = ClaimMachine.bound.to(paused)
+    resume = paused.to(ClaimMachine.bound)
+    stop = paused.to(ClaimMachine.deleted, on="withdraw_secret")
+    ready_condition = {**ClaimMachine.ready_condition, "paused": ("False", "Paused")}
+
+
+def test_an_event_the_state_does_not_allow_is_reported_before_a_problem_of_the_pass(
+        world: Any) -> None:
+    binding = attrs.evolve(DATABASE_BINDING,
+                           claim=attrs.evolve(DATABASE_BINDING.claim, machine=Pausing))
+    reconciler = ClaimReconciler(world.env.operator_api, binding, clock=world.env.clock.now)
+    claim = claim_of(world, "app", "team-b", resource=("team-a", "a-db"))  # refused: lose
+    world.env.serve_lenient("DatabaseClaim")  # the bundled CRD knows no Paused state
+    world.api.replace_status({**claim, "status": {"state": "paused"}})
+    assert reconciler.reconcile("team-b", "app") == Result.backoff("EventNotAllowed")
+    message = "event 'lose' is not allowed in state 'paused' of Pausing"
+    assert conditions(world, "app", "team-b")["Synced"] == ("False", "ReconcileError", message)
+    assert world.claim("app", "team-b")["status"]["state"] == "paused"
 
 
 class InformingStore(ClaimStore):
