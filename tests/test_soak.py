@@ -1,4 +1,5 @@
-"""Fault soak: 1,000 database instances through transient errors, throttling and 409s.
+"""Fault soak: 300 database instances (1,000 from the command line) through transient
+errors, throttling and 409s.
 
 The simulated cloud fails 20% of calls with a transient 5xx and throttles 5%
 of them with a retry-after; the API answers 10% of object and status writes
@@ -233,9 +234,19 @@ def test_ready_soak_counts_a_provider_reported_failure() -> None:
     assert figures.not_ready > 0 and figures.left_ready_state > 0
 
 
-def test_fault_soak_thousand_resources() -> None:
+#: The soak's size: 300 instances make every kind of fault fire hundreds of times (this
+#: seeded run: 780 cloud 5xx and throttles, 150 of them throttled, 461 API 409s) and put
+#: each object through its own mix of them, which is what the claims below need; the
+#: 1,000-instance figures of docs/reliability.md come from ``python -m tests.test_soak``
+#: and take three times as long.
+SOAK_SIZE = 300
+
+
+def test_fault_soak_hundreds_of_resources() -> None:
+    """Under every kind of fault each of :data:`SOAK_SIZE` instances is created once,
+    reaches Ready and goes, within bounded attempts and external calls."""
     baseline = soak(50, error_rate=0.0, throttle_rate=0.0, conflict_rate=0.0)
-    figures = soak(1000)
+    figures = soak(SOAK_SIZE)
     for line in figures.lines():
         print(line)
     # Nothing created twice; every object reached Ready and was deleted (asserted in soak).
@@ -243,7 +254,7 @@ def test_fault_soak_thousand_resources() -> None:
     assert figures.calls_by_operation["create"] >= figures.count
     # Faults really happened.
     assert figures.failed_calls > 0.15 * figures.calls
-    assert figures.throttled > 0 and figures.api_conflicts > 0
+    assert figures.throttled > 0.1 * figures.count and figures.api_conflicts > figures.count
     # Bounded: no resource needs more than a few times the fault-free attempts (no hot loop).
     assert baseline.create_attempts_max <= 5 and baseline.delete_attempts_max <= 3
     assert figures.create_attempts_max <= 6 * baseline.create_attempts_max
