@@ -52,7 +52,6 @@ SUPPORTING = ("get namespaces", "get providerconfigs", "get secrets (credentials
               "list databaseinstances", "list roles", "list databases", "list grants")
 #: Calls per object from creation to Ready (settled), and from deletion to gone.
 READY_BUDGET, DELETE_BUDGET = 6, 2
-WRITES = ("create", "update", "patch", "delete")
 
 
 def classify(face: Any, method: str, path: str) -> str:
@@ -85,6 +84,8 @@ class Counted:
         self.listed: set[tuple[str, str, str]] = set()
         self.watched: set[tuple[str, str, str]] = set()
         self.config_apis = sorted({kind.provider_config_api for kind in kinds})
+        #: The operator's manager, once started (its controllers say when it is idle).
+        self.manager: Any = None
         original = sim_http._Handler._dispatch
 
         def counted(handler: Any, method: str) -> None:
@@ -137,27 +138,34 @@ class Counted:
             counts, self.counts = self.counts, Counter()
         return counts
 
-    def writes(self) -> int:
-        """Write requests counted since the last take."""
-        with self.lock:
-            return sum(v for k, v in self.counts.items() if k.split(" ", 1)[0] in WRITES)
+    def idle(self) -> bool:
+        """Whether the operator has seen every change the server holds and has nothing left
+        to do: every informer of every controller has caught up with the server's
+        resourceVersion (bookmarks carry it to watches with nothing to deliver), and no queue
+        holds a key ready or in flight. The version is read before and after, so no write
+        slipped in between."""
+        version = int(self.api.resource_version)
+        for controller in list(self.manager.controllers.values()):
+            for informer in (controller.informer, *controller.watches):
+                seen = informer.resource_version
+                if seen is None or int(seen) < version:
+                    return False
+            if len(controller.queue) or controller.queue.in_flight():
+                return False
+        return int(self.api.resource_version) == version
 
     def settle(self, done: Callable[[], bool], objects: Callable[[], list[dict[str, Any]]],
-               timeout: float = 30.0, quiet: float = 1.0) -> None:
-        """Wait until ``done()`` and then no write for ``quiet`` seconds."""
+               timeout: float = 30.0) -> None:
+        """Wait until ``done()`` and the operator is :meth:`idle` (so every call the change
+        causes has been made)."""
         deadline = time.monotonic() + timeout
-        while not done():
+        while not (done() and self.idle()):
             if time.monotonic() > deadline:
                 stuck = [(o["metadata"]["name"], (o.get("status") or {}).get("conditions"))
                          for o in objects()[:2]]
-                raise AssertionError(f"the operator did not get there in time: {stuck}")
+                raise AssertionError(f"the operator did not get there and go idle in time "
+                                     f"(done: {done()}): {stuck}")
             time.sleep(0.05)
-        last, since = self.writes(), time.monotonic()
-        while time.monotonic() - since < quiet:
-            time.sleep(0.1)
-            now = self.writes()
-            if now != last:
-                last, since = now, time.monotonic()
 
 
 def is_ready(obj: dict[str, Any]) -> bool:
@@ -191,6 +199,7 @@ def operator(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Counted]
         manager = cached_manager(cluster, list(pairs), ManagerOptions(workers=2), secrets=True)
         manager.start()
         started.append(manager)
+        server.manager = manager
         manager.wait_synced()
         assert manager.cluster.wait_synced()  # Namespaces, Secrets and credentials too
         server.wait_started()  # the watches and the usage status trail the sync
