@@ -85,6 +85,30 @@ def test_every_pass_of_a_lifetime_visits_each_module_at_most_twice() -> None:
     assert over == {}, {label: " -> ".join(short(m) for m in walks[label]) for label in over}
 
 
+class Admitting:
+    """A connector that also asks ``admit`` (admitting everything) before the take-over."""
+
+    def __init__(self, connector: Any) -> None:
+        self.connector = connector
+        self.asked = 0
+
+    def connect(self, resource: Any, config: Any) -> Any:
+        return self.connector.connect(resource, config)
+
+    def admit(self, resource: Any, config: Any) -> None:
+        self.asked += 1
+
+
+def test_a_create_pass_that_asks_admit_visits_each_module_at_most_twice() -> None:
+    env, _ = make()
+    reconciler = env.reconcilers[KIND]
+    reconciler.connector = admitting = Admitting(reconciler.connector)
+    env.apply(database_manifest("db"))
+    walk = record(lambda: env.reconcile(KIND, "db"))
+    assert admitting.asked == 1 and env.state(KIND, "db") == "creating"
+    assert over_target(walk) == {}, " -> ".join(short(m) for m in walk)
+
+
 def test_a_bounced_helper_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """The provider-config read handed to a helper in another module that calls it back."""
     original = Pass.provider_config

@@ -7,7 +7,9 @@ what the call left, the call's own conclusion first and the observation's on
 it, their Events merged into one (:func:`~lifecycle.core.plan.passage`);
 whether the state reached is final, and whether the object goes with it
 (:func:`leaving`), in which case its Normal Events are dropped: they would
-describe an object nobody can read any more.
+describe an object nobody can read any more. The notes a pass gathers on the
+way (:func:`config_note`, :func:`informational`) are conditions of its
+conclusion.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ import attrs
 
 from lifecycle.core import objects
 from lifecycle.core.decide import Decision, Facts
+from lifecycle.core.errors import HandledError
 from lifecycle.core.kind import FINALIZER
 from lifecycle.core.machine import LifecycleMachine
 from lifecycle.core.plan import Event, Plan, conclude, passage
-from lifecycle.core.values import Condition
+from lifecycle.core.values import Condition, ConditionStatus
+from lifecycle.core.vocabulary import ConditionTypes
 
-__all__ = ["Conclusion", "conclusion", "leaving"]
+__all__ = ["Conclusion", "conclusion", "config_note", "informational", "leaving"]
 
 
 @attrs.frozen
@@ -42,6 +46,19 @@ class Conclusion:
     final: bool
     #: Whether the object goes with the finalizer (no status is written then).
     leaving: bool
+
+
+def config_note(reason: str, message: str, generation: int) -> Condition:
+    """A ``ConfigValid`` False note of this generation, for the pass's conclusion."""
+    return Condition(ConditionTypes.CONFIG_VALID, ConditionStatus.FALSE, reason, message,
+                     generation)
+
+
+def informational(error: HandledError, generation: int) -> Condition:
+    """An ``Informational`` note carrying ``error``'s reason and message, for the pass's
+    conclusion."""
+    return Condition("Informational", ConditionStatus.TRUE, error.reason, error.message,
+                     generation)
 
 
 def leaving(obj: Mapping[str, Any]) -> bool:

@@ -19,9 +19,10 @@ write), made with the operator's key for this object and external name
 by a tenant, copied from another object, replayed after the external name
 changed) is read as no entry at all.
 
-:class:`Effects` knows nothing of the reconciler: it gets the client, the
-resource, an :class:`ObjectPort` (read and commit annotations of the
-reconciled object) and a clock. A pass enters it twice: :func:`connect`
+:func:`guarded` (:mod:`lifecycle.core.guard`, re-exported here) runs the
+provider's code. :class:`Effects` knows nothing of the reconciler: it gets the
+client, the resource, an :class:`ObjectPort` (read and commit annotations of
+the reconciled object) and a clock. A pass enters it twice: :func:`connect`
 connects and observes, :meth:`Effects.act` carries the decision out and
 follows what the call left, then closes the client.
 """
@@ -32,7 +33,7 @@ import functools
 import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import attrs
 
@@ -45,6 +46,7 @@ from lifecycle.core.contract import (
 )
 from lifecycle.core.decide import Decision, Facts
 from lifecycle.core.errors import ExternalError, HandledError, Severity
+from lifecycle.core.guard import guarded
 from lifecycle.core.kind import EXTERNAL_NAME, INTENT, INTENT_MAC
 from lifecycle.core.plan import acted, after_action
 from lifecycle.core.seal import Subject
@@ -55,28 +57,6 @@ __all__ = [
     "Effects", "Inputs", "ObjectPort", "closed_intent", "connect", "guarded", "next_intent",
     "run_actions", "stored_intent",
 ]
-
-T = TypeVar("T")
-
-
-def guarded(call: Callable[[], T],
-            passthrough: tuple[type[BaseException], ...] = ()) -> T:
-    """Run provider or kind code; anything but a HandledError becomes an ExternalError.
-
-    The message names only the exception class: a library's message may
-    carry credentials. Exceptions of the ``passthrough`` types (the
-    engine's own, such as a failed write of the object) propagate unchanged.
-    """
-    try:
-        return call()
-    except HandledError:
-        raise
-    except passthrough:
-        raise
-    except Exception as exc:
-        raise ExternalError(
-            f"provider client raised {type(exc).__name__}", reason="ProviderClientError"
-        ) from None
 
 
 def run_actions(

@@ -31,21 +31,21 @@ from typing import Any
 import attrs
 
 from lifecycle.core import objects
-from lifecycle.core.conclusion import Conclusion, conclusion
+from lifecycle.core.conclusion import Conclusion, conclusion, config_note, informational
 from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.decide import Decision, Facts
 from lifecycle.core.errors import HandledError, TerminalError
 from lifecycle.core.externalname import ExternalName
+from lifecycle.core.guard import guarded
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, OPERATION, Kind, check_references
 from lifecycle.core.ownership import NotOwnedError, owner_mark
-from lifecycle.core.values import Condition, ConditionStatus, Intent
-from lifecycle.core.vocabulary import ConditionTypes
+from lifecycle.core.values import Condition, Intent
 from lifecycle.kube.cluster import Cluster
 from lifecycle.kube.conflict import on_conflict
 from lifecycle.kube.errors import NotFound
 from lifecycle.kube.events import record_event
 from lifecycle.kube.objects import add_finalizer, remove_finalizer
-from lifecycle.runtime.effects import Inputs, guarded
+from lifecycle.runtime.effects import Inputs
 from lifecycle.runtime.names import NameIndex
 from lifecycle.runtime.reads import TTLCache, provider_config
 from lifecycle.runtime.redaction import credential_values, redact, redact_events, redact_status
@@ -510,18 +510,6 @@ class Pass:
                                     meta.get("namespace"), meta["name"])
         except NotFound:
             raise ObjectGone from None
-
-
-def config_note(reason: str, message: str, generation: int) -> Condition:
-    """A ``ConfigValid`` False note of this generation."""
-    return Condition(ConditionTypes.CONFIG_VALID, ConditionStatus.FALSE, reason, message,
-                     generation)
-
-
-def informational(error: HandledError, generation: int) -> Condition:
-    """An ``Informational`` note carrying ``error``'s reason and message."""
-    return Condition("Informational", ConditionStatus.TRUE, error.reason, error.message,
-                     generation)
 
 
 def staged_meta(run: Pass) -> dict[str, Any]:

@@ -61,6 +61,7 @@ from typing import ClassVar
 import attrs
 
 from lifecycle.core import objects
+from lifecycle.core.conclusion import informational
 from lifecycle.core.contract import Connector, admission, bind_objects
 from lifecycle.core.decide import Decision, Facts, Gate, ReconcilePolicy, decide, gate
 from lifecycle.core.errors import HandledError, UnhandledError
@@ -76,7 +77,7 @@ from lifecycle.kube.events import record_event
 from lifecycle.runtime.effects import Effects, Inputs, connect, run_actions
 from lifecycle.runtime.journalkey import Journal, subject_of
 from lifecycle.runtime.names import NameIndex, kind_objects, read_object
-from lifecycle.runtime.passes import ObjectGone, Pass, informational
+from lifecycle.runtime.passes import ObjectGone, Pass
 from lifecycle.runtime.reads import TTLCache, namespace_annotations
 from lifecycle.runtime.references import References
 from lifecycle.runtime.secrets import ConnectionSecrets, generate_password
