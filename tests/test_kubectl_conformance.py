@@ -15,6 +15,7 @@ without a server.
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -52,8 +53,10 @@ def all_kind_names() -> list[str]:
     return [r.name for r in registry.registrations()]
 
 
+@functools.cache
 def crds_yaml() -> str:
-    """``lifecycle crds`` for every registered kind, as a user would pipe it to kubectl."""
+    """``lifecycle crds`` for every registered kind, as a user would pipe it to kubectl
+    (run once per module: the same command prints the same CRDs)."""
     done = subprocess.run([sys.executable, "-m", "lifecycle", "crds", "--kinds",
                            *all_kind_names()], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, f"lifecycle crds failed: {done.stderr}"
