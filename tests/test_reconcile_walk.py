@@ -16,6 +16,7 @@ import pytest
 from helpers import KIND, database_manifest, make
 from reconcile_walk import record, short, visits
 
+from lifecycle.core.kind import OPERATION
 from lifecycle.runtime import names, retry
 from lifecycle.runtime.passes import Pass
 
@@ -51,8 +52,9 @@ def test_no_module_is_visited_more_than_twice() -> None:
 
 def lifecycle_walks() -> dict[str, list[str]]:
     """The walk of each pass of a DatabaseInstance's life, by the state it moves through:
-    the create, a poll while creating, an observation when Ready, an update, the delete
-    call and the pass that sees the resource gone and lets the object go."""
+    the create, a poll while creating, an observation when Ready, an update, a pass
+    forced by the ``reconcile`` operation annotation, the delete call and the pass that
+    sees the resource gone and lets the object go."""
     env, _ = make()
     env.apply(database_manifest("db", storage_gb=20))
     walks: dict[str, list[str]] = {}
@@ -70,6 +72,9 @@ def lifecycle_walks() -> dict[str, list[str]]:
     env.apply(database_manifest("db", storage_gb=50))
     step("update")
     env.run_until_idle()
+    env.apply(database_manifest("db", storage_gb=50, annotations={OPERATION: "reconcile"}))
+    step("forced")
+    env.run_until_idle()
     env.delete(KIND, "db")
     step("delete")
     step("gone")
@@ -80,7 +85,8 @@ def test_every_pass_of_a_lifetime_visits_each_module_at_most_twice() -> None:
     walks = lifecycle_walks()
     assert list(walks) == [
         "create: None -> creating", "poll: creating -> creating", "observe: ready -> ready",
-        "update: ready -> updating", "delete: ready -> deleting", "gone: deleting -> gone"]
+        "update: ready -> updating", "forced: ready -> updating",
+        "delete: ready -> deleting", "gone: deleting -> gone"]
     over = {label: over_target(walk) for label, walk in walks.items() if over_target(walk)}
     assert over == {}, {label: " -> ".join(short(m) for m in walks[label]) for label in over}
 

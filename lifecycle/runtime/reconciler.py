@@ -6,12 +6,12 @@ this module only adds the I/O around them:
 1. get the object; :func:`~lifecycle.core.decide.gate` decides from it alone
    whether the pass goes on (``ignore`` annotation, namespace ownership,
    pause, policies, a terminal failure of this generation);
-2. remove a ``reconcile`` operation annotation; a paused object only has its
-   status held (:func:`~lifecycle.core.plan.held`);
+2. a paused object only has its status held (:func:`~lifecycle.core.plan.held`);
+   the references are resolved into the spec; a ``reconcile`` operation
+   annotation is removed (first, for a paused or orphaning pass);
 3. take the object over (:meth:`Pass.take_over
-   <lifecycle.runtime.passes.Pass.take_over>`): the references are resolved
-   into the spec, then the references, the spec and the external name are
-   checked, the name is claimed, the connector's optional ``admit`` is asked
+   <lifecycle.runtime.passes.Pass.take_over>`): the references, the spec and
+   the external name are checked, the name is claimed, the connector's optional ``admit`` is asked
    whether the provider refuses the object, and the connection Secret's
    namespace and owner are checked and its password read or first persisted
    (a refusal, or a failure to ask, is a condition only: nothing is
@@ -190,18 +190,21 @@ class Reconciler:
             api=self.api, kind=kind, reads=self.reads, index=self.names,
             operator=self.operator_id or "lifecycle", forced=g.forced, notes=list(g.notes),
             name=external_name_of(obj, kind.external_name))
-        if g.forced:
-            run.drop_operation()
         run.holds = run.name.holds  # read by every step up to the first object write
-        if g.paused:
-            return self._held(run, g)
-        if g.orphan:
+        if g.paused or g.orphan:
+            if g.forced:
+                run.drop_operation()
+            if g.paused:
+                return self._held(run, g)
             # Leaving the external resource behind needs no provider at all.
             return self._run(run, gather(g, objects.status(run.obj)), None)
-        # Take-over: the references resolved into the spec, then the pass's checks, the
-        # name claimed, the provider asked, the connection Secret, ownership staged and the
-        # connection's inputs read. A refusal is a condition only, nothing committed.
+        # The references resolved into the spec; a forced pass's operation annotation removed.
         refused = None if g.deleting else self.references.resolve(run)
+        if g.forced:
+            run.drop_operation()
+        # Take-over: the pass's checks, the name claimed, the provider asked, the connection
+        # Secret, ownership staged and the connection's inputs read. A refusal is a
+        # condition only, nothing committed.
         taken = Inputs(refused=refused) if refused is not None else run.take_over(
             admission(self.connector), deleting=g.deleting, modify=g.policy.allows_modify)
         if taken.refused is not None:
