@@ -1,0 +1,88 @@
+"""Rules of the managed pass's runtime modules that a sampled mutation run found unchecked:
+the external-name index under a concurrent claim, the connection Secret's refusals.
+
+Each test names the rule and fails on a one-line breakage of ``lifecycle/runtime``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lifecycle.core.errors import HandledError, Severity
+from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
+from lifecycle.kube.errors import Forbidden, NotFound
+from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
+from lifecycle.runtime.names import NameIndex
+from lifecycle.runtime.secrets import ConnectionSecrets
+
+
+def _obj(name: str, uid: str, created: str, *, held: str | None = None,
+         annotated: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": uid,
+                            "creationTimestamp": created, "annotations": {}}
+    if held is not None:
+        meta["finalizers"] = [FINALIZER]
+        meta["annotations"][EXTERNAL_NAME] = held
+    if annotated is not None:
+        meta["annotations"][EXTERNAL_NAME] = annotated
+    return {"metadata": meta, "spec": {}, "status": {}}
+
+
+# -------------------------------------------------------- the external-name index
+def test_a_name_claimed_by_a_third_object_while_the_holder_is_read_stays_with_it() -> None:
+    """The holder found in the index is read afresh outside the lock; if a third object
+    claimed the name meanwhile, the claim reports that object and never takes it over."""
+    a = _obj("a", "ua", "2026-01-01T00:00:00Z", held="x")
+    b = _obj("b", "ub", "2026-01-02T00:00:00Z", annotated="x")
+    c = _obj("c", "uc", "2026-01-03T00:00:00Z", annotated="x")
+    objs: dict[str, Any] = {"a": a}
+    index: NameIndex
+
+    def reader(_ns: str | None, name: str) -> Any:
+        if name == "a" and "a" in objs:  # a is gone; while b's claim reads it, c takes x
+            del objs["a"]
+            objs["c"] = c
+            assert index.claim(c, "x") is None
+        return objs.get(name)
+
+    index = NameIndex(lambda: list(objs.values()), reader)
+    holder_c = ("uc", "default", "c", "2026-01-03T00:00:00Z")
+    assert index.claim(b, "x") == holder_c
+    assert index.claim(b, "x") == holder_c  # c keeps it: reading c finds it still holds x
+
+
+# ---------------------------------------------------------- connection Secrets
+class _Refusing:
+    """The API server, refusing every Secret write with ``error``."""
+
+    def __init__(self, api: Any, error: Exception) -> None:
+        self._api, self._error = api, error
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._api, name)
+
+    def create(self, body: Any) -> Any:
+        raise self._error
+
+    def replace(self, body: Any) -> Any:
+        raise self._error
+
+
+@pytest.mark.parametrize("error", [Forbidden("secrets is forbidden"),
+                                   NotFound('namespaces "default" not found')])
+def test_a_secret_that_cannot_be_written_is_connection_secret_unavailable(
+        error: Exception) -> None:
+    env, _ = simulated_environment()
+    owner = database_manifest("db")
+    owner["metadata"]["uid"] = "u-db"
+    secrets = ConnectionSecrets(_Refusing(env.api, error), DatabaseInstance,
+                                lambda: "pw")
+    with pytest.raises(HandledError) as caught:
+        secrets.publish(owner, {"endpoint": "db.example"})
+    assert caught.value.reason == "ConnectionSecretUnavailable"
+    assert caught.value.message.startswith(
+        "connection Secret default/db-conn cannot be written: ")
+    assert caught.value.severity is Severity.RETRYABLE
