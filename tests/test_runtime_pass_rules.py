@@ -14,6 +14,7 @@ from lifecycle.core.errors import HandledError, Severity
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
 from lifecycle.kube.errors import Forbidden, NotFound
 from lifecycle.machines.database import DatabaseInstance
+from lifecycle.providers.simcloud import DatabaseConnector
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.runtime.names import NameIndex
 from lifecycle.runtime.secrets import ConnectionSecrets
@@ -86,3 +87,25 @@ def test_a_secret_that_cannot_be_written_is_connection_secret_unavailable(
     assert caught.value.message.startswith(
         "connection Secret default/db-conn cannot be written: ")
     assert caught.value.severity is Severity.RETRYABLE
+
+
+# ------------------------------------------------------------- the pass's resource
+def test_a_connector_sees_what_the_status_recorded_of_the_resource(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ManagedResource.observed`` is the object's ``status.atProvider``: a provider that
+    compares with what it last observed (the PostgreSQL grants) reads it there."""
+    env, _ = simulated_environment()
+    env.apply(database_manifest("db"))
+    env.run_until_idle()
+    recorded = env.get("DatabaseInstance", "db")["status"]["atProvider"]
+    assert recorded
+    seen: list[Any] = []
+    connect = DatabaseConnector.connect
+
+    def spy(self: DatabaseConnector, resource: Any, config: Any) -> Any:
+        seen.append(resource.observed)
+        return connect(self, resource, config)
+
+    monkeypatch.setattr(DatabaseConnector, "connect", spy)
+    env.reconcile("DatabaseInstance", "db")
+    assert seen and all(observed == recorded for observed in seen)
