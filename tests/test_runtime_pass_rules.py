@@ -6,6 +6,7 @@ Each test names the rule and fails on a one-line breakage of ``lifecycle/runtime
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -109,3 +110,22 @@ def test_a_connector_sees_what_the_status_recorded_of_the_resource(
     monkeypatch.setattr(DatabaseConnector, "connect", spy)
     env.reconcile("DatabaseInstance", "db")
     assert seen and all(observed == recorded for observed in seen)
+
+
+# ------------------------------------------------------------- the transition line
+def test_a_state_change_is_logged_once_with_its_structured_fields(
+        caplog: pytest.LogCaptureFixture) -> None:
+    env, _ = simulated_environment()
+    env.apply(database_manifest("db"))
+    with caplog.at_level(logging.INFO, logger="lifecycle.runtime.reconciler"):
+        env.run_until_idle()
+    lines = [r for r in caplog.records
+             if r.name == "lifecycle.runtime.reconciler" and " -> " in r.getMessage()]
+    assert lines
+    first = lines[0]
+    assert first.getMessage() == (
+        f"DatabaseInstance default/db: {first.__dict__['from']} -> {first.__dict__['to']} "
+        f"({first.__dict__['reason']})")
+    assert (first.__dict__["kind"], first.__dict__["object"]) == ("DatabaseInstance", "default/db")
+    assert first.__dict__["from"] != first.__dict__["to"]
+    assert [r.__dict__["to"] for r in lines][-1] == env.state("DatabaseInstance", "db")
