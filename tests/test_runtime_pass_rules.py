@@ -7,16 +7,19 @@ Each test names the rule and fails on a one-line breakage of ``lifecycle/runtime
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from lifecycle.core.errors import HandledError, Severity
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
+from lifecycle.core.values import Intent
 from lifecycle.kube.errors import Forbidden, NotFound
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
+from lifecycle.runtime.effects import next_intent
 from lifecycle.runtime.names import NameIndex
 from lifecycle.runtime.secrets import ConnectionSecrets
 
@@ -129,3 +132,13 @@ def test_a_state_change_is_logged_once_with_its_structured_fields(
     assert (first.__dict__["kind"], first.__dict__["object"]) == ("DatabaseInstance", "default/db")
     assert first.__dict__["from"] != first.__dict__["to"]
     assert [r.__dict__["to"] for r in lines][-1] == env.state("DatabaseInstance", "db")
+
+
+# ------------------------------------------------------------------- the journal
+def test_a_new_intent_counts_on_from_the_last_keys_sequence_else_starts_at_one() -> None:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    done = Intent("update", "u/update/2/7", 2, "2025-12-31T00:00:00Z", "succeeded")
+    assert next_intent(done, "update", "u", 2, at).key == "u/update/2/8"
+    for odd in ("opaque", "u/update/2/x", ""):
+        previous = Intent("update", odd, 2, "2025-12-31T00:00:00Z", "succeeded")
+        assert next_intent(previous, "update", "u", 2, at).key == "u/update/2/1"
