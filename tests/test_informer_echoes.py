@@ -9,6 +9,7 @@ case where the line must still be decoded."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -169,3 +170,66 @@ def test_objects_changed_last_stay_unpacked_until_pushed_out_then_read_back_equa
     assert informer.stored_bytes() == sum(
         len(informer.packer.pack(v)) if isinstance(v, dict) else len(v)
         for v in cache.values())
+
+
+class _Late:
+    """A list-watcher whose watch lines arrive a moment late, after the writer has had
+    the answer (as they do when the informer thread is busy), so the test is not a race."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+
+    def list(self) -> tuple[list[dict[str, Any]], str]:
+        found: tuple[list[dict[str, Any]], str] = self.source.list()
+        return found
+
+    def watch_lines(self, resource_version: str, *, timeout: float,
+                    inactivity: float) -> Iterator[tuple[str, bytes]]:
+        for event in self.source.watch_lines(resource_version, timeout=timeout,
+                                             inactivity=inactivity):
+            time.sleep(0.3)
+            yield event
+
+    def stop(self) -> None:
+        self.source.stop()
+
+
+def test_over_the_wire_the_cache_hands_its_writes_to_the_informer_and_reads_them_back() -> None:
+    """Through the embedded API's HTTP face: a cached cluster's writes come back as watch
+    events the informer takes from the answers (not decoded), and its store then equals
+    what the server serves; a change made by another client is decoded."""
+    from lifecycle.driver.cache import CachedCluster, _Ignore
+    from lifecycle.driver.cluster import KubeCluster, api_client
+    from lifecycle.sim.apiserver import EmbeddedAPI
+    from lifecycle.sim.http import APIServerHTTP
+
+    api = EmbeddedAPI()
+    with APIServerHTTP(api) as face:
+        cluster = KubeCluster(api_client(host=face.url))
+        cached = CachedCluster(cluster)
+        informer = Informer("configmaps",
+                            _Late(cluster.list_watcher("v1", "ConfigMap", "default")),
+                            _Ignore(), InformerOptions(resync=0)).start()
+        try:
+            assert informer.wait_synced(30)
+            cached.serve_from("v1", "ConfigMap", informer)
+            made = cached.create({"apiVersion": "v1", "kind": "ConfigMap",
+                                  "metadata": {"name": "a", "namespace": "default"},
+                                  "data": {"k": "1"}})
+            wrote = cached.replace({**made, "data": {"k": "2"}})
+            other = api.replace({**api.get("v1", "ConfigMap", "default", "a"),
+                                 "data": {"k": "3"}})
+            deadline = time.monotonic() + 30
+            while informer.version(("default", "a")) != other["metadata"]["resourceVersion"]:
+                assert time.monotonic() < deadline, "the informer never caught up"
+                time.sleep(0.02)
+            assert informer.stats.events == 3
+            assert informer.stats.echoes == 2  # the create and the replace, not the other
+            assert wrote["metadata"]["resourceVersion"] not in informer._expected
+            assert informer.get(("default", "a")) == {
+                k: v for k, v in api.get("v1", "ConfigMap", "default", "a").items()}
+            assert cached.get("v1", "ConfigMap", "default", "a")["data"] == {"k": "3"}
+        finally:
+            informer.stop()
+            cluster.transport.close()
+    api.close()
