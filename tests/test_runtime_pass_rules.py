@@ -10,14 +10,16 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+import attrs
 import pytest
 
 from lifecycle.core.errors import HandledError, Severity
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
-from lifecycle.core.values import Intent
+from lifecycle.core.values import Creation, Intent
 from lifecycle.kube.errors import Forbidden, NotFound
 from lifecycle.machines.database import DatabaseInstance
-from lifecycle.providers.simcloud import DatabaseConnector
+from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
+from lifecycle.providers.simcloud.client import DatabaseClient
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.runtime.effects import next_intent
 from lifecycle.runtime.names import NameIndex
@@ -142,3 +144,28 @@ def test_a_new_intent_counts_on_from_the_last_keys_sequence_else_starts_at_one()
     for odd in ("opaque", "u/update/2/x", ""):
         previous = Intent("update", odd, 2, "2025-12-31T00:00:00Z", "succeeded")
         assert next_intent(previous, "update", "u", 2, at).key == "u/update/2/1"
+
+
+# ------------------------------------------------------- a call that finished
+def _steps_of_a_create_answering(monkeypatch: pytest.MonkeyPatch, *, finished: bool) -> list[str]:
+    """The states a new object passes through when the create answers without describing
+    the instance, saying ``finished`` or not (the instance is available at once)."""
+    create = DatabaseClient.create
+
+    def answer(self: DatabaseClient, resource: Any) -> Creation:
+        return attrs.evolve(create(self, resource), observation=None, finished=finished)
+
+    monkeypatch.setattr(DatabaseClient, "create", answer)
+    env, _ = simulated_environment(cloud=SimCloud(seed=1, create_polls=0))
+    env.apply(database_manifest("db"))
+    return [str(s.after) for s in env.run_until_idle()]
+
+
+def test_a_create_that_says_it_finished_is_observed_again_in_the_same_pass(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _steps_of_a_create_answering(monkeypatch, finished=True) == ["ready"]
+
+
+def test_a_create_that_says_nothing_leaves_the_observation_to_the_next_pass(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _steps_of_a_create_answering(monkeypatch, finished=False) == ["creating", "ready"]
