@@ -23,6 +23,7 @@ from lifecycle.providers.simcloud.client import DatabaseClient
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.runtime.effects import next_intent
 from lifecycle.runtime.names import NameIndex
+from lifecycle.runtime.reads import TTLCache
 from lifecycle.runtime.secrets import ConnectionSecrets
 
 
@@ -169,3 +170,23 @@ def test_a_create_that_says_it_finished_is_observed_again_in_the_same_pass(
 def test_a_create_that_says_nothing_leaves_the_observation_to_the_next_pass(
         monkeypatch: pytest.MonkeyPatch) -> None:
     assert _steps_of_a_create_answering(monkeypatch, finished=False) == ["creating", "ready"]
+
+
+# ------------------------------------------------------------- the provider config
+def test_with_the_reads_cache_on_each_object_gets_the_provider_config_it_names() -> None:
+    """The reconciler's cache of supporting reads (``reads_ttl``) keeps each provider
+    config under its own name: an object naming a config without a secret key is refused
+    even right after another object connected with the default one."""
+    env, _ = simulated_environment()
+    env.reconcilers["DatabaseInstance"].reads = TTLCache(600.0)  # type: ignore[attr-defined]
+    env.provider_config("half", credentials={"accessKeyId": "AKIDEXAMPLE"})
+    env.apply(database_manifest("a"))
+    env.run_until_idle()
+    assert env.state("DatabaseInstance", "a") == "ready"
+    other = database_manifest("b")
+    other["spec"]["providerConfigRef"] = {"name": "half"}
+    env.apply(other)
+    env.reconcile("DatabaseInstance", "b")
+    synced = env.condition("DatabaseInstance", "b", "Synced")
+    assert synced is not None and synced.status.value == "False"
+    assert synced.message == "provider config 'half' credentials lack 'secretAccessKey'"
