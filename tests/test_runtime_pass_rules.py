@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import pytest
 
-from lifecycle.core.errors import HandledError, Severity
+from lifecycle.core.errors import HandledError, Severity, TerminalError
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
 from lifecycle.core.values import Creation, Intent
 from lifecycle.kube.errors import Forbidden, NotFound
@@ -24,7 +24,7 @@ from lifecycle.providers.simcloud.scenarios.harness import database_manifest, si
 from lifecycle.runtime.effects import next_intent
 from lifecycle.runtime.names import NameIndex
 from lifecycle.runtime.reads import TTLCache
-from lifecycle.runtime.secrets import ConnectionSecrets
+from lifecycle.runtime.secrets import ConnectionSecrets, decode
 
 
 def _obj(name: str, uid: str, created: str, *, held: str | None = None,
@@ -190,3 +190,42 @@ def test_with_the_reads_cache_on_each_object_gets_the_provider_config_it_names()
     synced = env.condition("DatabaseInstance", "b", "Synced")
     assert synced is not None and synced.status.value == "False"
     assert synced.message == "provider config 'half' credentials lack 'secretAccessKey'"
+
+
+def test_details_that_cannot_be_published_fail_the_pass_with_the_secrets_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(self: ConnectionSecrets, owner: Any, details: Any, forced: bool = False,
+                **_: Any) -> None:
+        raise HandledError("connection Secret default/db-conn cannot be written: forbidden",
+                           reason="ConnectionSecretUnavailable")
+
+    env, _ = simulated_environment(cloud=SimCloud(seed=1, create_polls=0))
+    monkeypatch.setattr(ConnectionSecrets, "publish", refused)
+    env.apply(database_manifest("db"))
+    env.reconcile("DatabaseInstance", "db")
+    synced = env.condition("DatabaseInstance", "db", "Synced")
+    assert synced is not None and synced.status.value == "False"
+    assert synced.message == "connection Secret default/db-conn cannot be written: forbidden"
+
+
+def test_reading_a_connection_secret_gives_a_copy_once_per_pass_and_refuses_anothers() -> None:
+    env, _ = simulated_environment()
+    env.apply(database_manifest("db"))  # stored, never reconciled: its Secret is kept
+    owner = env.get("DatabaseInstance", "db")
+    secrets = ConnectionSecrets(env.api, DatabaseInstance, lambda: "pw")
+    assert secrets.read(owner, "default", "db-conn") is None
+    secrets.publish(owner, {"endpoint": "one"})
+    first = secrets.read(owner, "default", "db-conn")
+    assert first is not None and decode(first) == {"endpoint": "one"}
+    first["data"] = {}  # a private copy: the pass's own read is unchanged
+    stored = env.api.get("v1", "Secret", "default", "db-conn")
+    env.api.replace({**stored, "data": {"endpoint": "dHdv"}})  # "two", written by someone else
+    again = secrets.read(owner, "default", "db-conn")
+    assert again is not None and decode(again) == {"endpoint": "one"}  # read once per pass
+    fresh = secrets.read(owner, "default", "db-conn", True)
+    assert fresh is not None and decode(fresh) == {"endpoint": "two"}
+    env.api.create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": "theirs", "namespace": "default"}, "data": {}})
+    with pytest.raises(TerminalError) as caught:
+        secrets.read(owner, "default", "theirs")
+    assert caught.value.reason == "ConnectionSecretNotOwned"
