@@ -229,3 +229,19 @@ def test_reading_a_connection_secret_gives_a_copy_once_per_pass_and_refuses_anot
     with pytest.raises(TerminalError) as caught:
         secrets.read(owner, "default", "theirs")
     assert caught.value.reason == "ConnectionSecretNotOwned"
+
+
+# ------------------------------------------------------------------ leaving
+def test_the_pass_that_lets_a_deleted_object_go_writes_no_status() -> None:
+    """The finalizer's removal lets the object go: a status written before it would be
+    a write for an object about to vanish."""
+    env, _ = simulated_environment(cloud=SimCloud(seed=1, create_polls=0, delete_polls=0))
+    env.apply(database_manifest("db"))
+    env.run_until_idle()
+    env.delete("DatabaseInstance", "db")
+    env.api.reset_stats()
+    steps = env.run_until_idle()
+    assert [s.result.reason for s in steps] == ["Deleted"]
+    assert env.api.stats["replace_status"] == 0 and env.api.stats["replace"] == 2
+    with pytest.raises(NotFound):
+        env.get("DatabaseInstance", "db")
