@@ -15,7 +15,7 @@ import pytest
 
 from lifecycle.core.errors import HandledError, Severity, TerminalError
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
-from lifecycle.core.values import Creation, Intent
+from lifecycle.core.values import Creation, Intent, ResultKind
 from lifecycle.kube.errors import Forbidden, NotFound
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
@@ -245,3 +245,10 @@ def test_the_pass_that_lets_a_deleted_object_go_writes_no_status() -> None:
     assert env.api.stats["replace_status"] == 0 and env.api.stats["replace"] == 2
     with pytest.raises(NotFound):
         env.get("DatabaseInstance", "db")
+
+
+def test_a_pass_on_an_object_that_is_gone_is_done_as_not_found() -> None:
+    env, _ = simulated_environment()
+    step = env.reconcile("DatabaseInstance", "absent")
+    assert (step.result.kind, step.result.reason) == (ResultKind.DONE, "NotFound")
+    assert env.api.writes("DatabaseInstance") == 0
