@@ -252,3 +252,19 @@ def test_a_pass_on_an_object_that_is_gone_is_done_as_not_found() -> None:
     step = env.reconcile("DatabaseInstance", "absent")
     assert (step.result.kind, step.result.reason) == (ResultKind.DONE, "NotFound")
     assert env.api.writes("DatabaseInstance") == 0
+
+
+def test_a_new_object_claims_its_default_name_before_it_commits_it() -> None:
+    """An object without an annotation takes ownership with the kind's default name: it
+    claims that name in the index (loaded as an operator's workers start) in the pass
+    that commits it, so an object annotated with the same name later conflicts."""
+    env, _ = simulated_environment(cloud=SimCloud(seed=1, create_polls=0))
+    assert env.reconcilers["DatabaseInstance"].names.load()  # type: ignore[attr-defined]
+    env.apply(database_manifest("a"))
+    env.reconcile("DatabaseInstance", "a")
+    taken = env.get("DatabaseInstance", "a")["metadata"]["annotations"][EXTERNAL_NAME]
+    env.apply(database_manifest("b", annotations={EXTERNAL_NAME: taken}))
+    env.reconcile("DatabaseInstance", "b")
+    failed = env.condition("DatabaseInstance", "b", "Failed")
+    assert failed is not None and failed.reason == "ExternalNameConflict"
+    assert failed.message == f"external name {taken!r} is held by default/a; choose another name"
