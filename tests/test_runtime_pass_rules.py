@@ -16,13 +16,15 @@ import pytest
 from lifecycle.core.errors import HandledError, Severity, TerminalError
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
 from lifecycle.core.values import Creation, Intent, ResultKind
-from lifecycle.kube.errors import Forbidden, NotFound
+from lifecycle.kube.conflict import ConflictsExhausted
+from lifecycle.kube.errors import Conflict, Forbidden, NotFound
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.client import DatabaseClient
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.runtime.effects import next_intent
-from lifecycle.runtime.names import NameIndex
+from lifecycle.runtime.names import NameIndex, name_key
+from lifecycle.runtime.passes import ObjectGone, Pass
 from lifecycle.runtime.reads import TTLCache
 from lifecycle.runtime.secrets import ConnectionSecrets, decode
 
@@ -268,3 +270,65 @@ def test_a_new_object_claims_its_default_name_before_it_commits_it() -> None:
     failed = env.condition("DatabaseInstance", "b", "Failed")
     assert failed is not None and failed.reason == "ExternalNameConflict"
     assert failed.message == f"external name {taken!r} is held by default/a; choose another name"
+
+
+def test_a_pass_whose_object_vanished_midway_is_done_as_not_found(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def vanished(self: Pass, status: Any) -> None:
+        raise ObjectGone
+
+    env, _ = simulated_environment()
+    env.apply(database_manifest("db"))
+    monkeypatch.setattr(Pass, "write_status", vanished)
+    step = env.reconcile("DatabaseInstance", "db")
+    assert (step.result.kind, step.result.reason) == (ResultKind.DONE, "NotFound")
+
+
+# --------------------------------------------------- conflicts on the Secret
+class _Conflicting:
+    """The API server, answering the first ``times`` Secret writes with a 409."""
+
+    def __init__(self, api: Any, times: int) -> None:
+        self._api, self.left = api, times
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._api, name)
+
+    def create(self, body: Any) -> Any:
+        if self.left:
+            self.left -= 1
+            raise Conflict("the object has been modified")
+        return self._api.create(body)
+
+
+def test_a_conflicting_secret_write_is_retried_from_a_fresh_read() -> None:
+    env, _ = simulated_environment()
+    env.apply(database_manifest("db"))
+    owner = env.get("DatabaseInstance", "db")
+    api = _Conflicting(env.api, 2)
+    ConnectionSecrets(api, DatabaseInstance, lambda: "pw").publish(owner, {"endpoint": "e"})
+    assert api.left == 0
+    assert env.secret("db-conn") == {"endpoint": "e"}
+
+
+def test_a_secret_write_that_keeps_conflicting_says_so() -> None:
+    env, _ = simulated_environment()
+    env.apply(database_manifest("db"))
+    owner = env.get("DatabaseInstance", "db")
+    secrets = ConnectionSecrets(_Conflicting(env.api, 1000), DatabaseInstance, lambda: "pw")
+    with pytest.raises(ConflictsExhausted, match=r"^connection Secret write kept conflicting"):
+        secrets.publish(owner, {"endpoint": "e"})
+
+
+# --------------------------------------------- names under their provider config
+def test_one_external_name_under_two_provider_configs_names_two_resources() -> None:
+    def under(config: str | None, name: str, uid: str) -> dict[str, Any]:
+        obj = _obj(name, uid, "2026-01-01T00:00:00Z", held="x")
+        if config is not None:
+            obj["spec"]["providerConfigRef"] = {"name": config}
+        return obj
+
+    eu, us, plain = under("eu", "a", "ua"), under("us", "b", "ub"), under(None, "c", "uc")
+    assert name_key(eu, "x") == ("eu", (), "x") and name_key(plain, "x") == ("default", (), "x")
+    index = NameIndex(lambda: [], lambda _ns, name: None)
+    assert [index.claim(o, "x") for o in (eu, us, plain)] == [None, None, None]
