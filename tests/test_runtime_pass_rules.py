@@ -332,3 +332,13 @@ def test_one_external_name_under_two_provider_configs_names_two_resources() -> N
     assert name_key(eu, "x") == ("eu", (), "x") and name_key(plain, "x") == ("default", (), "x")
     index = NameIndex(lambda: [], lambda _ns, name: None)
     assert [index.claim(o, "x") for o in (eu, us, plain)] == [None, None, None]
+
+
+def test_of_two_listed_holders_of_one_name_the_index_loads_the_older() -> None:
+    older = _obj("a", "ua", "2026-01-01T00:00:00Z", held="x")
+    newer = _obj("b", "ub", "2026-01-02T00:00:00Z", held="x")
+    objs = {"a": older, "b": newer}
+    for listed in ([older, newer], [newer, older]):
+        index = NameIndex(lambda listed=listed: listed, lambda _ns, name: objs.get(name))
+        c = _obj("c", "uc", "2026-01-03T00:00:00Z", annotated="x")
+        assert index.claim(c, "x") == ("ua", "default", "a", "2026-01-01T00:00:00Z")
