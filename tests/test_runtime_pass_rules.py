@@ -17,7 +17,7 @@ from lifecycle.core.errors import HandledError, Severity, TerminalError
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
 from lifecycle.core.values import Creation, Intent, ResultKind
 from lifecycle.kube.conflict import ConflictsExhausted
-from lifecycle.kube.errors import Conflict, Forbidden, NotFound
+from lifecycle.kube.errors import AlreadyExists, Conflict, Forbidden, NotFound
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.client import DatabaseClient
@@ -342,3 +342,23 @@ def test_of_two_listed_holders_of_one_name_the_index_loads_the_older() -> None:
         index = NameIndex(lambda listed=listed: listed, lambda _ns, name: objs.get(name))
         c = _obj("c", "uc", "2026-01-03T00:00:00Z", annotated="x")
         assert index.claim(c, "x") == ("ua", "default", "a", "2026-01-01T00:00:00Z")
+
+
+def test_a_password_another_writer_stored_first_is_kept_not_the_new_one() -> None:
+    """The create of the Secret meets one created meanwhile (another replica's, for the
+    same object): the retry reads it and keeps its password, never writing a new one."""
+    env, _ = simulated_environment()
+    env.apply(database_manifest("db"))
+    owner = env.get("DatabaseInstance", "db")
+
+    class Raced:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(env.api, name)
+
+        def create(self, body: Any) -> Any:
+            env.api.create({**body, "data": {"password": "Zmlyc3Q="}})  # "first"
+            raise AlreadyExists("secrets \"db-conn\" already exists")
+
+    secrets = ConnectionSecrets(Raced(), DatabaseInstance, lambda: "second")
+    assert secrets.ensure_password(owner) == "first"
+    assert env.secret("db-conn") == {"password": "first"}
