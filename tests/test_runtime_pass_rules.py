@@ -27,6 +27,7 @@ from lifecycle.runtime.names import NameIndex, name_key
 from lifecycle.runtime.passes import ObjectGone, Pass
 from lifecycle.runtime.reads import TTLCache
 from lifecycle.runtime.secrets import ConnectionSecrets, decode
+from lifecycle.testing import Environment
 
 
 def _obj(name: str, uid: str, created: str, *, held: str | None = None,
@@ -362,3 +363,20 @@ def test_a_password_another_writer_stored_first_is_kept_not_the_new_one() -> Non
     secrets = ConnectionSecrets(Raced(), DatabaseInstance, lambda: "second")
     assert secrets.ensure_password(owner) == "first"
     assert env.secret("db-conn") == {"password": "first"}
+
+
+def test_a_pass_that_moved_twice_logs_the_state_it_started_from(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A create observed again in the same pass moves the object twice (unclaimed ->
+    creating -> ready); its log line names the state the pass started from."""
+    cloud = SimCloud(seed=1, create_polls=0)
+    sync = attrs.evolve(DatabaseInstance, observe_after_create=True)
+    env = Environment([(sync, DatabaseConnector(cloud))])
+    env.provider_config()
+    env.apply(database_manifest("db"))
+    with caplog.at_level(logging.INFO, logger="lifecycle.runtime.reconciler"):
+        steps = env.run_until_idle()
+    assert [s.after for s in steps] == ["ready"]
+    lines = [r.getMessage() for r in caplog.records
+             if r.name == "lifecycle.runtime.reconciler" and " -> " in r.getMessage()]
+    assert lines == ["DatabaseInstance default/db: unclaimed -> ready (Available)"]
