@@ -232,6 +232,9 @@ def test_reading_a_connection_secret_gives_a_copy_once_per_pass_and_refuses_anot
     with pytest.raises(TerminalError) as caught:
         secrets.read(owner, "default", "theirs")
     assert caught.value.reason == "ConnectionSecretNotOwned"
+    assert caught.value.message == (
+        "connection Secret default/theirs exists and does not belong to this resource; "
+        "choose another spec.writeConnectionSecretToRef")
 
 
 # ------------------------------------------------------------------ leaving
