@@ -383,3 +383,30 @@ def test_a_pass_that_moved_twice_logs_the_state_it_started_from(
     lines = [r.getMessage() for r in caplog.records
              if r.name == "lifecycle.runtime.reconciler" and " -> " in r.getMessage()]
     assert lines == ["DatabaseInstance default/db: unclaimed -> ready (Available)"]
+
+
+def test_a_repaired_state_is_reported_by_an_event_carrying_the_repairs_message() -> None:
+    env, _ = simulated_environment(cloud=SimCloud(seed=1, create_polls=0))
+    env.apply(database_manifest("db"))
+    env.run_until_idle()
+    env.serve_lenient("DatabaseInstance")  # a status written under a CRD without validation
+    obj = env.get("DatabaseInstance", "db")
+    obj["status"]["state"] = "no-such-state"
+    env.api.replace_status(obj)
+    env.reconcile("DatabaseInstance", "db")
+    note = env.condition("DatabaseInstance", "db", "StatusValid")
+    assert note is not None and note.reason == "StateRepaired"
+    assert "restarted from unclaimed" in note.message
+    repaired = [e for e in env.events("db") if e["reason"] == "StateRepaired"]
+    assert [(e["type"], e["message"]) for e in repaired] == [("Warning", note.message)]
+
+
+def test_of_two_holders_the_older_takes_the_name_back_from_the_newer_in_the_index() -> None:
+    """Both objects carry the finalizer and the name (as after a restore), and the index
+    was loaded when only the newer one did: the older one's claim takes the name."""
+    older = _obj("a", "ua", "2026-01-01T00:00:00Z", held="x")
+    newer = _obj("b", "ub", "2026-01-02T00:00:00Z", held="x")
+    objs = {"a": older, "b": newer}
+    index = NameIndex(lambda: [newer], lambda _ns, name: objs.get(name))
+    assert index.claim(older, "x") is None
+    assert index.claim(newer, "x") == ("ua", "default", "a", "2026-01-01T00:00:00Z")
