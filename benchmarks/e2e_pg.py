@@ -44,7 +44,6 @@ PEER = "provider-sql"
 OURS_GROUP = "postgresql.lifecycle.dev/v1alpha1"
 PEER_GROUP = "postgresql.sql.crossplane.io/v1alpha1"
 CONFIG = "bench-pg"
-SECRETS_NAMESPACE = "default"
 KINDS = (("Role", "roles"), ("Database", "databases"), ("Grant", "grants"))
 #: Lines of the peer's log that are a connection reset or refusal it met.
 RESET_LINE = re.compile(r"connection reset by peer|connection refused|broken pipe|"
@@ -231,7 +230,12 @@ def _install(client: Client, documents: list[dict[str, Any]], timeout: float = 6
 
 def _setup(client: Client, flavor: Flavor, server: Any, pg: Any, namespace: str,
            peer_module: Any) -> None:
-    """The flavour's ProviderConfig and admin Secret (and the peer's CRDs)."""
+    """The flavour's ProviderConfig and admin Secret (and the peer's CRDs).
+
+    The Secret is in the round's namespace, the one the operator serves: an operator of
+    one namespace follows only the credentials Secrets in it (elsewhere it would read
+    them afresh every few seconds), so a team running it keeps its credentials there.
+    """
     secret = f"{CONFIG}-{flavor.prefix}-admin"
     if flavor.operator == "lifecycle":
         data = {"username": pg.user, "password": pg.password}
@@ -239,18 +243,18 @@ def _setup(client: Client, flavor: Flavor, server: Any, pg: Any, namespace: str,
                   "metadata": {"name": CONFIG},
                   "spec": {"host": pg.host, "port": pg.port, "sslmode": "disable",
                            "credentials": {"secretRef": {"name": secret,
-                                                         "namespace": SECRETS_NAMESPACE}}}}
+                                                         "namespace": namespace}}}}
     else:
         _install(client, peer_module.crds())
-        wanted, config = peer_module.provider_config(SECRETS_NAMESPACE, secret, {
+        wanted, config = peer_module.provider_config(namespace, secret, {
             "host": pg.host, "port": pg.port, "user": pg.user, "password": pg.password,
             "sslmode": "disable"})
         data = wanted["stringData"]
         config["metadata"]["name"] = CONFIG
-    base = f"/api/v1/namespaces/{SECRETS_NAMESPACE}/secrets"
+    base = f"/api/v1/namespaces/{namespace}/secrets"
     client.call("DELETE", f"{base}/{secret}", missing=None)
     client.call("POST", base, {"apiVersion": "v1", "kind": "Secret",
-                               "metadata": {"name": secret, "namespace": SECRETS_NAMESPACE},
+                               "metadata": {"name": secret, "namespace": namespace},
                                "stringData": data})
     configs = f"/apis/{config['apiVersion']}/providerconfigs"
     current = client.call("GET", f"{configs}/{CONFIG}", missing=None)
