@@ -14,7 +14,7 @@ import attrs
 import pytest
 
 from lifecycle.core.errors import HandledError, Severity, TerminalError
-from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
+from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, RECONCILE_POLICY
 from lifecycle.core.values import Creation, Intent, ResultKind
 from lifecycle.kube.conflict import ConflictsExhausted
 from lifecycle.kube.errors import AlreadyExists, Conflict, Forbidden, NotFound
@@ -410,3 +410,24 @@ def test_of_two_holders_the_older_takes_the_name_back_from_the_newer_in_the_inde
     index = NameIndex(lambda: [newer], lambda _ns, name: objs.get(name))
     assert index.claim(older, "x") is None
     assert index.claim(newer, "x") == ("ua", "default", "a", "2026-01-01T00:00:00Z")
+
+
+def test_an_observe_only_pass_gives_the_client_the_stored_password(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    env, _ = simulated_environment(cloud=SimCloud(seed=1, create_polls=0))
+    env.apply(database_manifest("db"))
+    env.run_until_idle()
+    stored = env.secret("db-conn")["password"]
+    obj = env.get("DatabaseInstance", "db")
+    obj["metadata"]["annotations"][RECONCILE_POLICY] = "skip"
+    env.api.replace(obj)
+    seen: list[Any] = []
+    connect = DatabaseConnector.connect
+
+    def spy(self: DatabaseConnector, resource: Any, config: Any) -> Any:
+        seen.append(resource.password)
+        return connect(self, resource, config)
+
+    monkeypatch.setattr(DatabaseConnector, "connect", spy)
+    env.reconcile("DatabaseInstance", "db")
+    assert seen == [stored] and stored
