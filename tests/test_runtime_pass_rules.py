@@ -15,7 +15,7 @@ import pytest
 
 from lifecycle.core.errors import HandledError, Severity, TerminalError
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, RECONCILE_POLICY
-from lifecycle.core.values import Creation, Intent, ResultKind
+from lifecycle.core.values import Creation, Intent, Observation, ResultKind
 from lifecycle.kube.conflict import ConflictsExhausted
 from lifecycle.kube.errors import AlreadyExists, Conflict, Forbidden, NotFound
 from lifecycle.machines.database import DatabaseInstance
@@ -431,3 +431,150 @@ def test_an_observe_only_pass_gives_the_client_the_stored_password(
     monkeypatch.setattr(DatabaseConnector, "connect", spy)
     env.reconcile("DatabaseInstance", "db")
     assert seen == [stored] and stored
+
+
+# ------------------------------------------------- a name the provider assigned
+def test_a_finished_create_is_observed_again_under_the_name_the_provider_assigned(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A provider that names what it creates (``Kind.names_assigned``), whose create says
+    it finished without describing the resource: the resource is observed again in the
+    same pass under the name the provider assigned, so the object is Ready at once."""
+    create = DatabaseClient.create
+
+    def assigning(self: DatabaseClient, resource: Any) -> Creation:
+        assigned = f"{resource.external_name}-assigned"
+        made = create(self, attrs.evolve(resource, external_name=assigned))
+        return attrs.evolve(made, external_name=assigned, observation=None, finished=True)
+
+    monkeypatch.setattr(DatabaseClient, "create", assigning)
+    cloud = SimCloud(seed=1, create_polls=0)
+    env = Environment([(attrs.evolve(DatabaseInstance, names_assigned=True),
+                        DatabaseConnector(cloud))])
+    env.provider_config()
+    env.apply(database_manifest("db"))
+    steps = env.run_until_idle()
+    assigned = env.get("DatabaseInstance", "db")["metadata"]["annotations"][EXTERNAL_NAME]
+    assert assigned.endswith("-assigned") and list(cloud.instances()) == [assigned]
+    assert [str(s.after) for s in steps] == ["ready"]
+
+
+# ------------------------------------------------- a cluster-scoped holder
+def test_a_conflict_names_a_cluster_scoped_holder_by_its_name() -> None:
+    cluster_scoped = attrs.evolve(DatabaseInstance, namespaced=False)
+    env = Environment([(cluster_scoped, DatabaseConnector(SimCloud(seed=1, create_polls=0)))])
+    env.provider_config()
+    assert env.reconcilers["DatabaseInstance"].names.load()  # type: ignore[attr-defined]
+
+    def manifest(name: str, **options: Any) -> dict[str, Any]:
+        made = database_manifest(name, **options)
+        del made["metadata"]["namespace"]
+        made["spec"]["writeConnectionSecretToRef"]["namespace"] = "default"
+        return made
+
+    env.apply(manifest("a"))
+    env.reconcile("DatabaseInstance", "a", None)
+    taken = env.get("DatabaseInstance", "a", None)["metadata"]["annotations"][EXTERNAL_NAME]
+    env.apply(manifest("b", annotations={EXTERNAL_NAME: taken}))
+    env.reconcile("DatabaseInstance", "b", None)
+    failed = env.condition("DatabaseInstance", "b", "Failed", None)
+    assert failed is not None and failed.reason == "ExternalNameConflict"
+    assert failed.message == f"external name {taken!r} is held by a; choose another name"
+
+
+# ---------------------------------------- the Secret check belongs to the take-over
+class _Unconnected:
+    """A provider that keeps only names: its resources have no connection details."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def connect(self, resource: Any, config: Any) -> _Unconnected:
+        return self
+
+    def observe(self, resource: Any) -> Observation:
+        return (Observation(exists=True) if resource.external_name in self.names
+                else Observation.absent())
+
+    def create(self, resource: Any) -> Creation:
+        self.names.add(resource.external_name)
+        return Creation()
+
+    def update(self, resource: Any) -> None:
+        return None
+
+    def delete(self, resource: Any) -> None:
+        self.names.discard(resource.external_name)
+
+
+def test_an_object_holding_its_name_is_not_refused_for_a_secret_it_never_writes() -> None:
+    """The connection Secret is checked as an object is taken over: a new object naming a
+    Secret that is not its own is refused before it commits anything. An object holding
+    its name already is past that check; of a kind without a password whose provider gives
+    no connection details, it never reads or writes its Secret, so another's Secret
+    appearing under its reference neither concerns nor stops it."""
+    provider = _Unconnected()
+    env = Environment([(attrs.evolve(DatabaseInstance, password=False), provider)])
+    env.provider_config()
+    env.apply(database_manifest("db"))
+    env.run_until_idle()
+    assert env.state("DatabaseInstance", "db") == "ready" and len(provider.names) == 1
+    with pytest.raises(NotFound):
+        env.api.get("v1", "Secret", "default", "db-conn")
+    theirs = env.api.create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                             "metadata": {"name": "db-conn", "namespace": "default"},
+                             "data": {}})
+    new = database_manifest("new")
+    new["spec"]["writeConnectionSecretToRef"] = {"name": "db-conn"}
+    env.apply(new)
+    env.reconcile("DatabaseInstance", "new")
+    failed = env.condition("DatabaseInstance", "new", "Failed")
+    assert failed is not None and failed.reason == "ConnectionSecretNotOwned"
+    step = env.reconcile("DatabaseInstance", "db")
+    assert step.error is None and env.state("DatabaseInstance", "db") == "ready"
+    failed = env.condition("DatabaseInstance", "db", "Failed")
+    assert failed is None or failed.status.value == "False"
+    assert env.api.get("v1", "Secret", "default", "db-conn") == theirs
+
+
+# ------------------------------------------ a Secret the cache has not seen yet
+class _Lagging:
+    """A cached cluster whose store has not seen the Secrets the API server holds yet."""
+
+    def __init__(self, api: Any) -> None:
+        self._api, self.lookups = api, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._api, name)
+
+    def lookup(self, api_version: str, kind: str, namespace: str | None,
+               name: str) -> None:
+        self.lookups += 1
+        return None
+
+
+def test_a_read_only_take_over_confirms_a_missing_secret_with_the_api_server() -> None:
+    """A pass that creates a missing Secret may take the cache's word that it is missing
+    (its create tells otherwise); a read-only pass creates nothing, so it reads the API
+    server: a Secret the cache lags behind gives its stored password, or is refused when
+    it is another's."""
+    env, _ = simulated_environment()
+    env.apply(database_manifest("db"))
+    owner = env.get("DatabaseInstance", "db")
+    ConnectionSecrets(env.api, DatabaseInstance, lambda: "stored").ensure_password(owner)
+    lagging = _Lagging(env.api)
+    secrets = ConnectionSecrets(lagging, DatabaseInstance, lambda: "new")
+    assert secrets.take_over(owner, holds=False, read_only=True) == "stored"
+    assert lagging.lookups == 0
+    env.api.create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": "theirs", "namespace": "default"},
+                    "data": {"password": "dGhlaXJz"}})
+    pointing = {**owner, "spec": {**owner["spec"], "writeConnectionSecretToRef": {
+        "name": "theirs"}}}
+    with pytest.raises(TerminalError) as caught:
+        ConnectionSecrets(_Lagging(env.api), DatabaseInstance, lambda: "new").take_over(
+            pointing, holds=False, read_only=True)
+    assert caught.value.reason == "ConnectionSecretNotOwned"
+    creating = _Lagging(env.api)
+    assert ConnectionSecrets(creating, DatabaseInstance, lambda: "new").take_over(
+        owner, holds=False, read_only=False) == "stored"
+    assert creating.lookups == 1 and env.secret("db-conn") == {"password": "stored"}
