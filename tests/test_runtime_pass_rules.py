@@ -578,3 +578,23 @@ def test_a_read_only_take_over_confirms_a_missing_secret_with_the_api_server() -
     assert ConnectionSecrets(creating, DatabaseInstance, lambda: "new").take_over(
         owner, holds=False, read_only=False) == "stored"
     assert creating.lookups == 1 and env.secret("db-conn") == {"password": "stored"}
+
+
+def test_an_edited_external_name_is_reported_and_never_followed() -> None:
+    """After naming, an edit of the external-name annotation is a ConfigValid note with
+    both names and the object's generation; the pass keeps the name it took."""
+    env, cloud = simulated_environment(cloud=SimCloud(seed=1, create_polls=0, delete_polls=0))
+    env.apply(database_manifest("db"))
+    env.run_until_idle()
+    named = env.get("DatabaseInstance", "db")["metadata"]["annotations"][EXTERNAL_NAME]
+    env.apply(database_manifest("db", annotations={EXTERNAL_NAME: "other"}))
+    env.reconcile("DatabaseInstance", "db")
+    obj = env.get("DatabaseInstance", "db")
+    note = next(c for c in obj["status"]["conditions"] if c["type"] == "ConfigValid")
+    assert (note["status"], note["reason"]) == ("False", "ExternalNameChanged")
+    assert note["message"] == (
+        f"annotation {EXTERNAL_NAME} changed from {named!r} to 'other' after the resource "
+        f"was named; still managing {named!r}")
+    assert note["observedGeneration"] == obj["metadata"]["generation"]
+    assert env.state("DatabaseInstance", "db") == "ready"
+    assert "other" not in cloud.instances() and named in cloud.instances()
