@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lifecycle.core.kind import EXTERNAL_NAME
+from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
 from lifecycle.providers.simcloud import SimCloud
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.testing import Environment
@@ -35,3 +35,17 @@ def cond(env: Environment, type_: str, name: str = "db") -> tuple[str, str]:
     c = env.condition(KIND, name, type_)
     assert c is not None, f"no {type_} condition"
     return c.status.value, c.reason
+
+
+def name_holder(name: str, uid: str, created: str, *, held: str | None = None,
+                annotated: str | None = None) -> dict[str, Any]:
+    """An object as the external-name index reads it: ``held`` is the name it took
+    (our finalizer and the annotation), ``annotated`` a name only asked for."""
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": uid,
+                            "creationTimestamp": created, "annotations": {}}
+    if held is not None:
+        meta["finalizers"] = [FINALIZER]
+        meta["annotations"][EXTERNAL_NAME] = held
+    if annotated is not None:
+        meta["annotations"][EXTERNAL_NAME] = annotated
+    return {"metadata": meta, "spec": {}, "status": {}}

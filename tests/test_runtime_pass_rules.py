@@ -12,9 +12,10 @@ from typing import Any
 
 import attrs
 import pytest
+from helpers import name_holder
 
 from lifecycle.core.errors import HandledError, Severity, TerminalError
-from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, RECONCILE_POLICY
+from lifecycle.core.kind import EXTERNAL_NAME, RECONCILE_POLICY
 from lifecycle.core.values import Creation, Intent, Observation, ResultKind
 from lifecycle.kube.conflict import ConflictsExhausted
 from lifecycle.kube.errors import AlreadyExists, Conflict, Forbidden, NotFound
@@ -30,25 +31,13 @@ from lifecycle.runtime.secrets import ConnectionSecrets, decode
 from lifecycle.testing import Environment
 
 
-def _obj(name: str, uid: str, created: str, *, held: str | None = None,
-         annotated: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": uid,
-                            "creationTimestamp": created, "annotations": {}}
-    if held is not None:
-        meta["finalizers"] = [FINALIZER]
-        meta["annotations"][EXTERNAL_NAME] = held
-    if annotated is not None:
-        meta["annotations"][EXTERNAL_NAME] = annotated
-    return {"metadata": meta, "spec": {}, "status": {}}
-
-
 # -------------------------------------------------------- the external-name index
 def test_a_name_claimed_by_a_third_object_while_the_holder_is_read_stays_with_it() -> None:
     """The holder found in the index is read afresh outside the lock; if a third object
     claimed the name meanwhile, the claim reports that object and never takes it over."""
-    a = _obj("a", "ua", "2026-01-01T00:00:00Z", held="x")
-    b = _obj("b", "ub", "2026-01-02T00:00:00Z", annotated="x")
-    c = _obj("c", "uc", "2026-01-03T00:00:00Z", annotated="x")
+    a = name_holder("a", "ua", "2026-01-01T00:00:00Z", held="x")
+    b = name_holder("b", "ub", "2026-01-02T00:00:00Z", annotated="x")
+    c = name_holder("c", "uc", "2026-01-03T00:00:00Z", annotated="x")
     objs: dict[str, Any] = {"a": a}
     index: NameIndex
 
@@ -327,7 +316,7 @@ def test_a_secret_write_that_keeps_conflicting_says_so() -> None:
 # --------------------------------------------- names under their provider config
 def test_one_external_name_under_two_provider_configs_names_two_resources() -> None:
     def under(config: str | None, name: str, uid: str) -> dict[str, Any]:
-        obj = _obj(name, uid, "2026-01-01T00:00:00Z", held="x")
+        obj = name_holder(name, uid, "2026-01-01T00:00:00Z", held="x")
         if config is not None:
             obj["spec"]["providerConfigRef"] = {"name": config}
         return obj
@@ -339,12 +328,12 @@ def test_one_external_name_under_two_provider_configs_names_two_resources() -> N
 
 
 def test_of_two_listed_holders_of_one_name_the_index_loads_the_older() -> None:
-    older = _obj("a", "ua", "2026-01-01T00:00:00Z", held="x")
-    newer = _obj("b", "ub", "2026-01-02T00:00:00Z", held="x")
+    older = name_holder("a", "ua", "2026-01-01T00:00:00Z", held="x")
+    newer = name_holder("b", "ub", "2026-01-02T00:00:00Z", held="x")
     objs = {"a": older, "b": newer}
     for listed in ([older, newer], [newer, older]):
         index = NameIndex(lambda listed=listed: listed, lambda _ns, name: objs.get(name))
-        c = _obj("c", "uc", "2026-01-03T00:00:00Z", annotated="x")
+        c = name_holder("c", "uc", "2026-01-03T00:00:00Z", annotated="x")
         assert index.claim(c, "x") == ("ua", "default", "a", "2026-01-01T00:00:00Z")
 
 
@@ -404,8 +393,8 @@ def test_a_repaired_state_is_reported_by_an_event_carrying_the_repairs_message()
 def test_of_two_holders_the_older_takes_the_name_back_from_the_newer_in_the_index() -> None:
     """Both objects carry the finalizer and the name (as after a restore), and the index
     was loaded when only the newer one did: the older one's claim takes the name."""
-    older = _obj("a", "ua", "2026-01-01T00:00:00Z", held="x")
-    newer = _obj("b", "ub", "2026-01-02T00:00:00Z", held="x")
+    older = name_holder("a", "ua", "2026-01-01T00:00:00Z", held="x")
+    newer = name_holder("b", "ub", "2026-01-02T00:00:00Z", held="x")
     objs = {"a": older, "b": newer}
     index = NameIndex(lambda: [newer], lambda _ns, name: objs.get(name))
     assert index.claim(older, "x") is None

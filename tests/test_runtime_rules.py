@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import KIND, external, make, ready
+from helpers import KIND, external, make, name_holder, ready
 
 from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.errors import HandledError, Severity
@@ -271,28 +271,16 @@ def test_an_informational_error_is_recorded_as_an_informational_condition() -> N
 
 
 # -------------------------------------------------------- the external-name index
-def _obj(name: str, uid: str, created: str, *, held: str | None = None,
-         annotated: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": uid,
-                            "creationTimestamp": created, "annotations": {}}
-    if held is not None:
-        meta["finalizers"] = [FINALIZER]
-        meta["annotations"][EXTERNAL_NAME] = held
-    if annotated is not None:
-        meta["annotations"][EXTERNAL_NAME] = annotated
-    return {"metadata": meta, "spec": {}, "status": {}}
-
-
 def test_the_name_index_never_releases_a_name_another_object_holds() -> None:
-    a = _obj("a", "ua", "2026-01-01T00:00:00Z", held="x")
-    b = _obj("b", "ub", "2026-01-02T00:00:00Z", annotated="x")
+    a = name_holder("a", "ua", "2026-01-01T00:00:00Z", held="x")
+    b = name_holder("b", "ub", "2026-01-02T00:00:00Z", annotated="x")
     objs = {"a": a, "b": b}
     index = NameIndex(lambda: list(objs.values()), lambda _ns, name: objs.get(name))
     holder_a = ("ua", "default", "a", "2026-01-01T00:00:00Z")
     assert index.claim(b, "x") == holder_a  # b lost x to a
     del objs["b"]
     index.release(b, "x")  # b is deleted: it held nothing to give up
-    c = _obj("c", "uc", "2026-01-03T00:00:00Z", annotated="x")
+    c = name_holder("c", "uc", "2026-01-03T00:00:00Z", annotated="x")
     objs["c"] = c
     assert index.claim(c, "x") == holder_a  # a still holds x
     index.release(a, "x")  # the holder gives it up: the next claimant gets it
@@ -435,7 +423,7 @@ def test_a_scoped_name_is_released_in_its_scope() -> None:
     """For a kind whose names live in a scope (a database's roles), the holder's release
     frees the name in that scope at once, while the holder is still being removed."""
     def scoped(name: str, uid: str, created: str, scope: str, **kw: Any) -> dict[str, Any]:
-        obj = _obj(name, uid, created, **kw)
+        obj = name_holder(name, uid, created, **kw)
         obj["spec"] = {"database": scope}
         return obj
 
