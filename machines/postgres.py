@@ -6,12 +6,21 @@ statement completes before it returns, and the clients say so per call
 (``Completion.finished``), so the pass that creates, updates or deletes an
 object observes the result and moves on at once (Ready, or gone),
 a pending state is re-observed after a second, and a Ready object is polled
-every minute for drift. A schema's or an extension's name is unique within
-its database only, so their names are claimed per database (``Kind.name_scope``). The
-clients live in :mod:`lifecycle.providers.postgres`.
+every minute. Roles, Databases and Grants are also swept for drift every ten
+seconds (``Timing.sweep``): one catalogue read per ProviderConfig finds the
+objects whose role, database or database privileges changed behind the
+operator's back, and only those are reconciled
+(:mod:`lifecycle.providers.postgres.sweep`). Schemas, Extensions and
+DefaultPrivileges live inside a database, so sweeping them would take a
+session per database: their drift is found at the poll. A schema's or an
+extension's name is unique within its database only, so their names are claimed
+per database (``Kind.name_scope``). The clients live in
+:mod:`lifecycle.providers.postgres`.
 """
 
 from __future__ import annotations
+
+import attrs
 
 from lifecycle.core.kind import Kind
 from lifecycle.core.machine import Timing
@@ -30,16 +39,21 @@ from lifecycle.providers.postgres.role import RoleClient, RoleParameters
 from lifecycle.providers.postgres.schema import SchemaClient, SchemaParameters
 
 __all__ = [
-    "GROUP", "SQL_TIMING", "Database", "DatabaseMachine", "DefaultPrivileges",
+    "GROUP", "IN_DATABASE_TIMING", "SQL_TIMING", "Database", "DatabaseMachine", "DefaultPrivileges",
     "DefaultPrivilegesMachine", "Extension", "ExtensionMachine", "Grant", "GrantMachine", "Role",
     "RoleMachine", "Schema", "SchemaMachine", "kinds",
 ]
 
 #: API group of the PostgreSQL kinds.
 GROUP = "postgresql.lifecycle.dev"
-#: Synchronous SQL: re-observe a second after acting, poll Ready objects every minute.
+#: Synchronous SQL: re-observe a second after acting, poll Ready objects every minute,
+#: sweep the catalogue for drift every ten seconds (Role, Database, Grant).
 SQL_TIMING = Timing(poll=60.0, wait={"creating": 1.0, "updating": 1.0, "deleting": 1.0},
-                    max_in_state={"creating": 600.0, "updating": 600.0, "deleting": 600.0})
+                    max_in_state={"creating": 600.0, "updating": 600.0, "deleting": 600.0},
+                    sweep=10.0)
+#: The same without the sweep, for the kinds inside a database (Schema, Extension,
+#: DefaultPrivileges): their drift is found at the poll.
+IN_DATABASE_TIMING = attrs.evolve(SQL_TIMING, sweep=None)
 
 
 def _in_database(parameters: SchemaParameters | ExtensionParameters) -> tuple[str, ...]:
@@ -81,19 +95,19 @@ Database = Kind(group=GROUP, version="v1alpha1", kind="Database", plural="databa
 class SchemaMachine(ManagedResourceMachine):
     """The lifecycle of a schema in a PostgreSQL database."""
 
-    timing = SQL_TIMING
+    timing = IN_DATABASE_TIMING
 
 
 class ExtensionMachine(ManagedResourceMachine):
     """The lifecycle of an extension installed in a PostgreSQL database."""
 
-    timing = SQL_TIMING
+    timing = IN_DATABASE_TIMING
 
 
 class DefaultPrivilegesMachine(ManagedResourceMachine):
     """The lifecycle of the privileges a role gets on objects another role creates later."""
 
-    timing = SQL_TIMING
+    timing = IN_DATABASE_TIMING
 
 
 Grant = Kind(group=GROUP, version="v1alpha1", kind="Grant", plural="grants",

@@ -61,7 +61,11 @@ class Timing:
     ``max_in_state`` maps a state to the longest time a resource may stay in
     it before it is reported Stuck. ``ready_grace`` is how long connect or
     observe may keep failing before a resource last observed Ready reports
-    Ready Unknown (None, the default: three poll intervals).
+    Ready Unknown (None, the default: three poll intervals). ``sweep``, when set,
+    is how often the operator reads the provider's catalogue for every Ready
+    object of the kind at once and requeues only those whose external resource
+    drifted (:mod:`lifecycle.driver.sweep`; the kind's connector must offer
+    ``sweep``); None, the default, leaves drift to the ``poll``.
     """
 
     poll: float = 60.0
@@ -76,6 +80,8 @@ class Timing:
         converter=_frozen_map,
     )
     ready_grace: float | None = None
+    sweep: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0.0)))
 
     def grace(self) -> float:
         """Seconds a failing connect or observe may last before Ready turns Unknown."""

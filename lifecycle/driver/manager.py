@@ -12,7 +12,9 @@ claims and parents, each with the reconciler and extra watches
 :func:`lifecycle.driver.kinds.controller_spec` chooses. Informers start at
 once on every replica (a warm standby has its queue filled); workers start
 only while this replica leads, when leader election is on. Keys can be
-sharded across replicas: each shard elects its own leader.
+sharded across replicas: each shard elects its own leader. Kinds whose timing
+sets ``sweep`` are also swept for drift while the workers run
+(:mod:`lifecycle.driver.sweep`).
 
 Every reconcile gets a short reconcile ID, on each line logged about it: the
 debug ``reconciled`` line, a backoff or handled error (info, with the reason),
@@ -63,6 +65,7 @@ from lifecycle.driver.leader import LeaderElector, LeaseOptions
 from lifecycle.driver.metrics import OperatorMetrics, ProbeServer
 from lifecycle.driver.queue import WorkQueue, default_rate_limiter
 from lifecycle.driver.references import follow_references
+from lifecycle.driver.sweep import DriftSweeper, sweep_targets
 from lifecycle.runtime.providerconfigs import ProviderConfigReconciler, config_of
 from lifecycle.runtime.reads import DEFAULT_READS_TTL
 
@@ -399,6 +402,8 @@ class Manager:
                     watch.api_version, watch.kind,
                     None if watch.all_namespaces else options.namespace))
         follow_references(self, [t for t, _ in kinds])
+        swept = sweep_targets(kinds, self.controllers)  # kinds with a drift sweep
+        self.sweeper = DriftSweeper(cluster, swept) if swept else None
         if options.track_provider_config_usage:
             self._track_provider_configs(cluster, [t for t, _ in kinds])
         self.elector: LeaderElector | None = None
@@ -509,12 +514,16 @@ class Manager:
             if load is not None:  # the external-name index: listed now, not in a pass
                 load()
             controller.start_workers()
+        if self.sweeper is not None:
+            self.sweeper.start()
 
     def _stop_workers(self) -> None:
         with self._state_lock:
             running, self._workers_running = self._workers_running, False
         if not running:
             return
+        if self.sweeper is not None:
+            self.sweeper.stop()
         for controller in self.controllers.values():
             controller.stop_workers(self.options.drain_timeout)
         if self.elector is not None:
@@ -544,6 +553,8 @@ class Manager:
             self._stopping = True
         if self.elector is not None:
             self.elector.crash()
+        if self.sweeper is not None:
+            self.sweeper.stop(0.5)
         for controller in self.controllers.values():
             controller.queue.shut_down()
             controller.stop_informers(timeout=0.5)

@@ -9,17 +9,20 @@ policy refuses before any statement that changes the server; :meth:`PostgresConn
 asks the same policy before the engine takes ownership of an object. The connector keeps the
 one-owner record of the Grant-like kinds (:class:`~lifecycle.providers.postgres.tenancy.Claims`)
 across the reconciles of its kind, read from the kind's objects the engine lists
-(:meth:`PostgresConnector.bind`).
+(:meth:`PostgresConnector.bind`). :meth:`PostgresConnector.sweep` reads the catalogue
+state of many Ready objects at once for the driver's drift sweep
+(:mod:`lifecycle.providers.postgres.sweep`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.kind import Kind
 from lifecycle.providers.postgres.config import ServerConfig, Session, SqlClient
+from lifecycle.providers.postgres.sweep import sweep
 from lifecycle.providers.postgres.tenancy import Claims, PolicyGate
 
 __all__ = ["PostgresConnector"]
@@ -63,3 +66,12 @@ class PostgresConnector:
             gate.admit(resource)
         finally:
             gate.close()
+
+    def sweep(self, kind: Kind, config: ProviderConfig,
+              objects: Sequence[Mapping[str, Any]]) -> dict[tuple[str | None, str], str]:
+        """The keys of ``objects`` (Ready objects of ``kind`` on ``config``) whose external
+        resource drifted from their ``status.atProvider``, each with a fingerprint of what
+        the catalogue holds now (:func:`lifecycle.providers.postgres.sweep.sweep`). One
+        admin session and one read-only query; empty for a kind the sweep does not read.
+        Raises the connector's translated error when the server cannot be read."""
+        return sweep(self.client, kind, config, objects)

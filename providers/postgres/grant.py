@@ -77,6 +77,7 @@ __all__ = [
     "GrantParameters",
     "Routine",
     "recorded",
+    "target_observation",
 ]
 
 
@@ -99,31 +100,7 @@ class GrantClient(SqlClient):
                 return Observation.absent()
             acl, owner = target_acl(session, want)
             public = want.revoke_public_on_db and public_holds(session, want)
-        held = set(acl) & set(want.privileges)
-        stale = earlier.stale(acl, want)
-        option = earlier.stale_option(acl, want)
-        if owner or not (held or stale or option):  # an owner's rights are never a Grant's
-            return Observation.absent()
-        drifted = [key for key, differs in (
-            ("privileges", held != set(want.privileges) or bool(stale)),
-            ("withOption", (want.with_option is not None
-                            and not all(acl.get(p) for p in want.privileges)) or bool(option)),
-            ("exclusive", want.exclusive and not set(acl) <= set(want.privileges)),
-            ("revokePublicOnDb", public)) if differs]
-        observed: dict[str, Any] = {"scope": want.scope, "privileges": sorted(held)}
-        if stale:
-            observed["revoking"] = sorted(stale)
-        if want.with_option:
-            observed["grantOption"] = sorted(p for p in held if acl[p])
-        if option:
-            observed["revokingGrantOption"] = sorted(option)
-        if want.with_option or want.exclusive:
-            observed["grantable"] = sorted(p for p in held if acl[p])
-            observed["others"] = sorted(set(acl) - set(want.privileges))
-        if want.revoke_public_on_db:
-            observed["publicOnDb"] = public
-        return Observation(exists=True, up_to_date=not drifted, drifted=drifted,
-                           observed=observed)
+        return target_observation(want, earlier, acl, owner, public)
 
     def create(self, resource: ManagedResource) -> Creation:
         """GRANT the privileges (granting held privileges again is harmless); a Grant to the
@@ -317,3 +294,36 @@ class GrantClient(SqlClient):
             return
         with in_database(self.session, want.database, missing_ok=missing_ok) as session:
             yield session
+
+
+def target_observation(want: GrantParameters, earlier: Earlier, acl: dict[str, bool],
+                       owner: bool, public: bool) -> Observation:
+    """What :meth:`GrantClient.observe` reports of a Grant on a database or a schema, from
+    the role's privileges there (``acl``: each with whether it is grantable), whether the
+    role owns the target and whether PUBLIC holds a privilege on the database; the
+    catalogue sweep (:mod:`lifecycle.providers.postgres.sweep`) asks the same."""
+    held = set(acl) & set(want.privileges)
+    stale = earlier.stale(acl, want)
+    option = earlier.stale_option(acl, want)
+    if owner or not (held or stale or option):  # an owner's rights are never a Grant's
+        return Observation.absent()
+    drifted = [key for key, differs in (
+        ("privileges", held != set(want.privileges) or bool(stale)),
+        ("withOption", (want.with_option is not None
+                        and not all(acl.get(p) for p in want.privileges)) or bool(option)),
+        ("exclusive", want.exclusive and not set(acl) <= set(want.privileges)),
+        ("revokePublicOnDb", public)) if differs]
+    observed: dict[str, Any] = {"scope": want.scope, "privileges": sorted(held)}
+    if stale:
+        observed["revoking"] = sorted(stale)
+    if want.with_option:
+        observed["grantOption"] = sorted(p for p in held if acl[p])
+    if option:
+        observed["revokingGrantOption"] = sorted(option)
+    if want.with_option or want.exclusive:
+        observed["grantable"] = sorted(p for p in held if acl[p])
+        observed["others"] = sorted(set(acl) - set(want.privileges))
+    if want.revoke_public_on_db:
+        observed["publicOnDb"] = public
+    return Observation(exists=True, up_to_date=not drifted, drifted=drifted,
+                       observed=observed)

@@ -58,9 +58,15 @@ class Earlier:
     @classmethod
     def of(cls, resource: ManagedResource, want: GrantParameters) -> Earlier:
         """The record of ``resource.observed``, when it is about ``want``'s scope."""
-        privileges = recorded(resource.observed, want.scope)
-        options = recorded(resource.observed, want.scope, HELD_WITH_OPTION)
-        names = resource.observed.get("names")
+        return cls.recorded_in(resource.observed, want)
+
+    @classmethod
+    def recorded_in(cls, observed: Mapping[str, Any], want: GrantParameters) -> Earlier:
+        """The record of ``observed`` (a Grant's ``status.atProvider``), when it is about
+        ``want``'s scope."""
+        privileges = recorded(observed, want.scope)
+        options = recorded(observed, want.scope, HELD_WITH_OPTION)
+        names = observed.get("names")
         if not (privileges or options) or not isinstance(names, list):
             return cls(privileges, options=options)
         return cls(privileges, frozenset(n for n in names if isinstance(n, str)), options)

@@ -35,7 +35,7 @@ from lifecycle.providers.postgres.config import Session, SqlClient, check_name
 from lifecycle.providers.postgres.login import password_works
 
 __all__ = ["LIST_SETTINGS", "SERVER_ACCESS_ROLES", "RoleClient", "RoleParameters", "RoleSetting",
-           "split_list_setting"]
+           "held_settings", "split_list_setting"]
 
 #: Predefined roles whose membership lets a role act as the server's operating-system user.
 SERVER_ACCESS_ROLES = frozenset({"pg_execute_server_program", "pg_read_server_files",
@@ -97,6 +97,16 @@ def _settings(value: Any) -> tuple[RoleSetting, ...] | None:
     if len(set(lowered)) != len(lowered):
         raise ValueError("'configurationParameters' names the same parameter twice")
     return tuple(sorted(out, key=lambda s: s.name.lower()))
+
+
+def held_settings(setconfig: list[str] | None) -> dict[str, tuple[str, str]]:
+    """A role's own settings as ``pg_db_role_setting.setconfig`` holds them (``name=value``
+    entries, or None): lower-case name -> (name, value), sorted by name."""
+    held: dict[str, tuple[str, str]] = {}
+    for entry in setconfig or []:
+        key, _, value = entry.partition("=")
+        held[key.lower()] = (key, value)
+    return dict(sorted(held.items()))
 
 
 def split_list_setting(value: str) -> list[str]:
@@ -380,11 +390,7 @@ class RoleClient(SqlClient):
             "JOIN pg_catalog.pg_roles r ON r.oid = s.setrole "
             "WHERE s.setdatabase = 0 AND r.rolname = %s", [name],
             doing=f"observing the settings of role {name!r}")
-        held: dict[str, tuple[str, str]] = {}
-        for entry in (row[0] if row and row[0] else []):
-            key, _, value = entry.partition("=")
-            held[key.lower()] = (key, value)
-        return dict(sorted(held.items()))
+        return held_settings(row[0] if row else None)
 
     def _wanted_settings(self, want: RoleParameters) -> dict[str, tuple[str, str, Any]]:
         """lower-case name -> (name, the value as the server will store it, the value as SQL)
