@@ -156,19 +156,23 @@ class DriftSweeper:
     def _run(self, stop: threading.Event) -> None:
         while not stop.is_set():
             now = self.clock()
+            configs: dict[tuple[str, str], Any] = {}  # each config read once per round
             for target in self.targets:
                 if target.due <= now and not stop.is_set():
                     target.due = now + target.interval
                     try:
-                        self.sweep(target)
+                        self.sweep(target, configs)
                     except Exception as exc:  # a bug must not end the sweeps
                         log.error("drift sweep raised %s", type(exc).__name__,
                                   extra={"controller": target.controller.name})
             wait = min(t.due for t in self.targets) - self.clock()
             stop.wait(max(0.01, wait))
 
-    def sweep(self, target: SweepTarget) -> int:
-        """Sweep one kind now, config by config; the number of keys queued."""
+    def sweep(self, target: SweepTarget,
+              configs: dict[tuple[str, str], Any] | None = None) -> int:
+        """Sweep one kind now, config by config; the number of keys queued. ``configs``
+        holds the configs already read in this round (the kinds due together share them:
+        one read of each config and its credentials per round)."""
         controller = target.controller
         if not controller.informer.synced.is_set():
             return 0
@@ -178,19 +182,23 @@ class DriftSweeper:
                 by_config.setdefault(config_name(obj), []).append(obj)
         queued = 0
         for name, found in sorted(by_config.items()):
-            queued += self._sweep_config(target, name, found)
+            queued += self._sweep_config(target, name, found, {} if configs is None
+                                         else configs)
         seen = {(target.kind.kind, _key(o)) for found in by_config.values() for o in found}
         for ident in [i for i in self._queued if i[0] == target.kind.kind and i not in seen]:
             del self._queued[ident]  # gone, or no longer Ready: its own requeues handle it
         return queued
 
     def _sweep_config(self, target: SweepTarget, name: str,
-                      found: Sequence[Mapping[str, Any]]) -> int:
+                      found: Sequence[Mapping[str, Any]],
+                      configs: dict[tuple[str, str], Any]) -> int:
         kind, controller = target.kind, target.controller
-        secrets: tuple[str, ...] = ()
+        config = self._config(configs, kind.provider_config_api, name)
+        if isinstance(config, HandledError):
+            self._failed(kind, name, f"{config.reason}: {one_line(str(config))}")
+            return 0
+        secrets = credential_values(config.credentials)
         try:
-            config = provider_config(self.cluster, name, kind.provider_config_api)
-            secrets = credential_values(config.credentials)
             drifts = target.connector.sweep(kind, config, found)
         except HandledError as exc:
             self._failed(kind, name, f"{exc.reason}: {one_line(redact(str(exc), secrets))}")
@@ -219,6 +227,19 @@ class DriftSweeper:
             log.debug("drift sweep queued %d %s on provider config %r", queued, kind.kind,
                       name, extra={"controller": controller.name})
         return queued
+
+    def _config(self, configs: dict[tuple[str, str], Any], api_version: str,
+                name: str) -> ProviderConfig | HandledError:
+        """The config ``name`` with its credentials, read as a pass reads it, or the
+        error reading it gave (secret-free: no credential was read); once per round."""
+        ident = (api_version, name)
+        if ident not in configs:
+            try:
+                configs[ident] = provider_config(self.cluster, name, api_version)
+            except HandledError as exc:
+                configs[ident] = exc
+        found: ProviderConfig | HandledError = configs[ident]
+        return found
 
     def _failed(self, kind: Kind, name: str, message: str) -> None:
         self.failures += 1
