@@ -198,6 +198,9 @@ def test_details_that_cannot_be_published_fail_the_pass_with_the_secrets_error(
     synced = env.condition("DatabaseInstance", "db", "Synced")
     assert synced is not None and synced.status.value == "False"
     assert synced.message == "connection Secret default/db-conn cannot be written: forbidden"
+    failure = env.get("DatabaseInstance", "db")["status"]["failure"]
+    assert (failure["operation"], failure["reason"]) == ("publish",
+                                                         "ConnectionSecretUnavailable")
 
 
 def test_reading_a_connection_secret_gives_a_copy_once_per_pass_and_refuses_anothers() -> None:
