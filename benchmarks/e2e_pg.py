@@ -12,17 +12,19 @@ and N Grants (CONNECT and CREATE on database *i* for role *i+1*):
    CONNECTION LIMIT 5``, ``ALTER DATABASE ...``, ``REVOKE CREATE ...``), the
    objects' drifts spread evenly over one poll interval so that each falls
    at its own moment of the operator's cycle; per object the time from its
-   drift until the operator has put it back (it notices at its poll, so this
-   is bounded by the poll interval, the same for both);
+   drift until the operator has put it back (the peer notices at its poll,
+   so its time is bounded by the poll interval; lifecycle polls at the same
+   interval and also sweeps the catalogue every ``Timing.sweep`` seconds,
+   10 for these kinds as shipped, queueing only the drifted objects);
 4. **delete**: all 3N deleted; the time until they are gone from the API.
 
 The operators: ``lifecycle run --kinds Role Database Grant`` (the kinds as
-shipped, polling every minute) and the Go peer of ``benchmarks/sqlpeer.py``
-(crossplane-runtime, API group ``postgresql.sql.crossplane.io``, started with
-the same poll interval). Each runs as its own user on the same API server;
-API calls, CPU (whole workload) and RSS of each process are measured as for
-DatabaseInstance. The ``pg_*_ratio_vs_provider_sql`` keys are ours over the
-peer's.
+shipped, polling every minute and sweeping every ten seconds) and the Go peer
+of ``benchmarks/sqlpeer.py`` (crossplane-runtime, API group
+``postgresql.sql.crossplane.io``, started with the same poll interval). Each
+runs as its own user on the same API server; API calls, CPU (whole workload)
+and RSS of each process are measured as for DatabaseInstance. The
+``pg_*_ratio_vs_provider_sql`` keys are ours over the peer's.
 """
 
 from __future__ import annotations
