@@ -1,7 +1,7 @@
 """The driver's drift sweep (:mod:`lifecycle.driver.sweep`) on its own, with a recording
 connector: what it hands the connector, what it queues, and how it fails.
 
-* only Ready objects not being deleted reach the connector, grouped by the
+* only Ready objects not being deleted nor ignored reach the connector, grouped by the
   ProviderConfig each names, and only keys among them are queued;
 * a key is queued once per catalogue state the connector reports, and again for a
   new state or after it was seen in sync;
@@ -102,10 +102,12 @@ class Controller:
 
 
 def obj(name: str, config: str = "default", *, ready: bool = True,
-        deleting: bool = False) -> dict[str, Any]:
+        deleting: bool = False, ignored: bool = False) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": "team"}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    if ignored:
+        meta["annotations"] = {"lifecycle.dev/operation": "ignore"}
     return {"metadata": meta, "spec": {"providerConfigRef": {"name": config}},
             "status": {"conditions": [{"type": "Ready",
                                        "status": "True" if ready else "False"}]}}
@@ -121,7 +123,7 @@ def setup(objects: list[dict[str, Any]], configs: Sequence[str] = ("default", "o
 def test_only_ready_objects_reach_the_connector_grouped_by_their_config() -> None:
     sweeper, target, connector, controller = setup([
         obj("a"), obj("b", "other"), obj("c", ready=False), obj("d", deleting=True),
-        obj("e")])
+        obj("e"), obj("f", ignored=True)])
     connector.answer = {("team", "a"): "x", ("team", "b"): "y", ("team", "zz"): "forged"}
     sweeper.sweep(target)
     assert connector.calls == [("default", [("team", "a"), ("team", "e")]),

@@ -41,7 +41,7 @@ from lifecycle.core.contract import ProviderConfig
 from lifecycle.core.errors import HandledError
 from lifecycle.core.kind import Kind
 from lifecycle.core.references import is_ready
-from lifecycle.driver.filters import one_line
+from lifecycle.driver.filters import is_ignored, one_line
 from lifecycle.runtime.reads import provider_config
 from lifecycle.runtime.redaction import credential_values, redact
 
@@ -103,9 +103,11 @@ def _key(obj: Mapping[str, Any]) -> Key:
     return meta.get("namespace") or None, str(meta.get("name"))
 
 
-def _swept(obj: Mapping[str, Any]) -> bool:
-    """Whether an object is swept: Ready and not being deleted."""
-    return not objs.mapping(obj.get("metadata")).get("deletionTimestamp") and is_ready(obj)
+def _swept(obj: dict[str, Any]) -> bool:
+    """Whether an object is swept: Ready, not being deleted and not ignored (as the
+    controller's own resync skips it)."""
+    return (not objs.mapping(obj.get("metadata")).get("deletionTimestamp")
+            and is_ready(obj) and not is_ignored(obj))
 
 
 class DriftSweeper:
