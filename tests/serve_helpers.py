@@ -169,7 +169,18 @@ class Serve:
                                      f"{timeout:.0f}s\n{self.log_tail()}")
             time.sleep(0.1)
 
+    def _announced(self) -> bool:
+        """Whether this start printed its URL: what answers on the port is this process,
+        not another server that took the port between :func:`free_port` and the bind."""
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return False
+        return text.count("lifecycle serve: Kubernetes API on ") >= self.starts
+
     def _answers(self) -> bool:
+        if not self._announced():
+            return False
         try:
             with urllib.request.urlopen(f"{self.url}/api", timeout=2) as response:
                 return bool(response.status == 200)

@@ -267,6 +267,9 @@ def _run(args: argparse.Namespace, api: Any, face: Any, state: Any,
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     manager = None
     started = False
+    # The journal key is made before the API answers: a client that sees the server up
+    # finds the key beside the state file, and a start that cannot make it serves nothing.
+    key = _journal_key(Path(f"{state.path}.journal-key")) if pairs else None
     try:
         autosave.save()
         face.start()
@@ -275,8 +278,7 @@ def _run(args: argparse.Namespace, api: Any, face: Any, state: Any,
         print(f"lifecycle serve: Kubernetes API on {url} (state: {state.path})", flush=True)
         print(f"export KUBECONFIG={config_path}", flush=True)
         if pairs:
-            manager = _operator(url, pairs, kinds, Path(f"{state.path}.journal-key"),
-                                adoption)
+            manager = _operator(url, pairs, kinds, key, adoption)
             manager.start()
         while not stop.wait(0.2):
             if manager is not None and manager.wait(0):
@@ -292,8 +294,16 @@ def _run(args: argparse.Namespace, api: Any, face: Any, state: Any,
     log.info("state saved", extra={"resourceVersion": api.resource_version})
 
 
+def _journal_key(key_file: Path) -> bytes:
+    """The intent journal's key kept in ``key_file`` beside the state file (made on the
+    first start, mode 0600), so a restart on the same state trusts the entries it wrote."""
+    from lifecycle.runtime.journalkey import key_from_file
+
+    return key_from_file(str(key_file))
+
+
 def _operator(url: str, pairs: Sequence[tuple[Kind, Any]], kinds: Sequence[Kind],
-              key_file: Path, adoption: frozenset[str] = frozenset()) -> Any:
+              key: bytes | None, adoption: frozenset[str] = frozenset()) -> Any:
     """The operator for ``pairs``, talking to ``url`` through the official client.
 
     ``adoption`` names the namespaces (``*``: all) whose objects may adopt an external
@@ -301,19 +311,17 @@ def _operator(url: str, pairs: Sequence[tuple[Kind, Any]], kinds: Sequence[Kind]
 
     Wired as ``lifecycle run`` wires it: objects and connection Secrets are read
     from its informers (:func:`~lifecycle.driver.cache.cached_manager`). The intent
-    journal is sealed with the key kept in ``key_file`` beside the state file (made on
-    the first start), so a restart on the same state trusts the entries it wrote.
+    journal is sealed with ``key``, kept beside the state file (:func:`_journal_key`).
     """
     from prometheus_client import disable_created_metrics
 
     from lifecycle.driver.cache import cached_manager
     from lifecycle.driver.cluster import KubeCluster, api_client
     from lifecycle.driver.manager import ManagerOptions
-    from lifecycle.runtime.journalkey import key_from_file
 
     disable_created_metrics()
     options = ManagerOptions(workers=2, drain_timeout=10.0,
-                             journal_key=key_from_file(str(key_file)), allow_adoption=adoption)
+                             journal_key=key, allow_adoption=adoption)
     return cached_manager(KubeCluster(api_client(host=url), kinds), pairs, options,
                           secrets=True)
 

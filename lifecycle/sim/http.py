@@ -18,17 +18,16 @@ kopf work against it unchanged:
 
 Every error, malformed requests included, answers a ``metav1.Status`` body with
 the matching HTTP code, and the connection stays usable when the body was read.
-Request parsing is in :mod:`lifecycle.sim.requests`. Before a request is served,
-:mod:`lifecycle.sim.guard` checks its ``Host`` (DNS rebinding: 403), that a
-write's body says it is JSON or YAML (415), and bounds the time its body may
-take (408); idle kept-alive connections are closed after
-:data:`~lifecycle.sim.guard.IDLE_TIMEOUT`; YAML bodies are decoded with a bound
-on alias expansion (:mod:`lifecycle.sim.yamlsafe`). A client that leaves in the
-middle of an answer only closes its connection (no traceback in the log).
+Requests are parsed by :mod:`lifecycle.sim.requests`; :mod:`lifecycle.sim.guard`
+checks the ``Host`` (DNS rebinding: 403), that a write's body is JSON or YAML (415),
+bounds the time a body may take (408) and closes idle kept-alive connections; YAML
+alias expansion is bounded (:mod:`lifecycle.sim.yamlsafe`). A client that leaves in
+the middle of an answer only closes its connection (no traceback in the log).
 
-``after_write`` (a callable, or None) runs after every successful write and
-before its answer is sent: ``lifecycle serve --state`` saves the state there,
-so an acknowledged write survives ``kill -9``.
+``after_write`` (a callable, or None) runs after every successful write and before
+its answer: ``lifecycle serve --state`` saves there, so an acknowledged write survives
+``kill -9``; no read shows it sooner (:meth:`APIServerHTTP.committed`), as a real API
+server shows only what etcd holds.
 """
 
 from __future__ import annotations
@@ -148,9 +147,12 @@ class APIServerHTTP:
     :attr:`url` is the base URL to configure a client with.
     """
 
+    def committed(self) -> contextlib.AbstractContextManager[object]:
+        """Held by a write until ``after_write`` saved it and by each read: none shows it sooner."""
+        return self._commit if self.after_write is not None else contextlib.nullcontext()
+
     def __init__(self, api: EmbeddedAPI, *, host: str = "127.0.0.1", port: int = 0,
-                 allowed_hosts: Iterable[str] = (),
-                 idle_timeout: float = guard.IDLE_TIMEOUT,
+                 allowed_hosts: Iterable[str] = (), idle_timeout: float = guard.IDLE_TIMEOUT,
                  read_timeout: float = guard.READ_TIMEOUT,
                  max_connections: int = guard.MAX_CONNECTIONS) -> None:
         self.api = api
@@ -158,6 +160,7 @@ class APIServerHTTP:
         self.idle_timeout = idle_timeout
         self.read_timeout = read_timeout
         self.after_write: Callable[[], object] | None = None
+        self._commit = threading.Lock()
         # Answers are serialized, never changed: the API's shared view copies nothing.
         self.shared = api.shared()
         try:
@@ -405,14 +408,16 @@ class _Handler(BaseHTTPRequestHandler):
                 else:
                     self._list(route, options, shape, meta_version)
                 return
-            obj = self.face.shared.get(route.rtype.api_version, route.rtype.kind,
-                                    route.namespace, route.name)
+            with self.face.committed():
+                obj = self.face.shared.get(route.rtype.api_version, route.rtype.kind,
+                                           route.namespace, route.name)
             self._send_object(200, route.rtype, obj, shape, meta_version, options)
             return
         accepts(self.headers.get("Accept"))
-        status, answer = verbs.write(method, route, body, options, content_type)
-        if self.face.after_write is not None and not options.dry_run:
-            self.face.after_write()  # durable before it is acknowledged
+        with self.face.committed():
+            status, answer = verbs.write(method, route, body, options, content_type)
+            if self.face.after_write is not None and not options.dry_run:
+                self.face.after_write()  # durable before it is acknowledged or shown
         self._send_json(status, answer)
 
     def _openapi(self, parts: list[str]) -> None:
@@ -436,10 +441,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _list(self, route: Route, options: Options, shape: str, meta_version: str) -> None:
         rtype = route.rtype
-        items, version, token, remaining = self.face.shared.list_page(
-            rtype.api_version, rtype.kind, route.namespace, limit=options.limit,
-            continue_token=options.continue_token, resource_version=options.resource_version,
-            resource_version_match=options.resource_version_match, **selectors(options))
+        with self.face.committed():
+            items, version, token, remaining = self.face.shared.list_page(
+                rtype.api_version, rtype.kind, route.namespace, limit=options.limit,
+                continue_token=options.continue_token, resource_version=options.resource_version,
+                resource_version_match=options.resource_version_match, **selectors(options))
         list_meta: dict[str, Any] = {"resourceVersion": version}
         if token:
             list_meta["continue"] = token
@@ -513,6 +519,8 @@ class _Handler(BaseHTTPRequestHandler):
                         headers = False
                     else:
                         obj = tables.partial_metadata(obj, meta_version)
+                with self.face.committed():  # the write behind this event is saved
+                    pass
                 line = json.dumps({"type": kind, "object": obj}, separators=(",", ":")) + "\n"
                 data = line.encode()
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -574,7 +582,6 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(exc, TooManyRequests):
             headers["Retry-After"] = str(max(1, round(exc.retry_after)))
         self._send_json(exc.status, statuses.status_of(exc), headers)
-
 
 
 def _decode_yaml(raw: bytes) -> Any:
