@@ -170,19 +170,20 @@ def test_the_journals_view_of_the_object_includes_what_is_staged_and_writes_noth
 # ---------------------------------------------------------------- credentials
 def test_a_pass_scrubs_the_credentials_of_the_provider_config_it_read() -> None:
     """Once a pass has read its provider config, every credential value of it is taken
-    out of a text and of the status's condition messages it scrubs; the rest is kept."""
+    out of the status's condition messages and the events it scrubs; the rest is kept."""
     env, _ = simulated_environment()
     env.apply(database_manifest("db"))
     run = _pass_on(env)
     run.provider_config()
-    assert run.scrub("login AKIDEXAMPLE with s3cr3t failed") == "login *** with *** failed"
     status = {"state": "creating",
               "conditions": [{"type": "Synced", "status": "False",
                               "message": "observe failed: s3cr3t rejected"}]}
-    assert run.scrub_status(status) == {
-        "state": "creating",
-        "conditions": [{"type": "Synced", "status": "False",
-                        "message": "observe failed: *** rejected"}]}
+    events = [("Warning", "CannotObserve", "login AKIDEXAMPLE with s3cr3t failed")]
+    assert run.scrubbed(status, events) == (
+        {"state": "creating",
+         "conditions": [{"type": "Synced", "status": "False",
+                         "message": "observe failed: *** rejected"}]},
+        [("Warning", "CannotObserve", "login *** with *** failed")])
 
 
 # -------------------------------------------------------- a pass without an index

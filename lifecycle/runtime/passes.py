@@ -48,7 +48,7 @@ from lifecycle.kube.objects import add_finalizer, remove_finalizer
 from lifecycle.runtime.effects import Inputs
 from lifecycle.runtime.names import NameIndex
 from lifecycle.runtime.reads import TTLCache, provider_config
-from lifecycle.runtime.redaction import credential_values, redact, redact_events, redact_status
+from lifecycle.runtime.redaction import credential_values, redact_events, redact_status
 from lifecycle.runtime.secrets import ConnectionSecrets
 
 __all__ = ["Admit", "ObjectGone", "Pass", "config_note", "informational",
@@ -297,14 +297,6 @@ class Pass:
         """Note the credential values of ``config`` (a ProviderConfig) for redaction; return it."""
         self.redact = credential_values(config.credentials)
         return config
-
-    def scrub(self, text: str) -> str:
-        """``text`` without any credential value noted in this pass."""
-        return redact(text, self.redact)
-
-    def scrub_status(self, status: Mapping[str, Any]) -> dict[str, Any]:
-        """``status`` whose condition messages hold no credential value noted in this pass."""
-        return redact_status(status, self.redact)
 
     def scrubbed(self, status: Mapping[str, Any], events: Iterable[tuple[str, str, str]]
                  ) -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
