@@ -18,6 +18,9 @@ sends to the server is counted, by kind and name.
   store's miss for absence, since the create itself tells otherwise; the admin Secret
   is answered by its own informer;
 * deleting them reads no Secret from the server;
+* that read is what refuses, before anything is committed, a Database whose
+  connection Secret is someone else's (unlabelled, so never in the store): no
+  finalizer, no database in PostgreSQL, the Secret untouched;
 * the counter sees credential reads when the operator does not follow the
   ProviderConfig's Secret (the check is not blind).
 """
@@ -34,7 +37,7 @@ from typing import Any
 
 import pytest
 from envtest_helpers import SERVERS
-from postgres_helpers import unique
+from postgres_helpers import query, unique
 
 from lifecycle.core.kind import PROVIDER_CONFIG_API, PROVIDER_CONFIG_KIND
 from lifecycle.core.references import is_ready
@@ -251,3 +254,30 @@ def test_the_counter_sees_the_credentials_read_when_they_are_not_followed(
     workload.start(supporting=False)
     workload.to_ready()
     assert workload.counted.secrets()[workload.secret] >= 1
+
+
+def test_the_take_over_read_refuses_another_secret_the_store_never_holds(
+        workload: Workload, server: PostgresServer) -> None:
+    theirs = workload.admin.create({
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": "database-0-connection", "namespace": workload.namespace},
+        "stringData": {"password": "theirs"}})
+    manager = workload.start()
+    role, database = workload.docs[0], workload.docs[1]
+    for doc in (role, database):
+        workload.admin.create(doc)
+
+    def refused() -> bool:
+        obj = workload.admin.get(API_VERSION, "Database", workload.namespace, "database-0")
+        return any(c.get("type") == "Failed" and c.get("reason") == "ConnectionSecretNotOwned"
+                   for c in (obj.get("status") or {}).get("conditions") or [])
+
+    wait_for(refused, 60.0, "the Database refused")
+    obj = workload.admin.get(API_VERSION, "Database", workload.namespace, "database-0")
+    assert not obj["metadata"].get("finalizers")
+    external = database["metadata"]["annotations"]["lifecycle.dev/external-name"]
+    assert query(server, "SELECT 1 FROM pg_database WHERE datname = %s", external) == []
+    assert workload.admin.get("v1", "Secret", workload.namespace,
+                              "database-0-connection")["data"] == theirs["data"]
+    assert workload.counted.secrets()["database-0-connection"] >= 1
+    assert manager.cluster.misses >= 1
