@@ -32,6 +32,7 @@ from __future__ import annotations
 import importlib
 import re
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -160,13 +161,15 @@ class Catalog:
                 found[("Grant", index)] = frozenset(privileges)
         return found
 
-    def drift(self, spread: float = 0.0) -> dict[int, float]:
+    def drift(self, spread: float = 0.0,
+              made: dict[int, float] | None = None) -> dict[int, float]:
         """Make one change by hand to every object, object *i* ``i * spread / n`` seconds
         after the first, so each falls at its own moment of the operators' poll interval;
-        return when each object's changes were made (``time.perf_counter``)."""
+        return when each object's changes were made (``time.perf_counter``), also filled
+        into ``made`` as each is."""
         from psycopg import sql
 
-        made: dict[int, float] = {}
+        made = {} if made is None else made
         started = time.perf_counter()
         with self.server.connect() as conn:
             for i in range(self.n):
@@ -196,18 +199,38 @@ def _wants(limit: int, privileges: frozenset[str]) -> Callable[[str, Any], bool]
 def _until(catalog: Catalog, ok: Callable[[str, Any], bool], timeout: float,
            since: dict[int, float] | None = None) -> dict[tuple[str, int], float]:
     """Poll the catalog until every object satisfies ``ok``; when each first did, in seconds
-    from now (or from ``since[i]``, when object *i*'s drift was made)."""
+    from now (or from ``since[i]``, when object *i*'s drift was made). With ``since``, an
+    object counts only once its drift is in it when the catalog is read: ``since`` may
+    still be filling (the drifts being made meanwhile, :func:`_drift_and_repair`)."""
     started = time.perf_counter()
     done: dict[tuple[str, int], float] = {}
     keys = [(kind, i) for kind, _ in KINDS for i in range(catalog.n)]
     while len(done) < len(keys) and time.perf_counter() - started < timeout:
+        drifted = dict(since) if since is not None else None
         state = catalog.state()
         clock = time.perf_counter()
         for key in keys:
-            if key not in done and ok(key[0], state.get(key)):
-                done[key] = clock - (since[key[1]] if since else started)
+            if key in done or (drifted is not None and key[1] not in drifted):
+                continue
+            if ok(key[0], state.get(key)):
+                done[key] = clock - (drifted[key[1]] if drifted is not None else started)
         time.sleep(0.2)
     return done
+
+
+def _drift_and_repair(catalog: Catalog, ok: Callable[[str, Any], bool], spread: float,
+                      timeout: float) -> dict[tuple[str, int], float]:
+    """Make the drifts (spread over ``spread`` seconds) while the catalog is polled, so each
+    object's repair is timed from its own drift, however early it comes."""
+    made: dict[int, float] = {}
+    box: list[dict[tuple[str, int], float]] = []
+    watcher = threading.Thread(target=lambda: box.append(_until(catalog, ok, timeout,
+                                                                since=made)),
+                               name="drift-watch", daemon=True)
+    watcher.start()
+    catalog.drift(spread=spread, made=made)
+    watcher.join(timeout + 5.0)
+    return box[0] if box else {}
 
 
 def _install(client: Client, documents: list[dict[str, Any]], timeout: float = 60.0) -> None:
@@ -357,9 +380,8 @@ def one(flavor: Flavor, server: Any, config: Any, pg: Any, workdir: Path, tag: s
         calls["change"] = settle(lambda: server.counts(flavor.operator), config.timeout)
 
         server.reset()
-        made = catalog.drift(spread=poll_interval())
-        repaired = _until(catalog, _wants(20, frozenset({"CREATE", "TEMPORARY"})), window,
-                          since=made)
+        repaired = _drift_and_repair(catalog, _wants(20, frozenset({"CREATE", "TEMPORARY"})),
+                                     poll_interval(), window + poll_interval())
         row["drift_repair_median_seconds"] = (statistics.median(repaired.values())
                                               if repaired else None)
         row["drift_repair_max_seconds"] = max(repaired.values()) if repaired else None
