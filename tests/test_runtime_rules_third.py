@@ -2,8 +2,9 @@
 third sampled mutation run of ``lifecycle/runtime`` found unchecked: what a connector's
 ``admit`` and a deletion are handed, when connection details are published, what a forced
 pass writes over a Secret another writer created first, how a missing Secret is looked
-up, what a refused Secret namespace is told, how the index reports a failed load and how
-it ranks a holder whose creation time is unknown.
+up, what a refused Secret namespace is told, that a label change is written from a copy,
+how the index reports a failed load and how it ranks a holder whose creation time is
+unknown.
 
 Each test names the rule and asserts it through the reconciler on the embedded API
 server, or through the runtime classes a pass uses.
@@ -28,7 +29,7 @@ from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.runtime.names import NameIndex
-from lifecycle.runtime.passes import Pass
+from lifecycle.runtime.passes import Pass, staged_meta
 from lifecycle.runtime.secrets import ConnectionSecrets
 from lifecycle.testing import Environment
 
@@ -214,6 +215,23 @@ def test_a_pass_that_moves_to_a_final_state_publishes_no_connection_details() ->
     assert run.publish({"endpoint": "db.example"}, Facts(state="creating"),
                        staying) == staying
     assert env.secret("db-conn") == {"endpoint": "db.example"}
+
+
+# ---------------------------------------------------------------- object writes
+def test_a_label_change_is_written_and_works_on_a_copy_of_the_objects_metadata() -> None:
+    """A pass's metadata change is applied to a copy of the object's metadata (labels,
+    annotations and finalizers included) and written: a change to the labels reaches the
+    API server, and the pass's object changes only by what the write returns."""
+    env, _ = simulated_environment()
+    manifest = database_manifest("db")
+    manifest["metadata"]["labels"] = {"team": "a"}
+    env.apply(manifest)
+    run = _pass(env, env.get(KIND, "db"))
+    run.mutate(lambda meta: meta["labels"].__setitem__("team", "b"))
+    assert env.get(KIND, "db")["metadata"]["labels"] == {"team": "b"}
+    copy = staged_meta(run)
+    copy["labels"]["team"] = "c"
+    assert run.obj["metadata"]["labels"] == {"team": "b"}
 
 
 # ------------------------------------------------------------------ deletion
