@@ -320,26 +320,28 @@ class Effects:
             self.port.stage(INTENT_MAC, self._seal(intent))
 
     def resume_create(self) -> str | None:
-        """Repeat a pending create with its journalled key; the name the provider assigned.
+        """Repeat a pending create with its journalled key; the name to observe it under.
 
         For a provider that names what it creates (``Kind.names_assigned``):
         a create interrupted before its name was recorded is found again by its
-        idempotency key, and the name is committed. None when no create is
-        pending or the provider names nothing new. No new journal entry is
-        written: the call is the pending one, resumed.
+        idempotency key, and a name the provider assigned is committed. The
+        name returned is that one, else the recorded one (the provider kept the
+        requested name): the repeated call may have made the resource only
+        now, so it is observed again either way. None when no create is
+        pending. No new journal entry is written: the call is the pending one,
+        resumed.
         """
         intent = self.trusted()
         if intent is None or intent.operation != "create" or intent.outcome != "pending":
             return None
         creation = self.client.create(attrs.evolve(self.resource, idempotency_key=intent.key))
         name = getattr(creation, "external_name", None)
-        if not name or name == self.resource.external_name:
-            return None
-        self.external_name = name
-        self._reseal(intent)
-        self.port.annotate(EXTERNAL_NAME, name)
-        self.resource = attrs.evolve(self.resource, external_name=name)
-        return str(name)
+        if name and name != self.resource.external_name:
+            self.external_name = name
+            self._reseal(intent)
+            self.port.annotate(EXTERNAL_NAME, name)
+            self.resource = attrs.evolve(self.resource, external_name=name)
+        return str(self.resource.external_name)
 
     def update(self) -> None:
         """Journal, then update the external resource."""
