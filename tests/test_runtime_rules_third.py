@@ -103,11 +103,12 @@ def test_admit_judges_the_objects_parameters_without_a_password() -> None:
     connector = _Admitting()
     env = Environment([(DatabaseInstance, connector)])
     env.provider_config()
-    env.apply(database_manifest("db", storage_gb=60, annotations={EXTERNAL_NAME: "orders"}))
+    manifest = database_manifest("db", storage_gb=60, annotations={EXTERNAL_NAME: "orders"})
+    env.apply(manifest)
     env.reconcile(KIND, "db")
     (resource,) = connector.asked
     assert resource.parameters is not None
-    assert resource.parameters == DatabaseInstance.parse_parameters(env.get(KIND, "db")["spec"])
+    assert resource.parameters == DatabaseInstance.parse_parameters(manifest["spec"])
     assert resource.parameters.storage_gb == 60
     assert resource.password is None
 
