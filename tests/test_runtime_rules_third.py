@@ -281,3 +281,28 @@ def test_a_holder_whose_creation_time_is_unknown_counts_as_the_older() -> None:
     index = NameIndex(lambda: [dated, undated], lambda _ns, name: objs.get(name))
     assert index.claim(dated, "x") == ("uz", "default", "z", "")
     assert index.claim(undated, "x") is None
+
+
+def test_a_deletion_claims_the_name_the_object_holds_not_the_one_it_would_take() -> None:
+    """A deleting object is checked against the name it holds (recorded in its status),
+    never against the name it would take now: with its annotation removed and its
+    default name annotated on another object, deleting it still deletes its own
+    resource and leaves the other's alone."""
+    env, cloud = simulated_environment(cloud=SimCloud(seed=3, create_polls=0))
+    env.apply(database_manifest("a", annotations={EXTERNAL_NAME: "custom"}))
+    env.run_until_idle()
+    a = env.get(KIND, "a")
+    assert a["status"]["externalName"] == "custom" and env.state(KIND, "a") == "ready"
+    bare = {**a, "metadata": {**a["metadata"], "annotations": {}}}
+    default = DatabaseInstance.external_name(bare)  # the name it takes without the annotation
+    assert default != "custom"
+    env.apply(database_manifest("b", annotations={EXTERNAL_NAME: default}))
+    env.reconcile(KIND, "b")
+    assert cloud.instances()[default]["state"] == "available"
+    env.apply(database_manifest("a", annotations={EXTERNAL_NAME: None}))  # annotation removed
+    env.delete(KIND, "a")
+    env.run_until_idle()
+    assert not env.exists(KIND, "a")
+    assert cloud.count("delete", "custom") == 1
+    assert cloud.count("delete", default) == 0
+    assert cloud.instances()[default]["state"] == "available"
