@@ -342,7 +342,9 @@ def test_fault_soak_through_the_driver() -> None:
     # The faults really happened.
     assert figures.failed_calls > 0.15 * figures.calls
     assert figures.throttled > 0 and figures.api_conflicts > 0.05 * figures.count
-    assert figures.watch_drops >= 3 and figures.watches > figures.watch_drops
+    # Watches were dropped, and the informer watched again after them (a drop may also
+    # land while it is between two watches, so the two counts need not differ by one).
+    assert figures.watch_drops >= 3 and figures.watches >= 4
     # The fault-free run is the minimum: 7 external calls per resource.
     assert baseline.lifecycle_calls == 7 * baseline.count, baseline.lines()
     assert baseline.create_attempts_max <= 4 and baseline.delete_attempts_max <= 3

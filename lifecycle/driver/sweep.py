@@ -32,7 +32,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -45,10 +45,7 @@ from lifecycle.driver.filters import is_ignored, one_line
 from lifecycle.runtime.reads import provider_config
 from lifecycle.runtime.redaction import credential_values, redact
 
-if TYPE_CHECKING:
-    from lifecycle.driver.manager import Controller
-
-__all__ = ["DriftSweeper", "Sweeps", "config_name", "sweep_targets"]
+__all__ = ["DriftSweeper", "Sweeps", "Swept", "config_name", "sweep_targets"]
 
 log = logging.getLogger("lifecycle.driver.sweep")
 
@@ -67,13 +64,29 @@ class Sweeps(Protocol):
         ...
 
 
+class Swept(Protocol):
+    """What the sweep needs of a kind's controller (:class:`lifecycle.driver.manager.Controller`):
+    its informer, which keys it owns (its shard), and its work queue."""
+
+    name: str
+    informer: Any
+
+    def owns(self, key: Key) -> bool:
+        """Whether this operator reconciles ``key``."""
+        ...
+
+    def enqueue(self, key: Key) -> None:
+        """Queue ``key`` for a reconcile."""
+        ...
+
+
 @attrs.define
 class SweepTarget:
     """One swept kind: its connector, its controller and when it is next due."""
 
     kind: Kind
     connector: Sweeps
-    controller: Controller
+    controller: Swept
     interval: float
     due: float = 0.0
 
@@ -86,7 +99,7 @@ def config_name(obj: Mapping[str, Any]) -> str:
 
 
 def sweep_targets(pairs: Iterable[tuple[Any, Any]],
-                  controllers: Mapping[str, Controller]) -> list[SweepTarget]:
+                  controllers: Mapping[str, Swept]) -> list[SweepTarget]:
     """The kinds of ``pairs`` to sweep: a managed kind whose timing sets ``sweep`` and whose
     connector offers it (:class:`Sweeps`)."""
     out = []
