@@ -26,6 +26,7 @@ from psycopg import sql
 
 from lifecycle.core.contract import ProviderConfig
 from lifecycle.core.errors import CredentialsError, TerminalError
+from lifecycle.providers.postgres import marks
 from lifecycle.providers.postgres.config import ServerConfig
 from lifecycle.providers.postgres.marks import tenant_of
 from lifecycle.providers.postgres.policy import DEFAULT_EXTENSIONS, Policy
@@ -289,6 +290,33 @@ def test_a_grant_on_another_namespaces_database_is_refused(
     gone(env, "Grant", "steal-db", A)
     gone(env, "Grant", "steal-tables", A)
     assert before() == state
+
+
+def test_a_grant_on_a_database_not_marked_yet_is_retried_then_made(
+        env: Environment, server: PostgresServer, admin: Admin) -> None:
+    """A Database marks its database in a statement after CREATE DATABASE, so a Grant
+    may find it unmarked for a moment: it is refused with ``PolicyDenied`` and retried,
+    not refused for good, and made once the mark is there."""
+    a_role, _ = attacker(env)
+    late = unique("a_late")
+    execute(server, sql.SQL("CREATE DATABASE {} OWNER {}").format(  # as a Database makes it
+        sql.Identifier(late), sql.Identifier(admin.user)))
+    env.apply(manifest("Grant", "late", namespace=A, role=a_role, database=late,
+                       privileges=["CONNECT"]))
+    env.reconcile("Grant", "late", A)
+    synced = env.condition("Grant", "late", "Synced", A)
+    assert synced is not None and synced.status == "False", synced
+    assert "(rule crossNamespace)" in synced.message and "(yet)" in synced.message
+    assert ("Grant", A, "late") in env.pending()  # retried with backoff
+    assert not query(server, "SELECT 1 FROM pg_database d, aclexplode(d.datacl) a "
+                             "JOIN pg_roles r ON r.oid = a.grantee "
+                             "WHERE d.datname = %s AND r.rolname = %s", late, a_role)
+    config = env.get("Grant", "late", A)["spec"]["providerConfigRef"]["name"]
+    execute(server, marks.comment("DATABASE", late, "lifecycle/by-hand", A, config))
+    env.advance(300)
+    env.run_until_idle()
+    ready(env, "Grant", "late", A)
+    gone(env, "Grant", "late", A)
 
 
 def test_a_grant_to_another_namespaces_role_is_refused(

@@ -174,6 +174,14 @@ class Tenancy:
                                                  "own databases")
         if (shared_ok and name in self.policy.shared_databases) or self.policy.cross_namespace:
             return False
+        if marks.tenant_of(row[0]) is None:
+            # A Database marks what it creates in a second statement (CREATE DATABASE cannot
+            # share a transaction): unmarked, it may be this namespace's, made a moment ago.
+            # Refused, and retried with backoff rather than terminally.
+            raise ExternalError(f"refused by the policy of provider config "
+                                f"{self.server.config_name!r} (rule crossNamespace): {field} "
+                                f"{name!r} is not marked as made by a Database of "
+                                f"{self.whose} (yet)", reason=POLICY_DENIED)
         raise self.deny("crossNamespace", f"{field} {name!r} is not a database made by a "
                                           f"Database of {self.whose}")
 
@@ -494,7 +502,7 @@ class PolicyGate:
         made and marked the resource itself, which is then reported out of date."""
         try:
             self._check(resource, mutating=False)
-        except TerminalError as exc:
+        except (TerminalError, ExternalError) as exc:
             if exc.reason not in (POLICY_DENIED, TARGET_CONFLICT):
                 raise
             seen = self.client.observe(resource)
