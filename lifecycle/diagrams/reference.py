@@ -96,6 +96,8 @@ def machine_page(machine: type[LifecycleMachine], kinds: Sequence[Any] = (),
     limits = ", ".join(f"{s} {duration(v)}" for s, v in timing.max_in_state.items()) or "none"
     out += _table(("setting", "value"), (
         ("poll (Ready and in sync)", f"{duration(timing.poll)} ±{timing.jitter * 100:g} %"),
+        ("drift sweep (all Ready objects of a provider config at once)",
+         duration(timing.sweep) if timing.sweep else "none"),
         ("wait (per state, operation pending)", waits),
         ("Stuck after (max time in state)", limits),
         ("history kept in status", f"{machine.history_limit} transitions"),
