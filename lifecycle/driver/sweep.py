@@ -45,7 +45,7 @@ from lifecycle.driver.filters import is_ignored, one_line
 from lifecycle.runtime.reads import provider_config
 from lifecycle.runtime.redaction import credential_values, redact
 
-__all__ = ["DriftSweeper", "Sweeps", "Swept", "config_name", "sweep_targets"]
+__all__ = ["DriftSweeper", "Sweeps", "SweptController", "config_name", "sweep_targets"]
 
 log = logging.getLogger("lifecycle.driver.sweep")
 
@@ -64,7 +64,7 @@ class Sweeps(Protocol):
         ...
 
 
-class Swept(Protocol):
+class SweptController(Protocol):
     """What the sweep needs of a kind's controller (:class:`lifecycle.driver.manager.Controller`):
     its informer, which keys it owns (its shard), and its work queue."""
 
@@ -86,7 +86,7 @@ class SweepTarget:
 
     kind: Kind
     connector: Sweeps
-    controller: Swept
+    controller: SweptController
     interval: float
     due: float = 0.0
 
@@ -99,7 +99,7 @@ def config_name(obj: Mapping[str, Any]) -> str:
 
 
 def sweep_targets(pairs: Iterable[tuple[Any, Any]],
-                  controllers: Mapping[str, Swept]) -> list[SweepTarget]:
+                  controllers: Mapping[str, SweptController]) -> list[SweepTarget]:
     """The kinds of ``pairs`` to sweep: a managed kind whose timing sets ``sweep`` and whose
     connector offers it (:class:`Sweeps`)."""
     out = []
