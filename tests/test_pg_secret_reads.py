@@ -171,11 +171,19 @@ class Workload:
         """The operator as ``lifecycle run`` wires it (its reads counted)."""
         cluster = KubeCluster(self.client(), KINDS)
         self.counted.watched = cluster
-        self.manager = cached_manager(cluster, pairs(), ManagerOptions(
+        manager = self.manager = cached_manager(cluster, pairs(), ManagerOptions(
             namespace=self.namespace, informer=FAST, qps=200, burst=200),
             secrets=True, supporting=supporting).start()
-        assert self.manager.wait_synced(30) and self.manager.cluster.wait_synced(30)
-        return self.manager
+        assert manager.wait_synced(30) and manager.cluster.wait_synced(30)
+        if supporting:
+            # The ProviderConfig informer starts the admin Secret's own informer when it
+            # first shows the config, which may be just after it reports synced; a pass
+            # in between reads the Secret from the API server, once. Wait for it.
+            ident = ("v1", "Secret", self.namespace, self.secret)
+            wait_for(lambda: ident in manager.cluster._named, 30.0,
+                     "the admin Secret's informer")
+            assert manager.cluster.wait_synced(30)
+        return manager
 
     def names(self) -> list[tuple[str, str]]:
         return [(d["kind"], d["metadata"]["name"]) for d in self.docs]
