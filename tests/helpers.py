@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
-from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER
+from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, OWNER_UID
+from lifecycle.core.values import Creation, Observation
+from lifecycle.kube.errors import AlreadyExists, NotFound
 from lifecycle.providers.simcloud import SimCloud
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.testing import Environment
@@ -49,3 +52,94 @@ def name_holder(name: str, uid: str, created: str, *, held: str | None = None,
     if annotated is not None:
         meta["annotations"][EXTERNAL_NAME] = annotated
     return {"metadata": meta, "spec": {}, "status": {}}
+
+
+def b64(text: str) -> str:
+    """``text`` base64-encoded, as a Secret's data holds it."""
+    return base64.b64encode(text.encode()).decode()
+
+
+class RacedSecretCreate:
+    """The API server, where another writer for the same object creates the connection
+    Secret (the object's owner annotation, its password, no label or ownerReference)
+    just before the operator's own create."""
+
+    def __init__(self, env: Environment, uid: str) -> None:
+        self._env, self._uid = env, uid
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env.api, name)
+
+    def create(self, body: Any) -> Any:
+        self._env.api.create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                              "metadata": {"name": "db-conn", "namespace": "default",
+                                           "annotations": {OWNER_UID: self._uid}},
+                              "data": {"password": b64("first-password")}})
+        raise AlreadyExists('secrets "db-conn" already exists')
+
+
+class CountingCache:
+    """The API server behind a cache: Secret reads through the API server are counted,
+    and the store (``lookup``) answers what the API server holds."""
+
+    def __init__(self, api: Any) -> None:
+        self._api = api
+        self.secret_gets = 0
+        self.lookups = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._api, name)
+
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Any:
+        if kind == "Secret":
+            self.secret_gets += 1
+        return self._api.get(api_version, kind, namespace, name)
+
+    def lookup(self, api_version: str, kind: str, namespace: str | None,
+               name: str) -> Any:
+        self.lookups += 1
+        try:
+            return self._api.get(api_version, kind, namespace, name)
+        except NotFound:
+            return None
+
+
+class LaggingStore:
+    """The API server behind a cache whose store has not seen any Secret yet: every
+    ``lookup`` misses (and is counted); everything else goes to the API server."""
+
+    def __init__(self, api: Any) -> None:
+        self._api, self.lookups = api, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._api, name)
+
+    def lookup(self, api_version: str, kind: str, namespace: str | None,
+               name: str) -> None:
+        self.lookups += 1
+        return None
+
+
+class NamesOnlyProvider:
+    """A provider (its own client) that keeps only the names of its resources: no
+    connection details, no ownership marks; ``names`` are the ones that exist."""
+
+    def __init__(self, names: set[str] | None = None) -> None:
+        self.names: set[str] = set() if names is None else names
+
+    def connect(self, resource: Any, config: Any) -> NamesOnlyProvider:
+        return self
+
+    def observe(self, resource: Any) -> Observation:
+        return (Observation(exists=True) if resource.external_name in self.names
+                else Observation.absent())
+
+    def create(self, resource: Any) -> Creation:
+        self.names.add(resource.external_name)
+        return Creation()
+
+    def update(self, resource: Any) -> None:
+        return None
+
+    def delete(self, resource: Any) -> None:
+        self.names.discard(resource.external_name)

@@ -15,12 +15,12 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import KIND, make
+from helpers import KIND, NamesOnlyProvider, make
 
 from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.externalname import external_name_of
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, INTENT, OPERATION
-from lifecycle.core.values import Creation, Observation
+from lifecycle.core.values import Observation
 from lifecycle.kube.conflict import CONFLICT_ATTEMPTS
 from lifecycle.kube.errors import Conflict, NotFound
 from lifecycle.machines.database import DatabaseInstance
@@ -90,36 +90,11 @@ def test_admit_sees_the_name_to_be_taken_and_the_objects_provider_config() -> No
 
 
 # --------------------------------------------------------- staged metadata
-class _Existing:
-    """A provider whose resources exist already (it keeps no ownership marks): a pass
-    that finds one up to date calls nothing."""
-
-    def __init__(self, names: set[str]) -> None:
-        self.names = names
-
-    def connect(self, resource: Any, config: Any) -> _Existing:
-        return self
-
-    def observe(self, resource: Any) -> Observation:
-        return (Observation(exists=True) if resource.external_name in self.names
-                else Observation.absent())
-
-    def create(self, resource: Any) -> Creation:
-        self.names.add(resource.external_name)
-        return Creation()
-
-    def update(self, resource: Any) -> None:
-        return None
-
-    def delete(self, resource: Any) -> None:
-        self.names.discard(resource.external_name)
-
-
 def test_a_pass_that_calls_nothing_still_commits_the_finalizer_and_the_name() -> None:
     """Ownership is staged to ride on the pass's first object write; a pass that finds
     the resource up to date and so calls nothing writes it on its own before the status:
     the object it reports Ready carries the finalizer and the external name."""
-    provider = _Existing({"orders-db"})
+    provider = NamesOnlyProvider({"orders-db"})
     env = Environment([(attrs.evolve(DatabaseInstance, password=False), provider)])
     env.provider_config()
     env.apply(database_manifest("db", annotations={EXTERNAL_NAME: "orders-db"}))
@@ -198,7 +173,7 @@ def test_a_pass_without_a_name_index_claims_nothing() -> None:
 
 
 # ---------------------------------------------------- deleting without a password
-class _Publishing(_Existing):
+class _Publishing(NamesOnlyProvider):
     """A provider whose connection details include a ``password`` key, recording the
     password each connect is given."""
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import name_holder
+from helpers import LaggingStore, NamesOnlyProvider, name_holder
 
 from lifecycle.core.errors import HandledError, Severity, TerminalError
 from lifecycle.core.kind import EXTERNAL_NAME, RECONCILE_POLICY
-from lifecycle.core.values import Creation, Intent, Observation, ResultKind
+from lifecycle.core.values import Creation, Intent, ResultKind
 from lifecycle.kube.conflict import ConflictsExhausted
 from lifecycle.kube.errors import AlreadyExists, Conflict, Forbidden, NotFound
 from lifecycle.machines.database import DatabaseInstance
@@ -474,37 +474,13 @@ def test_a_conflict_names_a_cluster_scoped_holder_by_its_name() -> None:
 
 
 # ---------------------------------------- the Secret check belongs to the take-over
-class _Unconnected:
-    """A provider that keeps only names: its resources have no connection details."""
-
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def connect(self, resource: Any, config: Any) -> _Unconnected:
-        return self
-
-    def observe(self, resource: Any) -> Observation:
-        return (Observation(exists=True) if resource.external_name in self.names
-                else Observation.absent())
-
-    def create(self, resource: Any) -> Creation:
-        self.names.add(resource.external_name)
-        return Creation()
-
-    def update(self, resource: Any) -> None:
-        return None
-
-    def delete(self, resource: Any) -> None:
-        self.names.discard(resource.external_name)
-
-
 def test_an_object_holding_its_name_is_not_refused_for_a_secret_it_never_writes() -> None:
     """The connection Secret is checked as an object is taken over: a new object naming a
     Secret that is not its own is refused before it commits anything. An object holding
     its name already is past that check; of a kind without a password whose provider gives
     no connection details, it never reads or writes its Secret, so another's Secret
     appearing under its reference neither concerns nor stops it."""
-    provider = _Unconnected()
+    provider = NamesOnlyProvider()
     env = Environment([(attrs.evolve(DatabaseInstance, password=False), provider)])
     env.provider_config()
     env.apply(database_manifest("db"))
@@ -529,21 +505,6 @@ def test_an_object_holding_its_name_is_not_refused_for_a_secret_it_never_writes(
 
 
 # ------------------------------------------ a Secret the cache has not seen yet
-class _Lagging:
-    """A cached cluster whose store has not seen the Secrets the API server holds yet."""
-
-    def __init__(self, api: Any) -> None:
-        self._api, self.lookups = api, 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._api, name)
-
-    def lookup(self, api_version: str, kind: str, namespace: str | None,
-               name: str) -> None:
-        self.lookups += 1
-        return None
-
-
 def test_a_read_only_take_over_confirms_a_missing_secret_with_the_api_server() -> None:
     """A pass that creates a missing Secret may take the cache's word that it is missing
     (its create tells otherwise); a read-only pass creates nothing, so it reads the API
@@ -553,7 +514,7 @@ def test_a_read_only_take_over_confirms_a_missing_secret_with_the_api_server() -
     env.apply(database_manifest("db"))
     owner = env.get("DatabaseInstance", "db")
     ConnectionSecrets(env.api, DatabaseInstance, lambda: "stored").ensure_password(owner)
-    lagging = _Lagging(env.api)
+    lagging = LaggingStore(env.api)
     secrets = ConnectionSecrets(lagging, DatabaseInstance, lambda: "new")
     assert secrets.take_over(owner, holds=False, read_only=True) == "stored"
     assert lagging.lookups == 0
@@ -563,10 +524,10 @@ def test_a_read_only_take_over_confirms_a_missing_secret_with_the_api_server() -
     pointing = {**owner, "spec": {**owner["spec"], "writeConnectionSecretToRef": {
         "name": "theirs"}}}
     with pytest.raises(TerminalError) as caught:
-        ConnectionSecrets(_Lagging(env.api), DatabaseInstance, lambda: "new").take_over(
+        ConnectionSecrets(LaggingStore(env.api), DatabaseInstance, lambda: "new").take_over(
             pointing, holds=False, read_only=True)
     assert caught.value.reason == "ConnectionSecretNotOwned"
-    creating = _Lagging(env.api)
+    creating = LaggingStore(env.api)
     assert ConnectionSecrets(creating, DatabaseInstance, lambda: "new").take_over(
         owner, holds=False, read_only=False) == "stored"
     assert creating.lookups == 1 and env.secret("db-conn") == {"password": "stored"}

@@ -7,12 +7,11 @@ the harness's objects, Secrets and simulated cloud, or the runtime classes a pas
 
 from __future__ import annotations
 
-import base64
 from typing import Any, ClassVar
 
 import attrs
 import pytest
-from helpers import name_holder
+from helpers import LaggingStore, b64, name_holder
 from statemachine import State
 
 from lifecycle.core.kind import (
@@ -43,10 +42,6 @@ def _foreign(cloud: SimCloud) -> None:
     """``precious``: a resource created outside the operator, marked by no object."""
     cloud.create_instance(CREDS, "precious", {"engine": "postgres", "storage_gb": 20},
                           password="owners-password-1")
-
-
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
 
 
 # ---------------------------------------------------------- the external-name index
@@ -282,29 +277,13 @@ def test_publishing_with_keep_sets_only_the_keys_the_secret_lacks() -> None:
                                      "endpoint": "db.example"}
 
 
-class _LaggingStore:
-    """The API server behind a cache whose store has not seen the Secret yet."""
-
-    def __init__(self, api: Any) -> None:
-        self._api = api
-        self.lookups = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._api, name)
-
-    def lookup(self, api_version: str, kind: str, namespace: str | None,
-               name: str) -> None:
-        self.lookups += 1
-        return None
-
-
 def test_a_read_only_take_over_reads_the_password_from_the_api_server() -> None:
     """A read-only pass (one that must change nothing) creates no Secret, so it never
     takes a cache's miss for absence: the stored password is read from the API server."""
     env, owner = _owner()
     ConnectionSecrets(env.api, DatabaseInstance, lambda: "stored-password").ensure_password(
         owner)
-    api = _LaggingStore(env.api)
+    api = LaggingStore(env.api)
     secrets = ConnectionSecrets(api, DatabaseInstance, lambda: "never-used")
     assert secrets.take_over(owner, holds=True, read_only=True) == "stored-password"
     assert api.lookups == 0
@@ -326,7 +305,7 @@ def test_a_forced_take_over_rewrites_the_secret_another_writer_created_first() -
             env.api.create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                             "metadata": {"name": "db-conn", "namespace": "default",
                                          "annotations": {OWNER_UID: uid}},
-                            "data": {"password": _b64("first-password")}})
+                            "data": {"password": b64("first-password")}})
             raise AlreadyExists('secrets "db-conn" already exists')
 
     secrets = ConnectionSecrets(Raced(), DatabaseInstance, lambda: "second-password")

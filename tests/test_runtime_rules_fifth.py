@@ -11,14 +11,13 @@ server, or through the runtime classes a pass uses.
 
 from __future__ import annotations
 
-import base64
 from contextlib import suppress
 from typing import Any
 
-from helpers import KIND, name_holder
+from helpers import KIND, CountingCache, RacedSecretCreate, name_holder
 
-from lifecycle.core.kind import CONNECTION_SECRET_LABEL, EXTERNAL_NAME, INTENT, OWNER_UID
-from lifecycle.kube.errors import AlreadyExists, Invalid, NotFound
+from lifecycle.core.kind import CONNECTION_SECRET_LABEL, EXTERNAL_NAME, INTENT
+from lifecycle.kube.errors import Invalid
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
@@ -99,65 +98,17 @@ def test_a_connection_secret_the_api_server_refuses_as_invalid_is_called_so() ->
 
 
 # ------------------------------------------------------------ the connection Secret
-class _Cached:
-    """The API server behind a cache: Secret reads through the API server are counted, and
-    the store (``lookup``) answers what the API server holds."""
-
-    def __init__(self, api: Any) -> None:
-        self._api = api
-        self.secret_gets = 0
-        self.lookups = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._api, name)
-
-    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Any:
-        if kind == "Secret":
-            self.secret_gets += 1
-        return self._api.get(api_version, kind, namespace, name)
-
-    def lookup(self, api_version: str, kind: str, namespace: str | None, name: str) -> Any:
-        self.lookups += 1
-        try:
-            return self._api.get(api_version, kind, namespace, name)
-        except NotFound:
-            return None
-
-
 def test_reading_a_stored_password_asks_the_api_server_unless_the_caller_creates() -> None:
     """Reading the stored password asks the API server: the cache's store may not hold a
     Secret that exists yet. Only a caller that creates the Secret when none is found
     answers a missing one from the store, since its create tells one the store lacks."""
     env, obj = _stored()
-    api = _Cached(env.api)
+    api = CountingCache(env.api)
     assert ConnectionSecrets(api, DatabaseInstance).stored_password(obj) is None
     assert (api.lookups, api.secret_gets) == (0, 1)
-    api = _Cached(env.api)
+    api = CountingCache(env.api)
     assert ConnectionSecrets(api, DatabaseInstance).stored_password(obj, creating=True) is None
     assert (api.lookups, api.secret_gets) == (1, 0)
-
-
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
-
-
-class _Raced:
-    """The API server, where another writer for the same object creates the connection
-    Secret (the object's owner annotation, its password, no label or ownerReference)
-    just before the operator's own create."""
-
-    def __init__(self, env: Environment, uid: str) -> None:
-        self._env, self._uid = env, uid
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._env.api, name)
-
-    def create(self, body: Any) -> Any:
-        self._env.api.create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                              "metadata": {"name": "db-conn", "namespace": "default",
-                                           "annotations": {OWNER_UID: self._uid}},
-                              "data": {"password": _b64("first-password")}})
-        raise AlreadyExists('secrets "db-conn" already exists')
 
 
 def test_persisting_a_password_keeps_a_secret_another_writer_created_first_unforced() -> None:
@@ -165,7 +116,7 @@ def test_persisting_a_password_keeps_a_secret_another_writer_created_first_unfor
     for the same object created just before, and leaves that Secret as it was written:
     nothing changed in its data, so nothing is written."""
     env, obj = _stored()
-    secrets = ConnectionSecrets(_Raced(env, obj["metadata"]["uid"]), DatabaseInstance,
+    secrets = ConnectionSecrets(RacedSecretCreate(env, obj["metadata"]["uid"]), DatabaseInstance,
                                 lambda: "second-password")
     assert secrets.ensure_password(obj) == "first-password"
     secret = env.api.get("v1", "Secret", "default", "db-conn")

@@ -12,19 +12,18 @@ server, or through the runtime classes a pass uses.
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import pytest
-from helpers import KIND, name_holder
+from helpers import KIND, CountingCache, RacedSecretCreate, name_holder
 
 from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.decide import Choice, Decision, Facts
 from lifecycle.core.errors import TerminalError
 from lifecycle.core.externalname import external_name_of
-from lifecycle.core.kind import CONNECTION_SECRET_LABEL, EXTERNAL_NAME, OWNER_UID
+from lifecycle.core.kind import CONNECTION_SECRET_LABEL, EXTERNAL_NAME
 from lifecycle.core.machine import TransitionSpec
-from lifecycle.kube.errors import AlreadyExists, NotFound
+from lifecycle.kube.errors import NotFound
 from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
@@ -48,29 +47,6 @@ def _pass(env: Environment, obj: dict[str, Any], secrets: ConnectionSecrets | No
                 secrets=secrets or ConnectionSecrets(env.api, DatabaseInstance), api=env.api,
                 kind=DatabaseInstance, forced=forced,
                 name=external_name_of(obj, DatabaseInstance.external_name))
-
-
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
-
-
-class _Raced:
-    """The API server, where another writer for the same object creates the connection
-    Secret (the object's owner annotation, its password, no label or ownerReference)
-    just before the operator's own create."""
-
-    def __init__(self, env: Environment, uid: str) -> None:
-        self._env, self._uid = env, uid
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._env.api, name)
-
-    def create(self, body: Any) -> Any:
-        self._env.api.create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                              "metadata": {"name": "db-conn", "namespace": "default",
-                                           "annotations": {OWNER_UID: self._uid}},
-                              "data": {"password": _b64("first-password")}})
-        raise AlreadyExists('secrets "db-conn" already exists')
 
 
 def _written_by_the_operator(env: Environment, uid: str) -> bool:
@@ -120,7 +96,8 @@ def test_a_forced_pass_rewrites_the_connection_secret_another_writer_created_fir
     ownerReference."""
     env, obj = _stored()
     uid = obj["metadata"]["uid"]
-    secrets = ConnectionSecrets(_Raced(env, uid), DatabaseInstance, lambda: "second-password")
+    secrets = ConnectionSecrets(RacedSecretCreate(env, uid), DatabaseInstance,
+                                lambda: "second-password")
     run = _pass(env, obj, secrets, forced=True)
     assert run.connection_secret(read_only=False) is None
     assert run.password == "first-password"
@@ -134,7 +111,8 @@ def test_a_forced_pass_asked_for_its_resource_without_a_take_over_rewrites_the_s
     kept with its password and written with the operator's label and ownerReference."""
     env, obj = _stored()
     uid = obj["metadata"]["uid"]
-    secrets = ConnectionSecrets(_Raced(env, uid), DatabaseInstance, lambda: "second-password")
+    secrets = ConnectionSecrets(RacedSecretCreate(env, uid), DatabaseInstance,
+                                lambda: "second-password")
     run = _pass(env, obj, secrets, forced=True)
     resource = run.managed_resource(deleting=False, read_only=False)
     assert resource.password == "first-password"
@@ -142,38 +120,12 @@ def test_a_forced_pass_asked_for_its_resource_without_a_take_over_rewrites_the_s
 
 
 # ------------------------------------------------------------ the connection Secret
-class _Cached:
-    """The API server behind a cache: Secret reads through the API server are counted,
-    and the store (``lookup``) answers what the API server holds."""
-
-    def __init__(self, api: Any) -> None:
-        self._api = api
-        self.secret_gets = 0
-        self.lookups = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._api, name)
-
-    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Any:
-        if kind == "Secret":
-            self.secret_gets += 1
-        return self._api.get(api_version, kind, namespace, name)
-
-    def lookup(self, api_version: str, kind: str, namespace: str | None,
-               name: str) -> Any:
-        self.lookups += 1
-        try:
-            return self._api.get(api_version, kind, namespace, name)
-        except NotFound:
-            return None
-
-
 def test_a_password_for_a_missing_secret_is_persisted_without_reading_the_api_server() -> None:
     """Persisting a new password creates the connection Secret when the cache's store does
     not hold it, without a read from the API server: the create itself tells a Secret
     the store has not seen yet."""
     env, obj = _stored()
-    api = _Cached(env.api)
+    api = CountingCache(env.api)
     secrets = ConnectionSecrets(api, DatabaseInstance, lambda: "new-password")
     assert secrets.take_over(obj, holds=True, read_only=False) == "new-password"
     assert (api.lookups, api.secret_gets) == (1, 0)
