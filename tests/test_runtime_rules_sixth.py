@@ -20,12 +20,16 @@ from typing import Any
 
 import attrs
 from helpers import KIND, CountingCache, RacedSecretCreate, name_holder
+from statemachine import State
 
 from lifecycle.core.contract import ManagedResource, ProviderConfig
+from lifecycle.core.decide import Facts
 from lifecycle.core.externalname import external_name_of
 from lifecycle.core.kind import CONNECTION_SECRET_LABEL, EXTERNAL_NAME, FINALIZER
+from lifecycle.core.machine import LifecycleMachine
 from lifecycle.kube.errors import NotFound
 from lifecycle.machines.database import DatabaseInstance
+from lifecycle.machines.managed import ManagedResourceMachine
 from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.runtime.names import NameIndex, kind_objects
@@ -76,13 +80,106 @@ class _Recording:
         return self.inner.connect(resource, config)
 
 
+class _SeenGoneMachine(LifecycleMachine):
+    """The standard lifecycle, except that an unclaimed object is deleted (``gone``) only
+    when its resource was observed absent: a guard that reads the pass's observation."""
+
+    unclaimed = State("Unclaimed", initial=True)
+    creating = State("Creating")
+    ready = State("Ready")
+    updating = State("Updating")
+    deleting = State("Deleting")
+    failed = State("Failed")
+    deleted = State("Deleted", final=True)
+
+    create = (
+        unclaimed.to(creating, on="create_external")
+        | creating.to.itself(on="create_external")
+        | ready.to(creating, on="create_external")
+        | updating.to(creating, on="create_external")
+        | failed.to(creating, on="create_external")
+    )
+    update = (
+        unclaimed.to(updating, on="update_external")
+        | creating.to(updating, on="update_external")
+        | ready.to(updating, on="update_external")
+        | updating.to.itself(on="update_external")
+        | failed.to(updating, on="update_external")
+    )
+    wait = (
+        creating.to.itself()
+        | updating.to.itself()
+        | deleting.to.itself()
+        | unclaimed.to(creating)
+        | ready.to(updating)
+        | failed.to(updating, cond="failed_during_update")
+        | failed.to(creating)
+    )
+    available = (
+        unclaimed.to(ready)
+        | creating.to(ready)
+        | ready.to.itself()
+        | updating.to(ready)
+        | failed.to(ready)
+    )
+    fail = (
+        unclaimed.to(failed)
+        | creating.to(failed)
+        | ready.to(failed)
+        | updating.to(failed)
+        | deleting.to(failed)
+        | failed.to.itself()
+    )
+    delete = (
+        unclaimed.to(deleting, on="delete_external")
+        | creating.to(deleting, on="delete_external")
+        | ready.to(deleting, on="delete_external")
+        | updating.to(deleting, on="delete_external")
+        | failed.to(deleting, on="delete_external")
+        | deleting.to.itself(on="delete_external")
+    )
+    gone = (
+        deleting.to(deleted)
+        | unclaimed.to(deleted, cond="seen_gone")
+        | creating.to(deleted)
+        | ready.to(deleted)
+        | updating.to(deleted)
+        | failed.to(deleted)
+    )
+    orphan = (
+        unclaimed.to(deleted)
+        | creating.to(deleted)
+        | ready.to(deleted)
+        | updating.to(deleted)
+        | deleting.to(deleted)
+        | failed.to(deleted)
+    )
+
+    ready_condition = ManagedResourceMachine.ready_condition
+    activity_conditions = ManagedResourceMachine.activity_conditions
+    failed_during_update = ManagedResourceMachine.failed_during_update
+    create_external = ManagedResourceMachine.create_external
+    update_external = ManagedResourceMachine.update_external
+    delete_external = ManagedResourceMachine.delete_external
+
+    def seen_gone(self, facts: Facts) -> bool:
+        """Guard: the pass observed the external resource absent (not merely unobserved)."""
+        return facts.observation is not None and not facts.observation.exists
+
+
+#: The bundled kind under :class:`_SeenGoneMachine`.
+SEEN_GONE = attrs.evolve(DatabaseInstance, machine=_SeenGoneMachine)
+
+
 # ------------------------------------------------------------------ deletions
 def test_deleting_an_object_whose_name_another_object_holds_removes_only_its_finalizer() -> None:
     """Two objects holding one external name (the older keeps it): deleting the younger
-    has nothing to delete, so its finalizer is removed and the object goes, while the
-    resource the older object holds is left alone."""
+    has nothing to delete. The pass observes its resource absent (a machine whose guard
+    lets only an observed absence delete an unclaimed object agrees), so its finalizer is
+    removed and the object goes, while the resource the older object holds is left
+    alone."""
     cloud = SimCloud(seed=1, create_polls=0)
-    env = Environment([(DatabaseInstance, DatabaseConnector(cloud))])
+    env = Environment([(SEEN_GONE, DatabaseConnector(cloud))])
     env.provider_config()
     env.apply(database_manifest("a", annotations={EXTERNAL_NAME: "shared"}))
     env.run_until_idle()
@@ -99,10 +196,11 @@ def test_deleting_an_object_whose_name_another_object_holds_removes_only_its_fin
 
 def test_deleting_an_object_under_a_name_no_provider_could_hold_removes_its_finalizer() -> None:
     """An object being deleted under an external name no provider could hold (here with a
-    zero-width character) has nothing to delete: its finalizer is removed and it goes,
-    the provider never asked."""
+    zero-width character) has nothing to delete: the pass observes its resource absent
+    (a machine whose guard lets only an observed absence delete an unclaimed object
+    agrees), its finalizer is removed and it goes, the provider never asked."""
     connector = _Recording()
-    env = Environment([(DatabaseInstance, connector)])
+    env = Environment([(SEEN_GONE, connector)])
     env.provider_config()
     manifest = database_manifest("db", annotations={EXTERNAL_NAME: "bad\u200bname"})
     manifest["metadata"]["finalizers"] = [FINALIZER]
