@@ -1,10 +1,11 @@
 """Rules of the managed pass, the connection Secrets and the external-name index that a
 fourth sampled mutation run of ``lifecycle/runtime`` found unchecked in its pass modules:
-a deletion whose name another object holds, or no provider could hold, ends by removing
-the finalizer only; a connector's ``admit`` is asked only about an object that does not
-hold its name yet; a pass's inputs read read-only persist no password, and a resource
-asked for after the take-over carries the password the take-over read; the resource of
-a cluster-scoped object names its namespace as ""; an edited external-name annotation is
+a deletion whose name another object holds, or no provider could hold, observes its
+resource absent and ends by removing the finalizer only; a connector's ``admit`` is
+asked only about an object that does not hold its name yet; a pass's inputs read
+read-only persist no password, and a resource asked for after the take-over carries the
+password the take-over read; the resource of a cluster-scoped object names its
+namespace as ""; an edited external-name annotation is
 quoted in its note by its first 64 characters; publishing details for a missing Secret
 answers from the cache's store; the take-over of the connection Secret is unforced by
 default; a cluster that cannot list holds no objects; and the index keeps a name for
