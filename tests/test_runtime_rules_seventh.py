@@ -16,7 +16,9 @@
   (it rides on the next write) unless told to defer it; :class:`Effects` not told
   the object is Ready resumes a pending entry with its key; an entry closed before
   an act is staged once, and the act stages nothing more; what a call left is
-  unknown when the provider's observe answers no Observation.
+  unknown when the provider's observe answers no Observation;
+* an observation whose ownership mark is not text, or a second observation after
+  a resumed create that is no Observation, is refused as ``InvalidObservation``.
 
 Each test names the rule and asserts it through the reconciler on the embedded API
 server, or through the runtime classes a pass uses.
@@ -35,7 +37,7 @@ from helpers import KIND, external
 
 from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.decide import Facts, decide
-from lifecycle.core.errors import MachineDefinitionError
+from lifecycle.core.errors import ExternalError, MachineDefinitionError
 from lifecycle.core.kind import ADOPT, EXTERNAL_NAME, INTENT, INTENT_MAC, OWNER
 from lifecycle.core.machine import LifecycleMachine
 from lifecycle.core.ownership import mark_uid, owner_mark
@@ -43,6 +45,7 @@ from lifecycle.core.values import Completion, Creation, Observation, ResultKind
 from lifecycle.kube.errors import TooManyRequests
 from lifecycle.machines.database import DatabaseInstance, DatabaseInstanceMachine
 from lifecycle.providers.simcloud import OWNER_TAG, DatabaseConnector, SimCloud
+from lifecycle.providers.simcloud.client import DatabaseClient
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.runtime import reads
 from lifecycle.runtime.effects import Effects, connect, stored_intent
@@ -368,3 +371,82 @@ def test_what_a_call_left_is_unknown_when_observe_answers_no_observation() -> No
     effects.update()
     assert effects.after() is None
     assert client.observed == 1
+
+
+# ------------------------------------------------------------------- what observe answers
+def test_an_observation_whose_ownership_mark_is_not_text_fails_the_pass_as_invalid(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A provider whose observe reports an ownership mark that is not text answers an
+    invalid observation: the pass fails ``InvalidObservation`` naming the mark's type,
+    nothing is created, and the client is closed."""
+    cloud = SimCloud(seed=1, create_polls=0)
+    connector = _RecordingConnector(cloud)
+    env = Environment([(DatabaseInstance, connector)])
+    env.provider_config()
+    monkeypatch.setattr(DatabaseClient, "observe",
+                        lambda self, resource: Observation(exists=True, owner=42))
+    env.apply(database_manifest("db"))
+    step = env.reconcile(KIND, "db")
+    assert step.error is None
+    failed = env.condition(KIND, "db", "Failed")
+    assert failed is not None and failed.status.value == "True"
+    assert (failed.reason, failed.message) == (
+        "InvalidObservation", "observe returned an ownership mark of type int, not text")
+    assert cloud.count("create") == 0
+    assert [client.closed for client in connector.clients] == [True]
+
+
+class _Resumed(_Client):
+    """A provider that names what it creates: nothing is seen under the recorded name,
+    the repeated create answers the name it assigned, and observe then answers
+    ``again``."""
+
+    def __init__(self, again: Any) -> None:
+        super().__init__(answer=Creation(external_name="x-assigned"),
+                         seen=Observation.absent())
+        self.again = again
+        self.closed = False
+
+    def observe(self, resource: ManagedResource) -> Any:
+        """Nothing under the recorded name; ``again`` under the assigned one."""
+        self.observed += 1
+        return self.seen if resource.external_name == "x" else self.again
+
+    def close(self) -> None:
+        """Note the close."""
+        self.closed = True
+
+
+def _interrupted_create() -> tuple[_Port, Journal]:
+    """An object's annotations holding a create journalled and then interrupted (the
+    process died in the call), and the journal that sealed it."""
+    port, journal = _Port(), Journal()
+    crashing = _Client()
+
+    def dying(resource: ManagedResource) -> Any:
+        raise _Crash
+
+    crashing.create = dying  # type: ignore[method-assign]
+    with suppress(_Crash):
+        Effects(crashing, RESOURCE, port, lambda: AT, journal).create()
+    pending = stored_intent(port.values)
+    assert pending is not None and (pending.operation, pending.outcome) == ("create", "pending")
+    return port, journal
+
+
+def test_what_observe_answers_after_a_resumed_create_is_checked_as_the_first_answer() -> None:
+    """A deletion that resumes an interrupted create observes the resource again under
+    the name the provider assigned; an answer that is not an Observation is refused there
+    as on the first observation (``InvalidObservation``), and the client is closed."""
+    config = ProviderConfig(name="default", spec={}, credentials={})
+    port, journal = _interrupted_create()
+    client = _Resumed(again=Observation(exists=True, owner=""))
+    effects, seen = connect(client, RESOURCE, config, port, lambda: AT, journal, resume=True)
+    assert seen.exists and effects.resource.external_name == "x-assigned"
+    port, journal = _interrupted_create()
+    client = _Resumed(again={"exists": True})
+    with pytest.raises(ExternalError) as refused:
+        connect(client, RESOURCE, config, port, lambda: AT, journal, resume=True)
+    assert (refused.value.reason, str(refused.value)) == (
+        "InvalidObservation", "observe returned dict, not an Observation")
+    assert client.observed == 2 and client.closed

@@ -200,23 +200,37 @@ def connect(connector: Connector, resource: ManagedResource, config: ProviderCon
     nothing is seen, a create interrupted before the name it assigned was
     recorded is repeated with its journalled key to learn the name
     (:meth:`Effects.resume_create`), and the resource observed there. An
-    error (handled, or anything else) closes the client before it propagates.
+    answer of observe that is not an :class:`Observation`, or whose ownership
+    mark is not text, is an ``InvalidObservation`` error. An error (handled,
+    or anything else) closes the client before it propagates.
     """
     client = guarded(functools.partial(connector.connect, resource, config))
     try:
-        observation = guarded(functools.partial(client.observe, resource))
-        if not isinstance(observation, Observation):
-            raise ExternalError(
-                f"observe returned {type(observation).__name__}, not an Observation",
-                reason="InvalidObservation")
+        observation = _observed(client, resource)
         effects = Effects(client, resource, port, clock, journal, defer_closes=defer_closes,
                           ready=ready)
         if resume and not observation.exists and guarded(effects.resume_create) is not None:
-            observation = guarded(functools.partial(client.observe, effects.resource))
+            observation = _observed(client, effects.resource)
     except BaseException:
         close_client(client)
         raise
     return effects, observation
+
+
+def _observed(client: ExternalClient, resource: ManagedResource) -> Observation:
+    """What ``client`` observes of ``resource``; an answer that is not an
+    :class:`Observation`, or whose ownership mark is neither None nor text, is refused
+    (``InvalidObservation``, naming only the type it had)."""
+    observation = guarded(functools.partial(client.observe, resource))
+    if not isinstance(observation, Observation):
+        raise ExternalError(
+            f"observe returned {type(observation).__name__}, not an Observation",
+            reason="InvalidObservation")
+    if observation.owner is not None and not isinstance(observation.owner, str):
+        raise ExternalError(
+            f"observe returned an ownership mark of type {type(observation.owner).__name__}, "
+            "not text", reason="InvalidObservation")
+    return observation
 
 
 class Effects:
