@@ -1,0 +1,147 @@
+"""Rules of the reference resolution's write and reads (:mod:`lifecycle.runtime.references`).
+
+Each test drives :class:`~lifecycle.runtime.references.References` on a real
+:class:`~lifecycle.runtime.passes.Pass` over the embedded API serving the
+PostgreSQL kinds' CRDs (no server is needed: references are resolved before
+the pass connects). The rules:
+
+- The reference write carries what the pass has staged: a metadata change
+  staged before the references are resolved is stored with the resolved
+  values, and the pass has nothing left staged.
+- The write observes the generation it produced only when the object was at
+  the pass's own generation: written over someone else's newer edit, the
+  pass keeps its generation and observes none.
+- A selector lists only what its labels match: the read of the referenced
+  kind asks the API for the selector's labels (every one of them), never the
+  whole namespace; an empty selector lists the namespace.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lifecycle.core.kind import FINALIZER
+from lifecycle.machines.postgres import Grant
+from lifecycle.providers.postgres.fields import API_VERSION
+from lifecycle.providers.postgres.scenarios.testing import manifest, postgres_environment
+from lifecycle.runtime.passes import Pass
+from lifecycle.runtime.references import References
+from lifecycle.runtime.secrets import ConnectionSecrets
+from lifecycle.testing import Environment
+
+NS = "team-a"
+READY = {"type": "Ready", "status": "True", "reason": "Available", "message": "",
+         "lastTransitionTime": "2026-01-01T00:00:00Z"}
+
+
+def environment() -> Environment:
+    """The PostgreSQL kinds served by the embedded API; the server is never reached."""
+    env = postgres_environment("127.0.0.1", 1, "admin", "never-used", "disable", seed=7)
+    env.namespace(NS)
+    return env
+
+
+def ready_role(env: Environment, name: str, external: str,
+               labels: dict[str, str] | None = None) -> None:
+    """A Role of ``NS`` that is Ready under the external name ``external``."""
+    doc = manifest("Role", name, namespace=NS)
+    if labels:
+        doc["metadata"]["labels"] = labels
+    env.apply(doc)
+    role = env.api.get(API_VERSION, "Role", NS, name)
+    role["status"] = {"externalName": external, "conditions": [READY]}
+    env.api.replace_status(role)
+
+
+def grant(env: Environment, name: str, **forprovider: Any) -> dict[str, Any]:
+    """A Grant of ``NS`` on the database ``db`` whose role comes from ``forprovider``."""
+    doc = manifest("Grant", name, namespace=NS, privileges=["CONNECT"], database="db")
+    doc["spec"]["forProvider"].update(forprovider)
+    env.apply(doc)
+    return env.api.get(API_VERSION, "Grant", NS, name)
+
+
+def a_pass(env: Environment, obj: dict[str, Any], api: Any = None,
+           generation: int | None = None) -> Pass:
+    """A pass of the Grant ``obj`` at ``generation`` (the object's own by default)."""
+    return Pass(obj=obj, state="", generation=generation or obj["metadata"]["generation"],
+                secrets=ConnectionSecrets(env.api, Grant), api=api or env.api, kind=Grant)
+
+
+class ListedLabels:
+    """The embedded API, remembering the label selector of every list call."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+        self.selectors: list[str | None] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.api, name)
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None,
+             label_selector: str | None = None) -> tuple[list[dict[str, Any]], str]:
+        """List through the embedded API, noting ``label_selector``."""
+        self.selectors.append(label_selector)
+        return self.api.list(api_version, kind, namespace, label_selector)
+
+
+def test_the_reference_write_carries_what_the_pass_staged() -> None:
+    env = environment()
+    ready_role(env, "app", "app_pg")
+    run = a_pass(env, grant(env, "g", roleRef={"name": "app"}))
+    run.stage_change(lambda meta: meta.setdefault("finalizers", []).append(FINALIZER))
+
+    assert References(Grant).resolve(run) is None
+    stored = env.api.get(API_VERSION, "Grant", NS, "g")
+    assert stored["spec"]["forProvider"]["role"] == "app_pg"
+    assert FINALIZER in stored["metadata"]["finalizers"]
+    assert run.staged == [] and not run.pressing
+    assert run.obj["metadata"]["finalizers"] == stored["metadata"]["finalizers"]
+
+
+def test_a_write_over_a_newer_edit_observes_no_generation() -> None:
+    env = environment()
+    ready_role(env, "app", "app_pg")
+    first = grant(env, "g", roleRef={"name": "app"})
+    assert first["metadata"]["generation"] == 1
+    # The user edits the spec after the pass began at generation 1: the pass works on
+    # the object it read afresh (generation 2), as after a conflict.
+    edited = {**first, "spec": {**first["spec"], "forProvider": {
+        **first["spec"]["forProvider"], "privileges": ["CONNECT", "TEMPORARY"]}}}
+    edited = env.api.replace(edited)
+    assert edited["metadata"]["generation"] == 2
+    run = a_pass(env, edited, generation=1)
+
+    assert References(Grant).resolve(run) is None
+    assert run.obj["metadata"]["generation"] == 3
+    assert run.obj["spec"]["forProvider"]["role"] == "app_pg"
+    assert run.generation == 1 and run.observed is None  # generation 2 was never seen
+
+    # At the pass's own generation, the write's generation is the pass's and observed.
+    ready_role(env, "other", "other_pg")
+    mine = grant(env, "h", roleRef={"name": "other"})
+    run = a_pass(env, mine)
+    assert References(Grant).resolve(run) is None
+    assert run.generation == run.observed == mine["metadata"]["generation"] + 1
+
+
+def test_a_selector_lists_only_what_its_labels_match() -> None:
+    env = environment()
+    ready_role(env, "app", "app_pg", labels={"team": "a", "tier": "db"})
+    ready_role(env, "half", "half_pg", labels={"team": "a"})
+    spy = ListedLabels(env.api)
+    run = a_pass(env, grant(env, "g", roleSelector={"matchLabels": {"tier": "db",
+                                                                    "team": "a"}}), spy)
+
+    assert References(Grant).resolve(run) is None
+    assert spy.selectors == ["team=a,tier=db"]  # both labels, sorted, the API's syntax
+    params = env.api.get(API_VERSION, "Grant", NS, "g")["spec"]["forProvider"]
+    assert params["role"] == "app_pg" and params["roleRef"] == {"name": "app"}
+
+    # An empty selector lists the namespace: it is resolved only when one Role is there.
+    spy.selectors.clear()
+    run = a_pass(env, grant(env, "all", roleSelector={"matchLabels": {}}), spy)
+    refused = References(Grant).resolve(run)
+    assert spy.selectors == [None]
+    assert refused is not None and "2 Roles in namespace 'team-a' match (app, half)" in str(
+        refused.message)
