@@ -63,9 +63,11 @@ def grant(env: Environment, name: str, **forprovider: Any) -> dict[str, Any]:
 
 def a_pass(env: Environment, obj: dict[str, Any], api: Any = None,
            generation: int | None = None) -> Pass:
-    """A pass of the Grant ``obj`` at ``generation`` (the object's own by default)."""
+    """A pass of the Grant ``obj`` at ``generation`` (the object's own by default), on the
+    API as the reconcilers see it (or ``api``)."""
     return Pass(obj=obj, state="", generation=generation or obj["metadata"]["generation"],
-                secrets=ConnectionSecrets(env.api, Grant), api=api or env.api, kind=Grant)
+                secrets=ConnectionSecrets(env.operator_api, Grant),
+                api=api or env.operator_api, kind=Grant)
 
 
 class ListedLabels:
@@ -82,7 +84,9 @@ class ListedLabels:
              label_selector: str | None = None) -> tuple[list[dict[str, Any]], str]:
         """List through the embedded API, noting ``label_selector``."""
         self.selectors.append(label_selector)
-        return self.api.list(api_version, kind, namespace, label_selector)
+        listed: tuple[list[dict[str, Any]], str] = self.api.list(
+            api_version, kind, namespace, label_selector)
+        return listed
 
 
 def test_the_reference_write_carries_what_the_pass_staged() -> None:
@@ -129,7 +133,7 @@ def test_a_selector_lists_only_what_its_labels_match() -> None:
     env = environment()
     ready_role(env, "app", "app_pg", labels={"team": "a", "tier": "db"})
     ready_role(env, "half", "half_pg", labels={"team": "a"})
-    spy = ListedLabels(env.api)
+    spy = ListedLabels(env.operator_api)
     run = a_pass(env, grant(env, "g", roleSelector={"matchLabels": {"tier": "db",
                                                                     "team": "a"}}), spy)
 
