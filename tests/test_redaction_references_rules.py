@@ -14,19 +14,28 @@ the pass connects). The rules:
 - A selector lists only what its labels match: the read of the referenced
   kind asks the API for the selector's labels (every one of them), never the
   whole namespace; an empty selector lists the namespace.
+- A selector writes the reference it chose only when the kind declares a
+  reference field: a kind whose field has a selector and no ``<field>Ref``
+  gets the value alone, and a strictly validating API accepts the write.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from lifecycle.core.kind import FINALIZER
+import attrs
+
+from lifecycle.core.kind import FINALIZER, Kind
+from lifecycle.core.references import declared, selector_field
+from lifecycle.machines.managed import ManagedResourceMachine
 from lifecycle.machines.postgres import Grant
 from lifecycle.providers.postgres.fields import API_VERSION
 from lifecycle.providers.postgres.scenarios.testing import manifest, postgres_environment
 from lifecycle.runtime.passes import Pass
 from lifecycle.runtime.references import References
 from lifecycle.runtime.secrets import ConnectionSecrets
+from lifecycle.schema.crds import crd
+from lifecycle.sim.crds import apply_crd
 from lifecycle.testing import Environment
 
 NS = "team-a"
@@ -149,3 +158,36 @@ def test_a_selector_lists_only_what_its_labels_match() -> None:
     assert spy.selectors == [None]
     assert refused is not None and "2 Roles in namespace 'team-a' match (app, half)" in str(
         refused.message)
+
+
+@attrs.define(frozen=True)
+class OwnerParameters:
+    """An owner role filled by a selector only: the kind declares no ``ownerRef``."""
+
+    owner: str | None = attrs.field(default=None)
+    owner_selector: Any = selector_field("owner", API_VERSION, "Role")  # noqa: RUF009
+
+
+OWNED = Kind(group="example.lifecycle.dev", version="v1alpha1", kind="Owned",
+             plural="owneds", machine=ManagedResourceMachine, parameters=OwnerParameters,
+             description="A test kind whose owner is chosen by a selector only.")
+
+
+def test_a_selector_without_a_reference_field_writes_the_value_alone() -> None:
+    assert [(d.field, d.ref_key, d.selector_key) for d in declared(OwnerParameters)] == [
+        ("owner", "", "ownerSelector")]
+    env = environment()
+    apply_crd(env.api, crd(OWNED))
+    ready_role(env, "app", "app_pg", labels={"team": "a"})
+    obj = env.api.create({
+        "apiVersion": OWNED.api_version, "kind": "Owned",
+        "metadata": {"name": "o", "namespace": NS},
+        "spec": {"providerConfigRef": {"name": "default"},
+                 "forProvider": {"ownerSelector": {"matchLabels": {"team": "a"}}}}})
+    # The API refusing any field its schema does not declare (fieldValidation Strict).
+    run = Pass(obj=obj, state="", generation=obj["metadata"]["generation"],
+               secrets=ConnectionSecrets(env.api, OWNED), api=env.api, kind=OWNED)
+
+    assert References(OWNED).resolve(run) is None
+    stored = env.api.get(OWNED.api_version, "Owned", NS, "o")["spec"]["forProvider"]
+    assert stored == {"ownerSelector": {"matchLabels": {"team": "a"}}, "owner": "app_pg"}
