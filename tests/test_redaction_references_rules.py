@@ -1,6 +1,18 @@
-"""Rules of the reference resolution's write and reads (:mod:`lifecycle.runtime.references`).
+"""Rules of credential redaction and of the reference resolution's write and reads.
 
-Each test drives :class:`~lifecycle.runtime.references.References` on a real
+Redaction (:mod:`lifecycle.runtime.redaction`), on its public functions:
+
+- Longer credential values are replaced first, whatever their text: a value
+  containing another is replaced whole, never leaving the longer value's
+  remainder around a mark.
+- A line of a multi-line value is replaced on its own only when it is at least
+  ``MIN_LENGTH`` characters long (stripped): a line of exactly ``MIN_LENGTH``
+  is replaced, a shorter one (a PEM's short last line) never blanks ordinary
+  words.
+- A status without conditions is copied unchanged, with or without secrets.
+
+References (:mod:`lifecycle.runtime.references`): each test drives
+:class:`~lifecycle.runtime.references.References` on a real
 :class:`~lifecycle.runtime.passes.Pass` over the embedded API serving the
 PostgreSQL kinds' CRDs (no server is needed: references are resolved before
 the pass connects). The rules:
@@ -14,6 +26,9 @@ the pass connects). The rules:
 - A selector lists only what its labels match: the read of the referenced
   kind asks the API for the selector's labels (every one of them), never the
   whole namespace; an empty selector lists the namespace.
+- A reference write that conflicts reads the object afresh and resolves again
+  (the other writer's change kept); one that keeps conflicting ends with
+  ``ConflictsExhausted`` naming the reference write.
 - A selector writes the reference it chose only when the kind declares a
   reference field: a kind whose field has a selector and no ``<field>Ref``
   gets the value alone, and a strictly validating API accepts the write.
@@ -24,14 +39,18 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import pytest
 
 from lifecycle.core.kind import FINALIZER, Kind
 from lifecycle.core.references import declared, selector_field
+from lifecycle.kube.conflict import ConflictsExhausted
+from lifecycle.kube.errors import Conflict
 from lifecycle.machines.managed import ManagedResourceMachine
 from lifecycle.machines.postgres import Grant
 from lifecycle.providers.postgres.fields import API_VERSION
 from lifecycle.providers.postgres.scenarios.testing import manifest, postgres_environment
 from lifecycle.runtime.passes import Pass
+from lifecycle.runtime.redaction import MARK, MIN_LENGTH, credential_values, redact, redact_status
 from lifecycle.runtime.references import References
 from lifecycle.runtime.secrets import ConnectionSecrets
 from lifecycle.schema.crds import crd
@@ -43,6 +62,35 @@ READY = {"type": "Ready", "status": "True", "reason": "Available", "message": ""
          "lastTransitionTime": "2026-01-01T00:00:00Z"}
 
 
+# ------------------------------------------------------------------ redaction
+def test_a_value_containing_another_is_replaced_whole_whatever_its_text() -> None:
+    # "zzzz" sorts after the longer value as text: only the length decides the order.
+    secrets = credential_values({"username": "zzzz", "password": "pass-zzzz-word"})
+    assert secrets == ("pass-zzzz-word", "zzzz")
+    assert redact("login pass-zzzz-word as zzzz", secrets) == f"login {MARK} as {MARK}"
+    longest = credential_values({"a": "aaaaaaaa", "b": "zzzzz", "c": "mmmmmmm"})
+    assert [len(v) for v in longest] == [8, 7, 5]
+
+
+def test_a_line_of_a_multi_line_value_is_replaced_from_min_length() -> None:
+    assert MIN_LENGTH == 4
+    pem = "-----BEGIN KEY-----\nwxyz\nab\n-----END KEY-----"
+    assert redact("line wxyz rejected", (pem,)) == f"line {MARK} rejected"
+    # A two-character line ("ab") is no credential: "tab" and "about" are left alone.
+    assert redact("a tab about it", (pem,)) == "a tab about it"
+    assert redact("indented   ab", ("x\n   ab",)) == "indented   ab"
+
+
+def test_a_status_without_conditions_is_copied_unchanged() -> None:
+    status = {"atProvider": {"host": "db"}, "externalName": "x"}
+    for secrets in (("s3cr3t-value",), ()):
+        copied = redact_status(status, secrets)
+        assert copied == status and copied is not status
+    odd = {"conditions": {"Ready": "s3cr3t-value"}}  # not a list: not conditions at all
+    assert redact_status(odd, ("s3cr3t-value",)) == odd
+
+
+# ------------------------------------------------------------------ references
 def environment() -> Environment:
     """The PostgreSQL kinds served by the embedded API; the server is never reached."""
     env = postgres_environment("127.0.0.1", 1, "admin", "never-used", "disable", seed=7)
@@ -191,3 +239,30 @@ def test_a_selector_without_a_reference_field_writes_the_value_alone() -> None:
     assert References(OWNED).resolve(run) is None
     stored = env.api.get(OWNED.api_version, "Owned", NS, "o")["spec"]["forProvider"]
     assert stored == {"ownerSelector": {"matchLabels": {"team": "a"}}, "owner": "app_pg"}
+
+
+def test_a_conflicting_reference_write_reads_afresh_and_resolves_again() -> None:
+    env = environment()
+    ready_role(env, "app", "app_pg")
+    stale = grant(env, "g", roleRef={"name": "app"})
+    # Another writer labels the Grant after the pass read it: the pass's write conflicts.
+    labelled = {**stale, "metadata": {**stale["metadata"], "labels": {"owner": "ops"}}}
+    env.api.replace(labelled)
+    run = a_pass(env, stale)
+
+    assert References(Grant).resolve(run) is None
+    stored = env.api.get(API_VERSION, "Grant", NS, "g")
+    assert stored["metadata"]["labels"] == {"owner": "ops"}
+    assert stored["spec"]["forProvider"]["role"] == "app_pg"
+
+
+def test_a_reference_write_that_keeps_conflicting_is_named() -> None:
+    env = environment()
+    ready_role(env, "app", "app_pg")
+    run = a_pass(env, grant(env, "g", roleRef={"name": "app"}))
+    env.faults.fail("update", "Grant", error=Conflict)
+
+    with pytest.raises(ConflictsExhausted) as exhausted:
+        References(Grant).resolve(run)
+    assert str(exhausted.value) == "reference write kept conflicting (5 attempts)"
+    assert "role" not in env.api.get(API_VERSION, "Grant", NS, "g")["spec"]["forProvider"]
