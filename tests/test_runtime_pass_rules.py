@@ -27,7 +27,7 @@ from lifecycle.runtime.effects import next_intent
 from lifecycle.runtime.names import NameIndex, name_key
 from lifecycle.runtime.passes import ObjectGone, Pass
 from lifecycle.runtime.reads import TTLCache
-from lifecycle.runtime.secrets import ConnectionSecrets, decode
+from lifecycle.runtime.secrets import ConnectionSecrets
 from lifecycle.testing import Environment
 
 
@@ -203,26 +203,24 @@ def test_details_that_cannot_be_published_fail_the_pass_with_the_secrets_error(
                                                          "ConnectionSecretUnavailable")
 
 
-def test_reading_a_connection_secret_gives_a_copy_once_per_pass_and_refuses_anothers() -> None:
+def test_a_connection_secret_is_read_once_per_pass_and_anothers_is_refused() -> None:
     env, _ = simulated_environment()
     env.apply(database_manifest("db"))  # stored, never reconciled: its Secret is kept
     owner = env.get("DatabaseInstance", "db")
     secrets = ConnectionSecrets(env.api, DatabaseInstance, lambda: "pw")
-    assert secrets.read(owner, "default", "db-conn") is None
-    secrets.publish(owner, {"endpoint": "one"})
-    first = secrets.read(owner, "default", "db-conn")
-    assert first is not None and decode(first) == {"endpoint": "one"}
-    first["data"] = {}  # a private copy: the pass's own read is unchanged
+    assert secrets.stored_password(owner) is None
+    secrets.publish(owner, {"password": "one"})
+    assert secrets.stored_password(owner) == "one"
     stored = env.api.get("v1", "Secret", "default", "db-conn")
-    env.api.replace({**stored, "data": {"endpoint": "dHdv"}})  # "two", written by someone else
-    again = secrets.read(owner, "default", "db-conn")
-    assert again is not None and decode(again) == {"endpoint": "one"}  # read once per pass
-    fresh = secrets.read(owner, "default", "db-conn", True)
-    assert fresh is not None and decode(fresh) == {"endpoint": "two"}
+    env.api.replace({**stored, "data": {"password": "dHdv"}})  # "two", written by someone else
+    assert secrets.stored_password(owner) == "one"  # read once per pass
+    assert ConnectionSecrets(env.api, DatabaseInstance).stored_password(owner) == "two"
     env.api.create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                     "metadata": {"name": "theirs", "namespace": "default"}, "data": {}})
+    elsewhere = {**owner, "spec": {**owner["spec"],
+                                   "writeConnectionSecretToRef": {"name": "theirs"}}}
     with pytest.raises(TerminalError) as caught:
-        secrets.read(owner, "default", "theirs")
+        secrets.stored_password(elsewhere)
     assert caught.value.reason == "ConnectionSecretNotOwned"
     assert caught.value.message == (
         "connection Secret default/theirs exists and does not belong to this resource; "

@@ -100,22 +100,16 @@ class ConnectionSecrets:
             self._decoded = (data, decode(secret))
         return self._decoded[1]
 
-    def read(self, owner: Mapping[str, Any], namespace: str, name: str,
-             fresh: bool = False, *, creating: bool = False) -> dict[str, Any] | None:
-        """The connection Secret of ``owner``, read once per pass (again when ``fresh``).
-
-        Returns a private copy; raises :class:`TerminalError`
-        ``ConnectionSecretNotOwned`` when the Secret exists without ``owner``'s
-        mark (it belongs to another resource, or the operator did not create it).
-        ``creating``: a None answer is followed by a create (see :func:`read_secret`).
-        """
-        secret = self._read(owner, namespace, name, fresh, creating)
-        return None if secret is None else dict(secret)
-
     def _read(self, owner: Mapping[str, Any], namespace: str, name: str,
               fresh: bool, creating: bool) -> Mapping[str, Any] | None:
-        """:meth:`read` for this module's own callers, which never change what they get:
-        the Secret as read, without a copy."""
+        """The connection Secret of ``owner``, read once per pass (again when ``fresh``).
+
+        The Secret as read, without a copy: this module's callers never change what
+        they get. Raises :class:`TerminalError` ``ConnectionSecretNotOwned`` when the
+        Secret exists without ``owner``'s mark (it belongs to another resource, or the
+        operator did not create it). ``creating``: a None answer is followed by a
+        create (see :func:`read_secret`).
+        """
         key = (namespace, name)
         if fresh or key not in self._seen:
             self._seen[key] = read_secret(self.api, namespace, name,
@@ -137,7 +131,7 @@ class ConnectionSecrets:
         Refuses (:class:`TerminalError`) a Secret outside a namespaced owner's
         namespace (:meth:`check_namespace`) and, unless the owner ``holds`` its
         external name already, a Secret that exists and is not the owner's
-        (:meth:`read`). For a kind with a password, returns the one stored
+        (``ConnectionSecretNotOwned``). For a kind with a password, returns the one stored
         (``read_only``), else the one stored or a new one persisted first
         (:meth:`ensure_password`); None for a kind without.
         """
