@@ -70,7 +70,7 @@ def test_the_operators_default_policy_applies_when_no_annotation_sets_one() -> N
     env.apply(database_manifest("db"))
     env.reconcile(KIND, "db")
     assert list(cloud.instances()) == []
-    assert cloud.count("create_instance") == 0
+    assert cloud.count("create") == 0
     synced = env.condition(KIND, "db", "Synced")
     assert synced is not None and synced.reason == "ReconcileSkipped"
     assert synced.message.endswith("reconcile policy 'skip' forbids creating it")

@@ -400,6 +400,15 @@ def test_fail_next_targets_an_operation_n_times() -> None:
         cloud.fail_next("explode", CloudUnavailable())
 
 
+def test_counting_an_operation_the_cloud_does_not_have_is_refused() -> None:
+    cloud = SimCloud(create_polls=0)
+    cloud.create_instance(CREDS, "db1", PG)
+    assert cloud.count("create") == 1
+    assert cloud.count("create", name="db1", ok=True) == 1
+    with pytest.raises(ValueError, match="unknown operation 'create_instance'"):
+        cloud.count("create_instance")
+
+
 def test_fail_next_on_create_prevents_creation() -> None:
     cloud = SimCloud()
     cloud.fail_next("create", CloudUnavailable())

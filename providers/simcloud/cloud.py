@@ -415,7 +415,15 @@ class SimCloud:
             self._targeted[operation].extend(error for _ in range(times))
 
     def count(self, operation: str, name: str | None = None, ok: bool | None = None) -> int:
-        """How many logged calls match ``operation`` and, when given, ``name`` and ``ok``."""
+        """How many logged calls match ``operation`` and, when given, ``name`` and ``ok``.
+
+        An operation the cloud does not have is refused (``ValueError``), so that a
+        misspelt name cannot count zero calls.
+        """
+        if operation not in OPERATIONS:
+            raise ValueError(
+                f"unknown operation {operation!r}; expected one of {', '.join(sorted(OPERATIONS))}"
+            )
         with self._lock:
             return sum(
                 number
