@@ -6,6 +6,8 @@ of ``lifecycle/runtime`` found unchecked in its pass modules:
 * an annotation is set on an object that carries no annotations at all (the fresh
   object read after a 409, whose annotations another writer removed, gets the
   journal entry);
+* late-initialisation writes nothing into an object without a spec, or whose spec
+  is not a mapping: there is no ``spec.forProvider`` to fill;
 * :meth:`Effects.act <lifecycle.runtime.effects.Effects.act>` starts from the journal
   entry it is handed, not from the object's annotations;
 * within an act, each entry the act writes is the one it answers next, without
@@ -39,7 +41,7 @@ from lifecycle.providers.simcloud import DatabaseConnector, SimCloud
 from lifecycle.providers.simcloud.scenarios.harness import simulated_environment
 from lifecycle.runtime.effects import Effects
 from lifecycle.runtime.journalkey import Journal, subject_of
-from lifecycle.runtime.reconciler import Reconciler
+from lifecycle.runtime.reconciler import Pass, Reconciler
 from lifecycle.runtime.references import References
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -115,6 +117,31 @@ def test_an_annotation_is_set_on_an_object_without_annotations() -> None:
     assert Intent.from_dict(json.loads(annotations[INTENT])).operation == "update"
     assert INTENT_MAC in annotations
     assert cloud.count("modify") == 1
+
+
+# ------------------------------------------------------------------------ late-init
+class _NoWrites:
+    """A cluster that refuses every call: nothing may be read or written."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the cluster was called: {name}")
+
+
+def test_late_init_writes_nothing_into_an_object_without_a_spec() -> None:
+    """An object without a spec (or whose spec is not a mapping) has no
+    ``spec.forProvider`` to fill: late-initialisation leaves it alone, writing nothing
+    and raising nothing."""
+    for spec in ({"absent": True}, {"spec": None}, {"spec": ["version"]}):
+        obj: dict[str, Any] = {"apiVersion": DatabaseInstance.api_version, "kind": KIND,
+                               "metadata": {"name": "db", "namespace": "default",
+                                            "uid": "u", "generation": 1}}
+        if "spec" in spec:
+            obj["spec"] = spec["spec"]
+        run = Pass(obj=obj, state="ready", generation=1, secrets=None, api=_NoWrites(),
+                   kind=DatabaseInstance)
+        run.late_init({"version": "16"})
+        assert run.obj is obj
+        assert run.observed is None
 
 
 # ------------------------------------------------------------------------ the act
