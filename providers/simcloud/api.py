@@ -17,8 +17,8 @@ __all__ = [
     "ENGINES", "MAX_STORAGE_GB", "MIN_PASSWORD_LENGTH", "MIN_STORAGE_GB", "OPERATIONS",
     "PARAMETER_KEYS", "SIZES", "STATES", "CloudAlreadyExists", "CloudApi", "CloudAuthError",
     "CloudBusy", "CloudError", "CloudInvalidParameter", "CloudNotFound", "CloudThrottled",
-    "CloudUnavailable", "check_known", "check_password", "check_size", "check_storage",
-    "check_version",
+    "CloudUnavailable", "check_known", "check_operation", "check_password", "check_size",
+    "check_storage", "check_version",
 ]
 
 
@@ -173,6 +173,13 @@ def check_known(params: Mapping[str, Any], allowed: frozenset[str]) -> None:
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise CloudInvalidParameter(f"unknown parameters: {', '.join(unknown)}")
+
+
+def check_operation(operation: str) -> None:
+    """Reject an operation the cloud does not have (``ValueError``, naming the known ones)."""
+    if operation not in OPERATIONS:
+        raise ValueError(
+            f"unknown operation {operation!r}; expected one of {', '.join(sorted(OPERATIONS))}")
 
 
 

@@ -34,6 +34,7 @@ from lifecycle.providers.simcloud.api import (
     CloudThrottled,
     CloudUnavailable,
     check_known,
+    check_operation,
     check_password,
     check_size,
     check_storage,
@@ -405,25 +406,16 @@ class SimCloud:
 
     def fail_next(self, operation: str, error: CloudError, times: int = 1) -> None:
         """Make the next ``times`` calls of ``operation`` raise (a copy of) ``error``."""
-        if operation not in OPERATIONS:
-            raise ValueError(
-                f"unknown operation {operation!r}; expected one of {', '.join(sorted(OPERATIONS))}"
-            )
+        check_operation(operation)
         if not isinstance(error, CloudError):
             raise TypeError("error must be a CloudError")
         with self._lock:
             self._targeted[operation].extend(error for _ in range(times))
 
     def count(self, operation: str, name: str | None = None, ok: bool | None = None) -> int:
-        """How many logged calls match ``operation`` and, when given, ``name`` and ``ok``.
-
-        An operation the cloud does not have is refused (``ValueError``), so that a
-        misspelt name cannot count zero calls.
-        """
-        if operation not in OPERATIONS:
-            raise ValueError(
-                f"unknown operation {operation!r}; expected one of {', '.join(sorted(OPERATIONS))}"
-            )
+        """How many logged calls match ``operation`` and, when given, ``name`` and ``ok``;
+        an operation the cloud does not have is refused, so a misspelt one never counts 0."""
+        check_operation(operation)
         with self._lock:
             return sum(
                 number
