@@ -10,10 +10,12 @@
   the operator's :data:`~lifecycle.core.providerconfig.FILES_ROOT_ENV` names another (an
   empty value does not).
 - A directory beside the root whose name starts with the root's name is not under it.
+- A credentials file is read as UTF-8 whatever the operator's locale.
 """
 
 from __future__ import annotations
 
+import locale
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -108,3 +110,16 @@ def test_a_directory_beside_the_root_sharing_its_prefix_is_not_under_it(
                      "(links resolved): only files put there for credentials can be read")
         assert resolve_credentials(api, "pg", files(str(root)), environ=environ) == {
             "password": "mine"}
+
+
+def test_a_credentials_file_is_read_as_utf8_whatever_the_operators_locale(
+        api: EmbeddedAPI, tmp_path: Path) -> None:
+    (tmp_path / "password").write_text("pässwörd-€", encoding="utf-8")
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # an ASCII locale: its own decoding would refuse
+    try:
+        found = resolve_credentials(api, "pg", files(str(tmp_path)),
+                                    environ={FILES_ROOT_ENV: str(tmp_path)})
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
+    assert found == {"password": "pässwörd-€"}
