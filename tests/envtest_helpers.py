@@ -171,3 +171,19 @@ def kubectl(config: Path, *args: str,
     """``kubectl --kubeconfig CONFIG ARGS`` with its output captured (60 s at most)."""
     return subprocess.run(["kubectl", "--kubeconfig", str(config), *args], input=stdin,
                           capture_output=True, text=True, timeout=60)
+
+
+def wait_established(config: Path, crd: str, timeout: float = 60.0) -> None:
+    """Wait until CustomResourceDefinition ``crd`` reports ``Established`` True.
+
+    ``kubectl wait --for condition=established`` fails at once, instead of waiting, when
+    the real API server has not written the CRD's first status yet ("accessor error:
+    <nil>"), so the condition is read until it holds.
+    """
+    path = '{.status.conditions[?(@.type=="Established")].status}'
+
+    def established() -> bool:
+        got = kubectl(config, "get", f"crd/{crd}", "-o", f"jsonpath={path}")
+        return got.returncode == 0 and got.stdout.strip() == "True"
+
+    eventually(established, timeout=timeout, what=f"CRD {crd} to be established")

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import pytest
 import yaml
-from envtest_helpers import kubectl, kubectl_kubeconfig
+from envtest_helpers import kubectl, kubectl_kubeconfig, wait_established
 from serve_helpers import Serve
 
 from lifecycle.core.errors import CredentialsError
@@ -329,9 +329,7 @@ def test_both_servers_refuse_a_bad_postgres_providerconfig(kubeconfig: Path) -> 
     doc = provider_config_crd(f"{group}/v1alpha1", [PostgresProviderConfigSpec])
     installed = kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(doc))
     assert installed.returncode == 0, installed.stderr
-    ready = kubectl(kubeconfig, "wait", "--for", "condition=established", "--timeout", "60s",
-                     f"crd/providerconfigs.{group}")
-    assert ready.returncode == 0, ready.stderr
+    wait_established(kubeconfig, f"providerconfigs.{group}")
 
     def apply(**spec: Any) -> subprocess.CompletedProcess:
         body = {**config(f"c{uuid.uuid4().hex[:6]}", **spec), "apiVersion": f"{group}/v1alpha1"}

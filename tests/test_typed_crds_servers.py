@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from envtest_helpers import kubectl, kubectl_kubeconfig
+from envtest_helpers import kubectl, kubectl_kubeconfig, wait_established
 from test_typed_crds import Topic, topic
 
 from lifecycle.schema.crds import crd
@@ -33,9 +33,7 @@ def kubeconfig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]
 def test_the_crd_explains_and_refuses_the_same_on_both_servers(kubeconfig: Path) -> None:
     installed = kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(crd(Topic)))
     assert installed.returncode == 0, installed.stderr
-    ready = kubectl(kubeconfig, "wait", "--for", "condition=established", "--timeout", "60s",
-                     "crd/topics.broker.example.org")
-    assert ready.returncode == 0, ready.stderr
+    wait_established(kubeconfig, "topics.broker.example.org")
     namespace = f"typed-{uuid.uuid4().hex[:8]}"
     assert kubectl(kubeconfig, "create", "namespace", namespace).returncode == 0
 
