@@ -3,16 +3,84 @@
 from __future__ import annotations
 
 import base64
+from contextlib import suppress
 from typing import Any
+
+import attrs
 
 from lifecycle.core.kind import EXTERNAL_NAME, FINALIZER, OWNER_UID
 from lifecycle.core.values import Creation, Observation
 from lifecycle.kube.errors import AlreadyExists, NotFound
+from lifecycle.machines.database import DatabaseInstance
 from lifecycle.providers.simcloud import SimCloud
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest, simulated_environment
 from lifecycle.testing import Environment
 
 KIND = "DatabaseInstance"
+
+#: The bundled kind, cluster-scoped.
+CLUSTER_SCOPED = attrs.evolve(DatabaseInstance, namespaced=False)
+
+
+class Crash(BaseException):
+    """The operator process dying (or being interrupted) in the middle of a pass: not an
+    ``Exception``, so nothing in the engine handles it."""
+
+
+def reconcile_dying_in(env: Environment, cloud: SimCloud, method: str,
+                       name: str = "db") -> None:
+    """Reconcile ``name`` with the cloud's ``method`` killing the process when called; the
+    method is restored afterwards."""
+    real = getattr(cloud, method)
+
+    def dying(*args: Any, **kwargs: Any) -> Any:
+        raise Crash
+
+    setattr(cloud, method, dying)
+    try:
+        with suppress(Crash):
+            env.reconcile(KIND, name)
+    finally:
+        setattr(cloud, method, real)
+
+
+def cluster_scoped_manifest(name: str, **options: Any) -> dict[str, Any]:
+    """``database_manifest`` for :data:`CLUSTER_SCOPED`: no namespace, its connection
+    Secret in ``default``."""
+    made = database_manifest(name, **options)
+    del made["metadata"]["namespace"]
+    made["spec"]["writeConnectionSecretToRef"]["namespace"] = "default"
+    return made
+
+
+class AnnotationsPort:
+    """The reconciled object's annotations as the journal sees them: records each one set
+    (``calls``) and counts the reads (``reads``)."""
+
+    def __init__(self, values: dict[str, str] | None = None) -> None:
+        self.values: dict[str, str] = dict(values or {})
+        self.calls: list[tuple[str, str]] = []
+        self.reads = 0
+
+    def annotations(self) -> dict[str, str]:
+        """The annotations, staged and deferred ones applied (a read)."""
+        self.reads += 1
+        return dict(self.values)
+
+    def annotate(self, key: str, value: str) -> None:
+        """Commit one annotation."""
+        self.calls.append(("annotate", key))
+        self.values[key] = value
+
+    def stage(self, key: str, value: str) -> None:
+        """Set one annotation with the next write."""
+        self.calls.append(("stage", key))
+        self.values[key] = value
+
+    def defer(self, key: str, value: str) -> None:
+        """Set one annotation with the next write, if the pass makes one."""
+        self.calls.append(("defer", key))
+        self.values[key] = value
 
 
 def make(**cloud_options: Any) -> tuple[Environment, SimCloud]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+from helpers import AnnotationsPort
 
 from lifecycle.core.contract import ManagedResource
 from lifecycle.core.decide import Facts, decide
@@ -63,23 +64,6 @@ def test_a_ready_object_never_resumes_a_pending_entry() -> None:
     assert next_intent(pending, "update", "u", 2, at, settled=True).key == "u/update/2/3"
 
 
-class Port:
-    def __init__(self) -> None:
-        self.values: dict[str, str] = {}
-
-    def annotations(self) -> dict[str, str]:
-        return dict(self.values)
-
-    def annotate(self, key: str, value: str) -> None:
-        self.values[key] = value
-
-    def stage(self, key: str, value: str) -> None:
-        self.values[key] = value
-
-    def defer(self, key: str, value: str) -> None:
-        self.values[key] = value
-
-
 class Client:
     """Answers each call as told; counts observations."""
 
@@ -107,7 +91,8 @@ def effects_of(answer: Any) -> tuple[Effects, Client]:
     client = Client(answer)
     resource = ManagedResource(kind="K", namespace="ns", name="n", uid="u", generation=1,
                                external_name="x", parameters=None)
-    return Effects(client, resource, Port(), lambda: datetime(2026, 1, 1, tzinfo=UTC)), client
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    return Effects(client, resource, AnnotationsPort(), lambda: at), client
 
 
 def test_the_answer_is_taken_without_observing_and_finished_is_observed_once() -> None:

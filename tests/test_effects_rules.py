@@ -42,7 +42,14 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import KIND
+from helpers import (
+    CLUSTER_SCOPED,
+    KIND,
+    AnnotationsPort,
+    Crash,
+    cluster_scoped_manifest,
+    reconcile_dying_in,
+)
 
 from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.decide import Choice, Decision, Facts, decide
@@ -66,10 +73,6 @@ def _environment(kind: Any = DatabaseInstance) -> tuple[Environment, SimCloud]:
 
 
 M = DatabaseInstance.machine
-
-
-class _Crash(BaseException):
-    """The operator process dying (or being interrupted) in the middle of a pass."""
 
 
 KEY = b"k" * 32
@@ -142,7 +145,7 @@ class _InterruptedGuardMachine(DatabaseInstanceMachine):
 
     def failed_during_update(self, facts: Facts) -> bool:
         """Guard: never answers; the process is stopped while it runs."""
-        raise _Crash
+        raise Crash
 
 
 class _RecordingConnector(DatabaseConnector):
@@ -173,7 +176,7 @@ def test_a_pass_interrupted_between_connecting_and_acting_still_closes_the_clien
     obj = env.get(KIND, "db")
     env.api.replace_status({**obj, "status": {**obj["status"], "state": "failed"}})
     connector.clients.clear()
-    with pytest.raises(_Crash):
+    with pytest.raises(Crash):
         env.reconcile(KIND, "db")
     assert len(connector.clients) == 1
     assert connector.clients[0].closed
@@ -189,17 +192,7 @@ def _created_then_interrupted_before_the_call() -> tuple[Environment, SimCloud, 
     Returns the environment, the cloud and the external name the object records."""
     env, cloud = _environment(ASSIGNING)
     env.apply(database_manifest("db"))
-    real = cloud.create_instance
-
-    def dying(*args: Any, **kwargs: Any) -> Any:
-        raise _Crash
-
-    cloud.create_instance = dying  # type: ignore[method-assign]
-    try:
-        with suppress(_Crash):
-            env.reconcile(KIND, "db")
-    finally:
-        cloud.create_instance = real  # type: ignore[method-assign]
+    reconcile_dying_in(env, cloud, "create_instance")
     meta = env.get(KIND, "db")["metadata"]
     assert '"outcome": "pending"' in meta["annotations"][INTENT]
     assert FINALIZER in meta["finalizers"] and cloud.instances() == {}
@@ -238,33 +231,6 @@ AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 RESOURCE = ManagedResource(kind="K", namespace="ns", name="n", uid="u", generation=1,
                            external_name="x", parameters=None)
-
-
-class _Port:
-    """The reconciled object's annotations, recording each one set."""
-
-    def __init__(self, values: dict[str, str] | None = None) -> None:
-        self.values: dict[str, str] = dict(values or {})
-        self.calls: list[tuple[str, str]] = []
-
-    def annotations(self) -> dict[str, str]:
-        """The annotations, staged and deferred ones applied."""
-        return dict(self.values)
-
-    def annotate(self, key: str, value: str) -> None:
-        """Commit one annotation."""
-        self.calls.append(("annotate", key))
-        self.values[key] = value
-
-    def stage(self, key: str, value: str) -> None:
-        """Set one annotation with the next write."""
-        self.calls.append(("stage", key))
-        self.values[key] = value
-
-    def defer(self, key: str, value: str) -> None:
-        """Set one annotation with the next write, if the pass makes one."""
-        self.calls.append(("defer", key))
-        self.values[key] = value
 
 
 class _Client:
@@ -309,7 +275,7 @@ def test_the_effects_connect_makes_stage_a_closed_entry_unless_told_to_defer_it(
     pass makes anyway) only when the caller asks."""
     client = _Client(answer=Creation())
     config = ProviderConfig(name="default", spec={}, credentials={})
-    port = _Port()
+    port = AnnotationsPort()
     effects, seen = connect(client, RESOURCE, config, port, lambda: AT, Journal())
     assert seen.exists
     effects.create()
@@ -324,7 +290,7 @@ def test_effects_not_told_the_object_is_ready_resume_a_pending_entry_with_its_ke
     """Effects that defer closes but are not told the stored state is Ready take a
     pending entry as interrupted: the next call of that operation resumes it with its
     key, so a provider that remembers client tokens does nothing twice."""
-    port = _Port()
+    port = AnnotationsPort()
     effects = Effects(_Client(), RESOURCE, port, lambda: AT, defer_closes=True)
     effects.update()
     first = stored_intent(port.values)
@@ -337,7 +303,7 @@ def test_effects_not_told_the_object_is_ready_resume_a_pending_entry_with_its_ke
 def test_an_entry_closed_before_an_act_is_staged_once_and_the_act_stages_nothing_more() -> None:
     """An entry closed outside an act is staged there and then; an act that follows
     (closing nothing, calling nothing) stages nothing more and ends normally."""
-    port = _Port()
+    port = AnnotationsPort()
     effects = Effects(_Client(), RESOURCE, port, lambda: AT)
     effects.update()
     assert effects.close_observed(Observation(exists=True))
@@ -360,7 +326,7 @@ def test_what_a_call_left_is_unknown_when_observe_answers_no_observation() -> No
     provider's observe answers something that is not an Observation, what the call left
     is unknown (None) and the next pass observes."""
     client = _Client(answer=Completion(finished=True), seen={"exists": True})
-    effects = Effects(client, RESOURCE, _Port(), lambda: AT)
+    effects = Effects(client, RESOURCE, AnnotationsPort(), lambda: AT)
     effects.update()
     assert effects.after() is None
     assert client.observed == 1
@@ -410,17 +376,17 @@ class _Resumed(_Client):
         self.closed = True
 
 
-def _interrupted_create() -> tuple[_Port, Journal]:
+def _interrupted_create() -> tuple[AnnotationsPort, Journal]:
     """An object's annotations holding a create journalled and then interrupted (the
     process died in the call), and the journal that sealed it."""
-    port, journal = _Port(), Journal()
+    port, journal = AnnotationsPort(), Journal()
     crashing = _Client()
 
     def dying(resource: ManagedResource) -> Any:
-        raise _Crash
+        raise Crash
 
     crashing.create = dying  # type: ignore[method-assign]
-    with suppress(_Crash):
+    with suppress(Crash):
         Effects(crashing, RESOURCE, port, lambda: AT, journal).create()
     pending = stored_intent(port.values)
     assert pending is not None and (pending.operation, pending.outcome) == ("create", "pending")
@@ -474,14 +440,10 @@ def test_a_cluster_scoped_object_s_failed_create_is_retried_under_a_new_key() ->
     """A cluster-scoped object's journal entry is sealed for the empty namespace, the
     subject the next pass reads it under: after a create failed, the next pass trusts
     the failed entry and retries under the next key, never under the failed one's."""
-    cluster_scoped = attrs.evolve(DatabaseInstance, namespaced=False)
     connector = _FailingFirstCreate(SimCloud(seed=1, create_polls=0))
-    env = Environment([(cluster_scoped, connector)])
+    env = Environment([(CLUSTER_SCOPED, connector)])
     env.provider_config()
-    manifest = database_manifest("db")
-    del manifest["metadata"]["namespace"]
-    manifest["spec"]["writeConnectionSecretToRef"]["namespace"] = "default"
-    env.apply(manifest)
+    env.apply(cluster_scoped_manifest("db"))
     env.reconcile(KIND, "db", None)
     env.reconcile(KIND, "db", None)
     uid = env.get(KIND, "db", None)["metadata"]["uid"]
@@ -517,7 +479,7 @@ def test_connect_takes_the_stored_state_as_not_ready_by_default() -> None:
                                generation=2, external_name="orders", parameters=None)
     pending = Intent("create", "u-1/create/2/1", 2, "2026-01-01T00:00:00Z")
     sealed = journal.mac(pending, subject_of(KIND, "default", "db", "u-1", "orders"))
-    port = _Port({INTENT: pending.to_json(), INTENT_MAC: sealed})
+    port = AnnotationsPort({INTENT: pending.to_json(), INTENT_MAC: sealed})
     connector = _AbsentConnector()
     effects, observation = connect(connector, resource, ProviderConfig("default", {}, {}),
                                    port, lambda: datetime(2026, 1, 2, tzinfo=UTC), journal,
@@ -552,7 +514,7 @@ def test_a_resumed_create_answers_the_name_the_provider_assigned() -> None:
     journal = Journal()
     entry = Intent("create", "u/create/1/1", 1, "2026-01-01T00:00:00Z")
     subject = subject_of("K", "ns", "n", "u", "requested")
-    port = _Port({INTENT: entry.to_json(), INTENT_MAC: journal.mac(entry, subject)})
+    port = AnnotationsPort({INTENT: entry.to_json(), INTENT_MAC: journal.mac(entry, subject)})
     client = _NamingClient("assigned-7")
     effects = Effects(client, resource, port, lambda: AT, journal)
     assert effects.resume_create() == "assigned-7"
@@ -585,7 +547,7 @@ def test_effects_holding_a_sealed_entry_of_an_unknown_operation_stage_nothing() 
     entry = Intent("resize", "u/resize/1/1", 1, "2026-01-01T00:00:00Z")
     subject = subject_of(RESOURCE.kind, RESOURCE.namespace, RESOURCE.name, RESOURCE.uid,
                          str(RESOURCE.external_name))
-    port = _Port({INTENT: entry.to_json(), INTENT_MAC: journal.mac(entry, subject)})
+    port = AnnotationsPort({INTENT: entry.to_json(), INTENT_MAC: journal.mac(entry, subject)})
     effects = Effects(_Client(), RESOURCE, port, lambda: AT, journal)
     assert effects.trusted() == entry  # trusted: the rule is about the operation alone
     assert not effects.close_observed(Observation(exists=True, up_to_date=True))
@@ -601,7 +563,7 @@ def test_what_a_call_left_is_unknown_without_observing_unless_asked_to_observe_a
     ``after()`` (``observe_again`` left at its default) answers None without calling
     observe: the next pass observes. Asked to observe again, it does, once."""
     client = _Client(answer=Completion())
-    effects = Effects(client, RESOURCE, _Port(), lambda: AT)
+    effects = Effects(client, RESOURCE, AnnotationsPort(), lambda: AT)
     effects.update()
     assert effects.after() is None
     assert client.observed == 0
@@ -610,31 +572,6 @@ def test_what_a_call_left_is_unknown_without_observing_unless_asked_to_observe_a
 
 
 # ------------------------------------------------------------------------------ the act
-class _CountingPort:
-    """The reconciled object's annotations as the journal sees them; counts the reads."""
-
-    def __init__(self, values: dict[str, str]) -> None:
-        self.values = dict(values)
-        self.reads = 0
-
-    def annotations(self) -> dict[str, str]:
-        """The annotations (a read)."""
-        self.reads += 1
-        return dict(self.values)
-
-    def annotate(self, key: str, value: str) -> None:
-        """Commit one annotation."""
-        self.values[key] = value
-
-    def stage(self, key: str, value: str) -> None:
-        """Set one annotation with the next write."""
-        self.values[key] = value
-
-    def defer(self, key: str, value: str) -> None:
-        """Set one annotation with the next write, if any."""
-        self.values[key] = value
-
-
 class _Host:
     """A machine host whose one action updates twice, noting the entry trusted between."""
 
@@ -657,7 +594,7 @@ def test_an_act_starts_from_the_entry_it_is_handed() -> None:
     """The act's first call continues from the handed entry (a pending update of this
     generation is resumed with its key), not from what the annotations hold."""
     pending = Intent("update", "u/update/1/4", 1, "2026-01-01T00:00:00Z")
-    port = _CountingPort({})
+    port = AnnotationsPort()
     client = _Client()
     effects = Effects(client, RESOURCE, port, lambda: AT, Journal())
     effects.act(Facts(state="ready"), UPDATING, _Host(), DatabaseInstance.machine,
@@ -671,7 +608,7 @@ def test_within_an_act_the_entry_written_is_the_one_answered() -> None:
     answered without reading the object's annotations again: the second call resumes
     that pending entry's key."""
     journal = Journal()
-    port = _CountingPort({})
+    port = AnnotationsPort()
     client = _Client()
     effects = Effects(client, RESOURCE, port, lambda: AT, journal)
     host = _Host()
@@ -685,7 +622,7 @@ def test_outside_an_act_the_trusted_entry_is_read_from_the_object() -> None:
     """Once an act is over, :meth:`Effects.trusted` reads the object's journal again:
     an entry written on the object afterwards is the one it answers."""
     journal = Journal()
-    port = _CountingPort({})
+    port = AnnotationsPort()
     effects = Effects(_Client(), RESOURCE, port, lambda: AT, journal)
     effects.act(Facts(state="ready"), Decision(source="ready", choice=Choice(None, "Idle")),
                 _Host(), DatabaseInstance.machine)
@@ -702,7 +639,7 @@ def test_an_act_does_not_observe_after_a_create_by_default() -> None:
     decision = decide(machine, facts)
     assert decision.actions
     client = _Client(Creation())
-    effects = Effects(client, RESOURCE, _CountingPort({}), lambda: AT, Journal())
+    effects = Effects(client, RESOURCE, AnnotationsPort(), lambda: AT, Journal())
     decided, _, following = effects.act(facts, decision, machine.guard_host(), machine)
     assert decided.error is None and client.keys
     assert client.observed == 0

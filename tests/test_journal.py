@@ -13,7 +13,7 @@ import json
 from contextlib import suppress
 from typing import Any
 
-from helpers import KIND, external, make, ready
+from helpers import KIND, Crash, external, make, ready
 
 from lifecycle.core.kind import INTENT
 from lifecycle.core.values import Intent, Observation
@@ -21,10 +21,6 @@ from lifecycle.providers.simcloud import SimCloud
 from lifecycle.providers.simcloud.scenarios.harness import database_manifest
 from lifecycle.runtime.effects import closed_intent
 from lifecycle.testing import Environment
-
-
-class Crash(BaseException):
-    """The operator process dying in the middle of a write."""
 
 
 def intent(env: Environment, name: str = "db") -> dict[str, Any]:

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 
 import attrs
 import pytest
-from helpers import KIND, RacedSecretCreate, ready
+from helpers import CLUSTER_SCOPED, KIND, RacedSecretCreate, cluster_scoped_manifest, ready
 from statemachine import State
 
 from lifecycle.core.contract import ManagedResource, ProviderConfig
@@ -315,14 +315,10 @@ def test_the_resource_after_a_take_over_carries_the_password_the_take_over_read(
 def test_the_resource_of_a_cluster_scoped_object_names_its_namespace_as_empty() -> None:
     """The resource handed to a connector names the namespace of a cluster-scoped object
     as the empty string (``ManagedResource.namespace`` is a string), never None."""
-    cluster_scoped = attrs.evolve(DatabaseInstance, namespaced=False)
     connector = _Recording()
-    env = Environment([(cluster_scoped, connector)])
+    env = Environment([(CLUSTER_SCOPED, connector)])
     env.provider_config()
-    manifest = database_manifest("db")
-    del manifest["metadata"]["namespace"]
-    manifest["spec"]["writeConnectionSecretToRef"]["namespace"] = "default"
-    env.apply(manifest)
+    env.apply(cluster_scoped_manifest("db"))
     env.reconcile(KIND, "db", None)
     assert connector.connected
     assert [r.namespace for r in connector.connected] == [""] * len(connector.connected)

@@ -15,7 +15,8 @@
   throttles backs off with the reason ``APIThrottled``;
 * a deletion that finds another's resource under its name treats its own as gone: its
   pending delete entry is closed as succeeded, and its ``ExternalResourceLeftAlone``
-  note is for the object's generation and quotes at most 64 characters of the name;
+  note is for the object's generation (its quoting of the name:
+  ``test_runtime_rules_extra.py``);
 * a reconciler refuses a kind whose machine declares no states with the engine's
   definition error;
 * a reconciler given an index of external names (``names``) claims in that index; the
@@ -37,13 +38,12 @@ server.
 
 from __future__ import annotations
 
-from contextlib import suppress
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import attrs
 import pytest
-from helpers import KIND, external, name_holder, ready
+from helpers import KIND, external, name_holder, ready, reconcile_dying_in
 from statemachine import State
 
 from lifecycle.core.decide import Facts, ReconcilePolicy
@@ -81,10 +81,6 @@ CREDS = ("AKIDEXAMPLE", "s3cr3t")
 PARAMS = {"engine": "postgres", "storage_gb": 20}
 
 
-class _Crash(BaseException):
-    """The operator process dying (or being interrupted) in the middle of a pass."""
-
-
 def _env(cloud: SimCloud, **options: Any) -> tuple[Environment, DatabaseConnector]:
     """An environment whose DatabaseInstance reconciler is built with only ``options``
     (the reconciler's own defaults otherwise) on ``cloud``."""
@@ -112,16 +108,7 @@ def test_the_journal_entry_of_a_create_is_sealed_with_the_operators_configured_k
                                        DatabaseConnector(cloud), clock=env.clock.now,
                                        journal_key=KEY)
     env.apply(database_manifest("db"))
-
-    def dying(*args: Any, **kwargs: Any) -> Any:
-        raise _Crash
-
-    real, cloud.create_instance = cloud.create_instance, dying  # type: ignore[method-assign]
-    try:
-        with suppress(_Crash):
-            env.reconcile(KIND, "db")
-    finally:
-        cloud.create_instance = real  # type: ignore[method-assign]
+    reconcile_dying_in(env, cloud, "create_instance")
     meta = env.get(KIND, "db")["metadata"]
     assert INTENT in meta["annotations"]
     subject = subject_of(KIND, "default", "db", meta["uid"], meta["annotations"][EXTERNAL_NAME])
@@ -258,16 +245,7 @@ def test_a_deletion_that_finds_anothers_resource_under_its_name_closes_its_pendi
     env = _kept(cloud)
     name = external(env)
     env.delete(KIND, "db")
-
-    def dying(*args: Any, **kwargs: Any) -> Any:
-        raise _Crash
-
-    real, cloud.delete_instance = cloud.delete_instance, dying  # type: ignore[method-assign]
-    try:
-        with suppress(_Crash):
-            env.reconcile(KIND, "db")
-    finally:
-        cloud.delete_instance = real  # type: ignore[method-assign]
+    reconcile_dying_in(env, cloud, "delete_instance")
     pending = stored_intent(env.get(KIND, "db")["metadata"]["annotations"])
     assert pending is not None and (pending.operation, pending.outcome) == ("delete", "pending")
     cloud.remove_instance(name)
@@ -280,26 +258,6 @@ def test_a_deletion_that_finds_anothers_resource_under_its_name_closes_its_pendi
     assert cloud.instances()[name]["state"] == "available"
     closed = stored_intent(obj["metadata"]["annotations"])
     assert closed is not None and (closed.key, closed.outcome) == (pending.key, "succeeded")
-
-
-def test_the_note_of_a_resource_left_alone_names_at_most_64_characters_of_its_name() -> None:
-    """A deletion that finds another's resource under a long external name lets go with
-    an ``ExternalResourceLeftAlone`` note quoting only the name's first 64 characters
-    (seen here because another finalizer keeps the object)."""
-    name = "precious-" + "x" * 70
-    env, cloud = simulated_environment(cloud=SimCloud(seed=3, create_polls=0))
-    cloud.create_instance(CREDS, name, PARAMS, password="owners-password-1")
-    doc = database_manifest("a", annotations={EXTERNAL_NAME: name})
-    doc["metadata"]["finalizers"] = ["example.com/keep"]
-    env.apply(doc)
-    env.reconcile(KIND, "a")
-    env.delete(KIND, "a")
-    env.reconcile(KIND, "a")
-    assert env.state(KIND, "a") == "deleted"
-    note = env.condition(KIND, "a", "Informational")
-    assert note is not None and note.reason == "ExternalResourceLeftAlone"
-    assert note.message == f"external resource {name[:64]!r} is not this object's: left untouched"
-    assert cloud.instances()[name]["state"] == "available"
 
 
 # ---------------------------------------------------------------- building a reconciler

@@ -12,7 +12,13 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import LaggingStore, NamesOnlyProvider, name_holder
+from helpers import (
+    CLUSTER_SCOPED,
+    LaggingStore,
+    NamesOnlyProvider,
+    cluster_scoped_manifest,
+    name_holder,
+)
 
 from lifecycle.core.errors import HandledError, Severity, TerminalError
 from lifecycle.core.kind import EXTERNAL_NAME, RECONCILE_POLICY
@@ -450,21 +456,13 @@ def test_a_finished_create_is_observed_again_under_the_name_the_provider_assigne
 
 # ------------------------------------------------- a cluster-scoped holder
 def test_a_conflict_names_a_cluster_scoped_holder_by_its_name() -> None:
-    cluster_scoped = attrs.evolve(DatabaseInstance, namespaced=False)
-    env = Environment([(cluster_scoped, DatabaseConnector(SimCloud(seed=1, create_polls=0)))])
+    env = Environment([(CLUSTER_SCOPED, DatabaseConnector(SimCloud(seed=1, create_polls=0)))])
     env.provider_config()
     assert env.reconcilers["DatabaseInstance"].names.load()  # type: ignore[attr-defined]
-
-    def manifest(name: str, **options: Any) -> dict[str, Any]:
-        made = database_manifest(name, **options)
-        del made["metadata"]["namespace"]
-        made["spec"]["writeConnectionSecretToRef"]["namespace"] = "default"
-        return made
-
-    env.apply(manifest("a"))
+    env.apply(cluster_scoped_manifest("a"))
     env.reconcile("DatabaseInstance", "a", None)
     taken = env.get("DatabaseInstance", "a", None)["metadata"]["annotations"][EXTERNAL_NAME]
-    env.apply(manifest("b", annotations={EXTERNAL_NAME: taken}))
+    env.apply(cluster_scoped_manifest("b", annotations={EXTERNAL_NAME: taken}))
     env.reconcile("DatabaseInstance", "b", None)
     failed = env.condition("DatabaseInstance", "b", "Failed", None)
     assert failed is not None and failed.reason == "ExternalNameConflict"

@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import KIND, external, make, name_holder, ready
+from helpers import KIND, Crash, external, make, name_holder, ready
 
 from lifecycle.core.contract import ManagedResource, ProviderConfig
 from lifecycle.core.errors import HandledError, Severity
@@ -39,10 +39,6 @@ from lifecycle.runtime.names import NameIndex, _older
 from lifecycle.testing import Environment
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-class Crash(BaseException):
-    """The operator process dying in the middle of a call."""
 
 
 def _intent(env: Environment, name: str = "db") -> dict[str, Any]:

@@ -38,9 +38,9 @@ KIND = "DatabaseInstance"
 CREDS = ("AKIDEXAMPLE", "s3cr3t")
 
 
-def _foreign(cloud: SimCloud) -> None:
-    """``precious``: a resource created outside the operator, marked by no object."""
-    cloud.create_instance(CREDS, "precious", {"engine": "postgres", "storage_gb": 20},
+def _foreign(cloud: SimCloud, name: str = "precious") -> None:
+    """``name``: a resource created outside the operator, marked by no object."""
+    cloud.create_instance(CREDS, name, {"engine": "postgres", "storage_gb": 20},
                           password="owners-password-1")
 
 
@@ -147,13 +147,15 @@ def test_a_resolved_reference_is_written_into_the_spec_by_the_pass() -> None:
     assert synced is not None and synced.reason != "ReferenceUnresolved"
 
 
-def test_a_deleted_object_leaves_anothers_resource_untouched_and_says_so() -> None:
+@pytest.mark.parametrize("name", ["precious", "precious-" + "x" * 70])
+def test_a_deleted_object_leaves_anothers_resource_untouched_and_says_so(name: str) -> None:
     """Deleting an object whose external name is another's deletes nothing: the object
     lets go with an Informational ``ExternalResourceLeftAlone`` note naming the resource
-    (seen here because another finalizer keeps the object)."""
+    by at most its first 64 characters (seen here because another finalizer keeps the
+    object)."""
     env, cloud = simulated_environment(cloud=SimCloud(seed=3, create_polls=0))
-    _foreign(cloud)
-    doc = database_manifest("a", annotations={EXTERNAL_NAME: "precious"})
+    _foreign(cloud, name)
+    doc = database_manifest("a", annotations={EXTERNAL_NAME: name})
     doc["metadata"]["finalizers"] = ["example.com/keep"]
     env.apply(doc)
     env.reconcile(KIND, "a")
@@ -162,9 +164,9 @@ def test_a_deleted_object_leaves_anothers_resource_untouched_and_says_so() -> No
     assert env.state(KIND, "a") == "deleted"
     note = env.condition(KIND, "a", "Informational")
     assert note is not None and note.reason == "ExternalResourceLeftAlone"
-    assert note.message == "external resource 'precious' is not this object's: left untouched"
-    assert cloud.instances()["precious"]["state"] == "available"
-    assert cloud.count("delete", "precious") == 0
+    assert note.message == f"external resource {name[:64]!r} is not this object's: left untouched"
+    assert cloud.instances()[name]["state"] == "available"
+    assert cloud.count("delete", name) == 0
 
 
 def test_a_resource_refused_as_anothers_is_neither_recorded_nor_late_initialised() -> None:
